@@ -1,0 +1,100 @@
+# estuary — build, generate, lint and test.
+#
+# Tools are installed with `go install` at pinned versions into ./bin (git
+# ignores it); Kubernetes and etcd binaries for envtest and the lab are built
+# from the Go module proxy into a cache outside the repository by
+# hack/kube-binaries.sh. Nothing is downloaded from anywhere else.
+
+SHELL := /usr/bin/env bash -o pipefail
+.DEFAULT_GOAL := build
+
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+GO_TEST_FLAGS ?= -count=1
+# Packages that need root and the lab cluster run separately (see test-lab).
+UNIT_PKGS = $$(go list ./... | grep -v /test/lab)
+
+.PHONY: build
+build: ## Build every binary into ./bin.
+	@mkdir -p $(BIN)
+	@for d in cmd/*/; do [ -f "$$d/main.go" ] || continue; \
+		n=$$(basename $$d); echo "go build -o bin/$$n ./cmd/$$n"; \
+		CGO_ENABLED=0 go build -o $(BIN)/$$n ./cmd/$$n || exit 1; done
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(BIN)/golangci-lint $@
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/.
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd
+
+.PHONY: verify-generate
+verify-generate: generate ## Fail if generated files differ from what is committed.
+	@if [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
+		echo "generated files are out of date; run 'make generate' and commit:"; \
+		git status --porcelain -- api config/crd; git --no-pager diff --stat -- api config/crd; exit 1; fi
+	@echo "generated files are up to date"
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: kube-binaries
+kube-binaries: ## Build kube-apiserver, kubectl and etcd for envtest (cached outside the repo).
+	bash hack/kube-binaries.sh kube-apiserver kubectl etcd
+
+.PHONY: test
+test: test-unit test-lab ## Unit, fuzz-seed, envtest and lab tests.
+
+.PHONY: test-unit
+test-unit: ## Unit and fuzz-seed tests, and the envtest suites against a real kube-apiserver.
+	@assets=$$(bash hack/kube-binaries.sh kube-apiserver kubectl etcd | tail -n 1) && \
+	echo "KUBEBUILDER_ASSETS=$$assets" && \
+	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: test-lab
+test-lab: ## End-to-end tests on the lab cluster (root).
+	@if [ -d test/lab ]; then go test $(GO_TEST_FLAGS) -tags lab -timeout 45m -v ./test/lab/... ; \
+	else echo "no lab tests"; fi
+
+.PHONY: bench
+bench: ## Run the Go benchmarks (results go to docs/benchmarks.md).
+	go test -run '^$$' -bench . -benchmem ./pkg/...
+
+.PHONY: fuzz
+fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
+	go test -run '^$$' -fuzz FuzzOperations -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
+	go test -run '^$$' -fuzz FuzzParseRange -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
+
+.PHONY: lab
+lab: ## Build the lab tool.
+	@mkdir -p $(BIN)
+	go build -o $(BIN)/estuary-lab ./cmd/estuary-lab
+
+.PHONY: lab-deps
+lab-deps: ## Install the Debian packages the lab needs.
+	bash hack/lab-deps.sh
+
+.PHONY: demo
+demo: ## Build, start a lab cluster and run a few pods across its nodes.
+	bash hack/demo.sh
+
+.PHONY: clean
+clean:
+	rm -rf $(BIN)
+
+.PHONY: help
+help:
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-18s %s\n", $$1, $$2}'

@@ -1,0 +1,219 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NetworkType says whether a network's pods ride a tunnel (Overlay) or the
+// data centre's own network (Underlay).
+// +kubebuilder:validation:Enum=Overlay;Underlay
+type NetworkType string
+
+// Network types.
+const (
+	// NetworkTypeOverlay is the cluster-wide VXLAN network that works on any
+	// underlying network. A cluster has at most one.
+	NetworkTypeOverlay NetworkType = "Overlay"
+	// NetworkTypeUnderlay puts pods on the physical network of a group of nodes.
+	NetworkTypeUnderlay NetworkType = "Underlay"
+)
+
+// NetworkMode is how a network carries pod traffic.
+// +kubebuilder:validation:Enum=VXLAN;VLAN;BGP
+type NetworkMode string
+
+// Network modes.
+const (
+	// NetworkModeVXLAN tunnels pod traffic between nodes (Overlay only).
+	NetworkModeVXLAN NetworkMode = "VXLAN"
+	// NetworkModeVLAN bridges pods onto an (optionally 802.1Q-tagged) segment
+	// (Underlay only).
+	NetworkModeVLAN NetworkMode = "VLAN"
+	// NetworkModeBGP routes pods by announcing their addresses to BGP peers
+	// (Underlay only).
+	NetworkModeBGP NetworkMode = "BGP"
+)
+
+// NetworkSpec describes a network domain: the nodes it spans and how it
+// carries pod traffic.
+//
+// The mode defaults from the type (Overlay: VXLAN, Underlay: VLAN); setting it
+// later to that default is allowed, changing it is not.
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || (self.type == 'Overlay' ? self.mode == 'VXLAN' : self.mode in ['VLAN', 'BGP'])",fieldPath=".mode",reason=FieldValueInvalid,message="Overlay networks use mode VXLAN; Underlay networks use mode VLAN or BGP"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Underlay' || (has(self.nodeSelector) && size(self.nodeSelector) > 0)",fieldPath=".nodeSelector",reason=FieldValueRequired,message="an Underlay network needs a nodeSelector naming the nodes of its domain"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Overlay' || !has(self.nodeSelector) || size(self.nodeSelector) == 0",fieldPath=".nodeSelector",reason=FieldValueForbidden,message="an Overlay network spans every node and takes no nodeSelector"
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) ? self.mode : (self.type == 'Overlay' ? 'VXLAN' : 'VLAN')) != 'VXLAN' || (has(self.netID) && self.netID >= 1 && self.netID <= 16777215)",fieldPath=".netID",reason=FieldValueInvalid,message="a VXLAN network needs netID, its VNI, from 1 to 16777215"
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) ? self.mode : (self.type == 'Overlay' ? 'VXLAN' : 'VLAN')) != 'VLAN' || !has(self.netID) || self.netID <= 4094",fieldPath=".netID",reason=FieldValueInvalid,message="a VLAN network's netID is its VLAN id: 0 (untagged) to 4094"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'BGP' || (has(self.netID) && self.netID >= 1)",fieldPath=".netID",reason=FieldValueRequired,message="a BGP network needs netID, the nodes' local AS number, from 1 to 4294967295"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'BGP' || (has(self.bgpPeers) && size(self.bgpPeers) > 0)",fieldPath=".bgpPeers",reason=FieldValueRequired,message="a BGP network needs at least one peer"
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode == 'BGP') || !has(self.bgpPeers) || size(self.bgpPeers) == 0",fieldPath=".bgpPeers",reason=FieldValueForbidden,message="bgpPeers are only allowed on a network in mode BGP"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.mode) ? (has(self.mode) && self.mode == oldSelf.mode) : (!has(self.mode) || self.mode == (self.type == 'Overlay' ? 'VXLAN' : 'VLAN'))",fieldPath=".mode",reason=FieldValueForbidden,message="mode is immutable"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.netID) == has(self.netID) && (!has(self.netID) || self.netID == oldSelf.netID)",fieldPath=".netID",reason=FieldValueForbidden,message="netID is immutable"
+type NetworkSpec struct {
+	// Type is Overlay or Underlay. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="type is immutable"
+	Type NetworkType `json:"type"`
+
+	// Mode is VXLAN for an Overlay network, VLAN or BGP for an Underlay one.
+	// Empty means the type's default: VXLAN for Overlay, VLAN for Underlay.
+	// Immutable once set.
+	// +optional
+	Mode NetworkMode `json:"mode,omitempty"`
+
+	// NetID is the VXLAN VNI (1-16777215), the VLAN id (0-4094, 0 meaning
+	// untagged, the default) or the nodes' local BGP AS number (1-4294967295).
+	// Immutable.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	NetID *int64 `json:"netID,omitempty"`
+
+	// NodeSelector picks the nodes of an Underlay network's domain: a pod with
+	// an address from this network may run on any of them and on no other.
+	// Required for Underlay, forbidden for Overlay (which spans every node).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// BGPPeers are the routers the nodes of a BGP network peer with.
+	// +optional
+	// +listType=map
+	// +listMapKey=address
+	// +kubebuilder:validation:MaxItems=16
+	BGPPeers []BGPPeer `json:"bgpPeers,omitempty"`
+}
+
+// BGPPeer is one router that the nodes of a BGP network peer with.
+type BGPPeer struct {
+	// Address is the peer's IP address.
+	// +required
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip.isCanonical(self)",message="must be an IP address in canonical form"
+	Address string `json:"address"`
+
+	// ASN is the peer's AS number.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	ASN int64 `json:"asn"`
+
+	// PasswordSecretRef names the Secret key holding the TCP MD5 password.
+	// +optional
+	PasswordSecretRef *SecretKeyReference `json:"passwordSecretRef,omitempty"`
+
+	// GracefulRestartSeconds is the restart time advertised for BGP graceful
+	// restart (RFC 4724 allows at most 4095). 0 disables graceful restart;
+	// unset means the daemon's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4095
+	GracefulRestartSeconds *int32 `json:"gracefulRestartSeconds,omitempty"`
+}
+
+// SecretKeyReference names one key of a Secret.
+type SecretKeyReference struct {
+	// Namespace of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key within the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// AddressStatistics counts the addresses of one family.
+//
+// Total and Available are decimal strings because an IPv6 /64 holds more
+// addresses than an int64 can count.
+type AddressStatistics struct {
+	// Total is the number of addresses pods can be given.
+	// +optional
+	Total string `json:"total,omitempty"`
+	// Used is the number of addresses allocated or retained.
+	// +optional
+	Used int64 `json:"used,omitempty"`
+	// Available is the number of addresses still free for allocation.
+	// +optional
+	Available string `json:"available,omitempty"`
+}
+
+// NetworkStatus is what the manager observes of a network.
+type NetworkStatus struct {
+	// ObservedGeneration is the generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Subnets lists the names of the network's subnets.
+	// +optional
+	// +listType=set
+	Subnets []string `json:"subnets,omitempty"`
+	// Nodes lists the nodes in the network's domain.
+	// +optional
+	// +listType=set
+	Nodes []string `json:"nodes,omitempty"`
+	// NodeCount is the number of nodes in the domain.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+	// IPv4 counts the network's IPv4 addresses.
+	// +optional
+	IPv4 *AddressStatistics `json:"ipv4,omitempty"`
+	// IPv6 counts the network's IPv6 addresses.
+	// +optional
+	IPv6 *AddressStatistics `json:"ipv6,omitempty"`
+	// Used is the number of addresses in use over both families.
+	// +optional
+	Used int64 `json:"used,omitempty"`
+	// Available is the number of free addresses over both families, as a
+	// decimal string.
+	// +optional
+	Available string `json:"available,omitempty"`
+	// Conditions are the network's observed conditions.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Network is a network domain: an Overlay spanning every node, or an Underlay
+// spanning the nodes its selector picks. Subnets hold its addresses.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=net
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="NetID",type=integer,JSONPath=`.spec.netID`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.used`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Network struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NetworkSpec `json:"spec"`
+	// +optional
+	Status NetworkStatus `json:"status,omitempty"`
+}
+
+// NetworkList is a list of Networks.
+//
+// +kubebuilder:object:root=true
+type NetworkList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Network `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Network{}, &NetworkList{})
+}
