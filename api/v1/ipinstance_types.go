@@ -155,7 +155,3 @@ type IPInstanceList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []IPInstance `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&IPInstance{}, &IPInstanceList{})
-}

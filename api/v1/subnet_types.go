@@ -176,7 +176,3 @@ type SubnetList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Subnet `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Subnet{}, &SubnetList{})
-}

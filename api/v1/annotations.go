@@ -1,0 +1,34 @@
+package v1
+
+// Annotations and labels a user puts on pods, pod templates and namespaces to
+// choose where a pod's addresses come from. A pod's own annotation wins over
+// its namespace's; without either the pod gets the Overlay network.
+const (
+	// AnnotationNetwork names the Network to allocate from.
+	AnnotationNetwork = "networking.estuary.io/network"
+	// AnnotationSubnet names one subnet per family, comma-separated
+	// ("pods-v4" or "pods-v4,pods-v6"); named subnets may be private.
+	AnnotationSubnet = "networking.estuary.io/subnet"
+	// AnnotationIPFamily is IPv4, IPv6 or DualStack. Default: every family
+	// the network has public subnets for.
+	AnnotationIPFamily = "networking.estuary.io/ip-family"
+	// AnnotationIPRetain, set to "false" on a StatefulSet's pod template,
+	// releases a pod's address when the pod goes instead of keeping it for
+	// the pod that replaces it.
+	AnnotationIPRetain = "networking.estuary.io/ip-retain"
+)
+
+// Values of AnnotationIPFamily.
+const (
+	IPFamilyIPv4      = "IPv4"
+	IPFamilyIPv6      = "IPv6"
+	IPFamilyDualStack = "DualStack"
+)
+
+// Labels the manager puts on IPInstances so they can be found by pod, node
+// and subnet with a label selector.
+const (
+	LabelPod    = "networking.estuary.io/pod"
+	LabelNode   = "networking.estuary.io/node"
+	LabelSubnet = "networking.estuary.io/subnet"
+)

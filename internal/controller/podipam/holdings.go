@@ -1,0 +1,103 @@
+package podipam
+
+import (
+	"sort"
+	"strings"
+	"sync"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// holding is one address held for a pod name, as this manager knows it. It
+// mirrors one IPInstance.
+type holding struct {
+	lease  ipam.Lease
+	name   string // IPInstance name
+	podUID string // empty while retained
+	node   string
+	phase  estuaryv1.IPInstancePhase
+	set    *setRef // the owning StatefulSet, nil for other pods
+}
+
+// setRef identifies the StatefulSet that owns a pod's addresses and the
+// pod's ordinal in it.
+type setRef struct {
+	name    string
+	uid     string
+	ordinal int32
+}
+
+// holdings indexes the addresses held per owner key (namespace/pod). It is
+// written only by reconciles, one per key at a time, so it needs a lock only
+// for the index itself.
+type holdings struct {
+	mu    sync.Mutex
+	byKey map[string][]holding
+}
+
+func newHoldings() *holdings { return &holdings{byKey: map[string][]holding{}} }
+
+func (h *holdings) get(key string) []holding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]holding(nil), h.byKey[key]...)
+}
+
+func (h *holdings) set(key string, hs []holding) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(hs) == 0 {
+		delete(h.byKey, key)
+		return
+	}
+	h.byKey[key] = append([]holding(nil), hs...)
+}
+
+func (h *holdings) add(key string, hd holding) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byKey[key] = append(h.byKey[key], hd)
+}
+
+// ofSet lists the owner keys holding addresses for a StatefulSet.
+func (h *holdings) ofSet(namespace, name string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var keys []string
+	for key, hs := range h.byKey {
+		for _, hd := range hs {
+			if hd.set != nil && hd.set.name == name && strings.HasPrefix(key, namespace+"/") {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// fromInstances indexes IPInstances by owner key.
+func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
+	out := map[string][]holding{}
+	for i := range items {
+		ipi := &items[i]
+		rec, err := record(ipi)
+		if err != nil {
+			continue
+		}
+		hd := holding{
+			lease:  ipam.Lease{Subnet: ipi.Spec.Subnet, Network: ipi.Spec.Network, Addr: rec.Addr, Family: familyOf(rec.Addr)},
+			name:   ipi.Name,
+			podUID: ipi.Spec.Binding.PodUID,
+			node:   ipi.Spec.Binding.NodeName,
+			phase:  ipi.Status.Phase,
+		}
+		if o := ipi.Spec.Binding.Owner; o.Kind == "StatefulSet" && ipi.Spec.Binding.StatefulOrdinal != nil {
+			hd.set = &setRef{name: o.Name, uid: o.UID, ordinal: *ipi.Spec.Binding.StatefulOrdinal}
+		}
+		key := rec.Owner
+		out[key] = append(out[key], hd)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package podipam
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the controller's Prometheus metrics.
+type Metrics struct {
+	allocDuration   *prometheus.HistogramVec
+	addresses       *prometheus.GaugeVec
+	rebuildProblems prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: the
+// controller-runtime registry served on the manager's metrics endpoint).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	m := &Metrics{
+		allocDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "estuary_ipam_allocation_duration_seconds",
+			Help:    "Time to allocate and record a pod's addresses.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"result"}),
+		addresses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "estuary_ipam_addresses",
+			Help: "Addresses per subnet, by state (used, available, total).",
+		}, []string{"subnet", "state"}),
+		rebuildProblems: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_rebuild_problems_total",
+			Help: "Conflicting or unplaceable IPInstances found when rebuilding the allocator.",
+		}),
+	}
+	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems)
+	return m
+}
+
+func (m *Metrics) observe(start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.allocDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}

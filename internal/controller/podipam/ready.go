@@ -1,0 +1,107 @@
+package podipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// readiness gates every reconcile on the rebuild: nothing is allocated,
+// released or changed in the allocator until its state has been restored
+// from a live list of the records.
+type readiness struct {
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func (r *readiness) init() {
+	r.once.Do(func() { r.done = make(chan struct{}) })
+}
+
+func (r *readiness) wait(ctx context.Context) error {
+	r.init()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the allocator to be rebuilt: %w", ctx.Err())
+	}
+}
+
+func (r *readiness) finish(err error) {
+	r.init()
+	r.err = err
+	close(r.done)
+}
+
+// Ready reports whether the rebuild has finished (for the readiness probe).
+func (r *Reconciler) Ready() error {
+	r.ready.init()
+	select {
+	case <-r.ready.done:
+		return r.ready.err
+	default:
+		return errors.New("allocator not rebuilt yet")
+	}
+}
+
+// Start restores the allocator from the API server: every Network and
+// Subnet, then every IPInstance, read live rather than from the informer
+// cache. It runs once this manager leads (controller-runtime starts it after
+// winning the election) and unblocks the reconcilers when done.
+func (r *Reconciler) Start(ctx context.Context) error {
+	err := r.rebuild(ctx)
+	r.ready.finish(err)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// NeedLeaderElection returns true: only the leader rebuilds and allocates.
+func (r *Reconciler) NeedLeaderElection() bool { return true }
+
+func (r *Reconciler) rebuild(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	if err := r.Topology.load(ctx, r.APIReader); err != nil {
+		logger.Error(err, "some subnets could not be installed in the allocator")
+	}
+	var list estuaryv1.IPInstanceList
+	if err := r.APIReader.List(ctx, &list); err != nil {
+		return fmt.Errorf("rebuild: list ipinstances: %w", err)
+	}
+	var records []ipam.Record
+	for i := range list.Items {
+		rec, err := record(&list.Items[i])
+		if err != nil {
+			logger.Error(err, "rebuild: skipping unreadable record")
+			continue
+		}
+		records = append(records, rec)
+	}
+	if err := r.Alloc.Rebuild(records); err != nil {
+		var rb *ipam.RebuildError
+		if !errors.As(err, &rb) {
+			return fmt.Errorf("rebuild the allocator: %w", err)
+		}
+		// Problems are reported, never resolved silently: every address that
+		// could be placed stays held, so none is handed out twice.
+		for _, p := range rb.Problems {
+			logger.Error(p, "rebuild: conflicting or unplaceable record")
+		}
+		r.Metrics.rebuildProblems.Add(float64(len(rb.Problems)))
+	}
+	for key, hs := range fromInstances(list.Items) {
+		r.held.set(key, hs)
+	}
+	logger.Info("allocator rebuilt", "records", len(records), "subnets", len(r.Alloc.Subnets()))
+	return nil
+}

@@ -1,0 +1,242 @@
+package podipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// Allocator is what the controller needs of pkg/ipam.
+type Allocator interface {
+	subnetView
+	AddSubnet(cfg ipam.SubnetConfig) error
+	UpdateSubnet(cfg ipam.SubnetConfig) error
+	RemoveSubnet(name string) error
+	Allocate(req ipam.Request) ([]ipam.Lease, error)
+	Assign(subnet string, addr netip.Addr, owner string) error
+	Release(subnet string, addr netip.Addr, owner string) error
+	Retain(subnet string, addr netip.Addr, owner string) error
+	Rebuild(records []ipam.Record) error
+	SetCursor(subnet string, addr netip.Addr) error
+	Cursor(subnet string) (netip.Addr, error)
+	Stats(subnet string) (ipam.Stats, error)
+	NetworkStats(network string, family ipam.Family) (ipam.Stats, error)
+}
+
+// EventRecorder records events about pods.
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// defaultRetryExhausted is how long a pod whose network is full waits before
+// the next try.
+const defaultRetryExhausted = 30 * time.Second
+
+// conflictRetry is how soon a pod whose address turned out to be recorded
+// already is tried again with another address.
+const conflictRetry = 100 * time.Millisecond
+
+// Reconciler gives pods their addresses and takes them back.
+type Reconciler struct {
+	Client    client.Client // cached reads of pods, namespaces, StatefulSets; all writes
+	APIReader client.Reader // live reads, for the rebuild
+	Alloc     Allocator
+	Topology  *Topology
+	Events    EventRecorder
+	Metrics   *Metrics
+	// RetryExhausted is how long a pod whose network is full waits before
+	// the next try.
+	RetryExhausted time.Duration
+
+	held  *holdings
+	ready readiness
+}
+
+// Reconcile serves one pod name: it allocates, rebinds, retains or releases
+// so that what is held for the name matches the pod (or its absence).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if err := r.ready.wait(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	key := ownerKey(req.Namespace, req.Name)
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pod); apierrors.IsNotFound(err) {
+		pod = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", key, err)
+	}
+	held := r.held.get(key)
+	if pod == nil || podFinished(pod) {
+		return ctrl.Result{}, r.letGo(ctx, key, held)
+	}
+	if pod.Spec.NodeName == "" || pod.Spec.HostNetwork {
+		return ctrl.Result{}, nil
+	}
+	if len(held) > 0 && held[0].podUID != string(pod.UID) {
+		if set := statefulOwner(pod); set != nil && sameSet(held, set) {
+			return ctrl.Result{}, r.rebind(ctx, key, pod, held)
+		}
+		if err := r.release(ctx, key, held); err != nil {
+			return ctrl.Result{}, err
+		}
+		held = nil
+	}
+	if len(held) > 0 {
+		return ctrl.Result{}, r.ensureRecorded(ctx, pod, held)
+	}
+	return r.allocate(ctx, key, pod)
+}
+
+// podFinished: the pod will never run again, so its addresses can go.
+func podFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// allocate gives a pod new addresses (or the ones it already shows in its
+// status, if their records were lost) and records each as an IPInstance.
+func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) (ctrl.Result, error) {
+	start := time.Now()
+	leases, err := r.leasesFor(ctx, key, pod)
+	if err != nil {
+		r.Metrics.observe(start, err)
+		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, "AllocationFailed", "Allocate", "no address for pod %s: %v", key, err)
+		if errors.Is(err, ipam.ErrExhausted) {
+			return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	set := statefulOwner(pod)
+	created := make([]holding, 0, len(leases))
+	for _, l := range leases {
+		hd := holding{lease: l, name: instanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
+			phase: estuaryv1.IPInstanceBound, set: set}
+		err := r.Client.Create(ctx, r.instance(pod, hd))
+		if err == nil {
+			created = append(created, hd)
+			continue
+		}
+		r.abandon(ctx, key, leases, created)
+		r.Metrics.observe(start, err)
+		if apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{RequeueAfter: conflictRetry}, r.adoptConflict(ctx, pod, l)
+		}
+		return ctrl.Result{}, fmt.Errorf("record %s for pod %s: %w", l.Addr, key, err)
+	}
+	r.held.set(key, created)
+	r.Metrics.observe(start, nil)
+	log.FromContext(ctx).V(1).Info("allocated", "pod", key, "addresses", addrs(created))
+	return ctrl.Result{}, nil
+}
+
+// leasesFor asks the allocator for the pod's addresses. A running pod whose
+// records were lost (deleted by hand while the manager was down) gets back
+// the addresses it is already using rather than new ones.
+func (r *Reconciler) leasesFor(ctx context.Context, key string, pod *corev1.Pod) ([]ipam.Lease, error) {
+	if leases, ok := r.recover(key, pod); ok {
+		return leases, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
+		ns = nil
+	}
+	sel, err := selectionFrom(pod, ns)
+	if err != nil {
+		return nil, err
+	}
+	req, err := request(sel, key, r.Topology.Overlay(), r.Alloc)
+	if err != nil {
+		return nil, err
+	}
+	return r.Alloc.Allocate(req)
+}
+
+// recover reassigns the addresses a pod reports in its status, if every one
+// of them lies in a known subnet and is free. It is all or nothing.
+func (r *Reconciler) recover(key string, pod *corev1.Pod) ([]ipam.Lease, bool) {
+	var leases []ipam.Lease
+	for _, pip := range pod.Status.PodIPs {
+		a, err := netip.ParseAddr(pip.IP)
+		if err != nil {
+			break
+		}
+		l, ok := r.Topology.leaseFor(a)
+		if !ok || r.Alloc.Assign(l.Subnet, a, key) != nil {
+			break
+		}
+		leases = append(leases, l)
+	}
+	if len(leases) > 0 && len(leases) == len(pod.Status.PodIPs) {
+		return leases, true
+	}
+	for _, l := range leases {
+		_ = r.Alloc.Release(l.Subnet, l.Addr, key)
+	}
+	return nil, false
+}
+
+// abandon undoes a partial allocation: the records created so far are
+// deleted and every lease is released in memory.
+func (r *Reconciler) abandon(ctx context.Context, key string, leases []ipam.Lease, created []holding) {
+	for _, hd := range created {
+		if err := r.deleteInstance(ctx, key, hd); err != nil {
+			log.FromContext(ctx).Error(err, "undo partial allocation", "pod", key, "address", hd.lease.Addr)
+			r.held.add(key, hd)
+			continue
+		}
+	}
+	for _, l := range leases {
+		if r.isHeld(key, l) {
+			continue
+		}
+		_ = r.Alloc.Release(l.Subnet, l.Addr, key)
+	}
+}
+
+func (r *Reconciler) isHeld(key string, l ipam.Lease) bool {
+	for _, hd := range r.held.get(key) {
+		if hd.lease.Subnet == l.Subnet && hd.lease.Addr == l.Addr {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptConflict handles an address the allocator thought free but the API
+// already records: it marks the address held by the record's owner so it is
+// never handed out twice, and reports the disagreement on the pod.
+func (r *Reconciler) adoptConflict(ctx context.Context, pod *corev1.Pod, l ipam.Lease) error {
+	existing := &estuaryv1.IPInstance{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: instanceName(l.Addr)}, existing); err != nil {
+		return fmt.Errorf("address %s in subnet %s is already recorded; read the record: %w", l.Addr, l.Subnet, err)
+	}
+	rec, err := record(existing)
+	if err != nil {
+		return err
+	}
+	if err := r.Alloc.Assign(rec.Subnet, rec.Addr, rec.Owner); err != nil && !errors.Is(err, ipam.ErrInUse) {
+		return fmt.Errorf("hold recorded address %s for %s: %w", rec.Addr, rec.Owner, err)
+	}
+	r.Events.Eventf(pod, existing, corev1.EventTypeWarning, "AddressConflict", "Allocate",
+		"address %s in subnet %s is already recorded for %s; it is now held for that owner and another address will be chosen", l.Addr, l.Subnet, rec.Owner)
+	return nil
+}
+
+func addrs(hs []holding) []string {
+	out := make([]string, len(hs))
+	for i, hd := range hs {
+		out[i] = hd.lease.Addr.String()
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package podipam
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// Options configure Setup.
+type Options struct {
+	// Workers is the number of pods served in parallel.
+	Workers int
+	// Metrics registers with this registry; nil means controller-runtime's.
+	Metrics *Metrics
+	// RetryExhausted is how long a pod whose network is full waits before
+	// the next try (default 30s).
+	RetryExhausted time.Duration
+	// StatusInterval is the most often a Subnet or Network status is
+	// written (default 2s).
+	StatusInterval time.Duration
+}
+
+// Setup wires the pod, network and subnet controllers, the rebuild and the
+// status writer into mgr, all sharing one allocator. It returns the pod
+// reconciler, whose Ready method backs the readiness probe.
+func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.RetryExhausted <= 0 {
+		opts.RetryExhausted = defaultRetryExhausted
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	topo := NewTopology(mgr.GetClient(), alloc)
+	r := &Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
+		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),
+		RetryExhausted: opts.RetryExhausted,
+	}
+	if err := mgr.Add(r); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&StatusWriter{Client: mgr.GetClient(), Alloc: alloc, Topology: topo, Metrics: opts.Metrics, Ready: &r.ready, Interval: opts.StatusInterval}); err != nil {
+		return nil, err
+	}
+	err := ctrl.NewControllerManagedBy(mgr).Named("network").For(&estuaryv1.Network{}).
+		Complete(&NetworkReconciler{Topology: topo})
+	if err != nil {
+		return nil, err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("subnet").For(&estuaryv1.Subnet{}).
+		Complete(&SubnetReconciler{Topology: topo, Ready: &r.ready})
+	if err != nil {
+		return nil, err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("pod-ipam").For(&corev1.Pod{}).
+		Watches(&estuaryv1.IPInstance{}, handler.EnqueueRequestsFromMapFunc(instanceToPod)).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setToPods)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
+	return r, err
+}
+
+// instanceToPod: a record's change (or deletion) is a reason to look at the
+// pod it names, e.g. to release records left behind while the manager was down.
+func instanceToPod(_ context.Context, o client.Object) []reconcile.Request {
+	ipi, ok := o.(*estuaryv1.IPInstance)
+	if !ok || ipi.Spec.Binding.PodName == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ipi.Namespace, Name: ipi.Spec.Binding.PodName}}}
+}
+
+// setToPods: a StatefulSet's scale-down or deletion may release the addresses
+// retained for its pods.
+func (r *Reconciler) setToPods(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, key := range r.held.ofSet(o.GetNamespace(), o.GetName()) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: key[len(o.GetNamespace())+1:]}})
+	}
+	return reqs
+}

@@ -1,0 +1,276 @@
+package podipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+var (
+	cfg    *rest.Config
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`")
+		return 1
+	}
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startManager runs the controllers with a fresh allocator until the test
+// (or the returned stop function) ends them, and waits for the rebuild.
+func startManager(t *testing.T) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Every test starts its own controllers with the same names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Setup(mgr, ipam.New(), Options{
+		Workers: 4, Metrics: NewMetrics(prometheus.NewRegistry()),
+		RetryExhausted: 500 * time.Millisecond, StatusInterval: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// eventually retries check until it succeeds or 30 seconds pass.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func bg() context.Context { return context.Background() }
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T, annotations map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-", Annotations: annotations}}
+	if err := k8s.Create(bg(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// newNetwork creates a network and its subnets, removed when the test ends.
+func newNetwork(t *testing.T, name string, spec estuaryv1.NetworkSpec, subnets map[string]estuaryv1.SubnetSpec) {
+	t.Helper()
+	n := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if err := k8s.Create(bg(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), n) })
+	for sname, sspec := range subnets {
+		sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: sname}, Spec: sspec}
+		if err := k8s.Create(bg(), sn); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(bg(), sn) })
+	}
+}
+
+func overlay(t *testing.T, name string, cidrs ...string) {
+	t.Helper()
+	subnets := map[string]estuaryv1.SubnetSpec{}
+	for i, c := range cidrs {
+		v := int32(4)
+		if netip.MustParsePrefix(c).Addr().Is6() {
+			v = 6
+		}
+		subnets[fmt.Sprintf("%s-%d", name, i)] = estuaryv1.SubnetSpec{Network: name, Range: estuaryv1.AddressRange{Version: v, CIDR: c}}
+	}
+	newNetwork(t, name, estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay, NetID: ptr.To[int64](7)}, subnets)
+}
+
+type podOpt func(*corev1.Pod)
+
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+
+func annotated(k, v string) podOpt {
+	return func(p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[k] = v
+	}
+}
+
+func ownedBy(sts *appsv1.StatefulSet) podOpt {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true)}}
+	}
+}
+
+func newPod(t *testing.T, ns, name string, opts ...podOpt) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if err := k8s.Create(bg(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), podRef(p.Namespace, p.Name), client.GracePeriodSeconds(0)) })
+	return p
+}
+
+// deletePod removes a pod at once, as a force delete does (no kubelet runs
+// here to finish a graceful one).
+func deletePod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if err := k8s.Delete(bg(), p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, "pod "+p.Name+" gone", func() error {
+		err := k8s.Get(bg(), client.ObjectKeyFromObject(p), &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get: %w", err)
+		}
+		return errors.New("still there")
+	})
+}
+
+// instancesOf lists the pod name's IPInstances (read live).
+func instancesOf(t *testing.T, ns, pod string) []estuaryv1.IPInstance {
+	t.Helper()
+	var list estuaryv1.IPInstanceList
+	if err := k8s.List(bg(), &list, client.InNamespace(ns), client.MatchingLabels{estuaryv1.LabelPod: pod}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitInstances waits until the pod name has n IPInstances in phase and
+// returns them.
+func waitInstances(t *testing.T, ns, pod string, n int, phase estuaryv1.IPInstancePhase) []estuaryv1.IPInstance {
+	t.Helper()
+	var got []estuaryv1.IPInstance
+	eventually(t, fmt.Sprintf("%d %s address(es) for %s/%s", n, phase, ns, pod), func() error {
+		got = instancesOf(t, ns, pod)
+		if len(got) != n {
+			return fmt.Errorf("%d records", len(got))
+		}
+		for _, ipi := range got {
+			if ipi.Status.Phase != phase {
+				return fmt.Errorf("%s is %s", ipi.Name, ipi.Status.Phase)
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+func addrOf(t *testing.T, ipi estuaryv1.IPInstance) netip.Addr {
+	t.Helper()
+	return netip.MustParsePrefix(ipi.Spec.Address.IP).Addr()
+}
+
+// subnetUsed reads a subnet's status.used.
+func subnetUsed(name string) (int64, error) {
+	sn := &estuaryv1.Subnet{}
+	if err := k8s.Get(bg(), client.ObjectKey{Name: name}, sn); err != nil {
+		return 0, err
+	}
+	return sn.Status.Used, nil
+}
+
+func waitUsed(t *testing.T, subnet string, want int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("subnet %s used=%d", subnet, want), func() error {
+		got, err := subnetUsed(subnet)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("used=%d", got)
+		}
+		return nil
+	})
+}
+
+func podRef(ns, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
