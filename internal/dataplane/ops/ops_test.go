@@ -1,0 +1,327 @@
+package ops
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+var allFDB = Scope{FDBDevice: func(string) bool { return true }}
+
+// newNS opens a handle on a fresh namespace holding the veth pairs
+// est1<->est1p and eth1<->eth1p, all up.
+func newNS(t *testing.T) *Handle {
+	t.Helper()
+	path := nstest.New(t)
+	h, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	for _, pair := range [][2]string{{"est1", "est1p"}, {"eth1", "eth1p"}} {
+		if err := h.EnsureVeth(pair[0], pair[1], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// newVXLAN creates estvx on eth1 or skips when the kernel has no VXLAN.
+func newVXLAN(t *testing.T, h *Handle, vni uint32) {
+	t.Helper()
+	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
+	if _, err := h.EnsureVXLAN("estvx", vni, 4789, "eth1", ip("192.168.50.1"), 1450); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			t.Skipf("kernel lacks VXLAN: %v", err)
+		}
+		t.Fatal(err)
+	}
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
+
+func apply(t *testing.T, h *Handle, p state.Plan) {
+	t.Helper()
+	if err := h.Apply(p); err != nil {
+		t.Fatalf("apply:\n%s\nerror: %v", p, err)
+	}
+}
+
+func read(t *testing.T, h *Handle) state.State {
+	t.Helper()
+	s, err := h.Read(allFDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func has[T comparable](t *testing.T, in []T, want ...T) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(in, w) {
+			t.Errorf("kernel lacks %v; has %v", w, in)
+		}
+	}
+}
+
+func hasNot[T comparable](t *testing.T, in []T, gone ...T) {
+	t.Helper()
+	for _, g := range gone {
+		if slices.Contains(in, g) {
+			t.Errorf("kernel still has %v", g)
+		}
+	}
+}
+
+func canon(rs []state.Route) []state.Route {
+	out := make([]state.Route, len(rs))
+	for i, r := range rs {
+		out[i] = r.Canonical()
+	}
+	return out
+}
+
+func TestRoutes(t *testing.T) {
+	h := newNS(t)
+	p := state.ProtocolEstuary
+	routes := []state.Route{
+		{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est1", Scope: state.ScopeLink, Protocol: p},
+		{Table: 1001, Dst: pfx("10.1.0.0/16"), Dev: "est1", Protocol: p},
+		{Table: 1100, Dst: pfx("10.2.0.1/32"), Type: state.RouteThrow, Protocol: p},
+		{Table: 1000, Dst: pfx("fd00::5/128"), Dev: "est1", Protocol: p},
+		{Table: 1100, Dst: pfx("fd00:2::1/128"), Type: state.RouteThrow, Protocol: p},
+		{Table: 1100, Dst: pfx("0.0.0.0/0"), Dev: "eth1", Gw: ip("192.168.50.254"), Protocol: p},
+	}
+	apply(t, h, state.Plan{
+		AddAddrs:  []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}},
+		AddRoutes: routes,
+	})
+	apply(t, h, state.Plan{AddRoutes: routes}) // a second add is a no-op
+	has(t, canon(read(t, h).Routes), canon(routes)...)
+
+	moved := state.Route{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "eth1", Scope: state.ScopeLink, Protocol: p}
+	apply(t, h, state.Plan{AddRoutes: []state.Route{moved}, DelRoutes: routes[2:5]})
+	apply(t, h, state.Plan{DelRoutes: routes[2:5]}) // a second delete is a no-op
+	got := canon(read(t, h).Routes)
+	has(t, got, moved.Canonical())
+	hasNot(t, got, canon(append(routes[:1:1], routes[2:5]...))...)
+}
+
+func TestRules(t *testing.T) {
+	h := newNS(t)
+	rules := []state.Rule{
+		{Priority: 1000, Table: 1000},
+		{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20},
+		{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0x20},
+		{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64"), Mark: 0x7},
+		{Priority: 1000, Table: 1000, Family: state.IPv6},
+	}
+	apply(t, h, state.Plan{AddRules: rules})
+	apply(t, h, state.Plan{AddRules: rules})
+	got := read(t, h).Rules
+	for i, r := range rules {
+		rules[i] = r.Canonical()
+	}
+	has(t, got, rules...)
+	has(t, got, state.Rule{Priority: 32766, Table: state.MainTable, Family: state.IPv4})
+
+	krs, err := h.nl.RuleList(unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kr := range krs {
+		if kr.Priority == 1100 && (kr.Mask == nil || *kr.Mask != 0x20 || kr.Mark != 0 || kr.Src.String() != "10.1.0.0/16") {
+			t.Errorf("rule 1100 in kernel: %s mark %#x mask %v", kr, kr.Mark, kr.Mask)
+		}
+	}
+
+	apply(t, h, state.Plan{DelRules: rules[1:3]})
+	apply(t, h, state.Plan{DelRules: rules[1:3]})
+	got = read(t, h).Rules
+	hasNot(t, got, rules[1:3]...)
+	has(t, got, rules[0], rules[3], rules[4])
+}
+
+func TestNeighbours(t *testing.T) {
+	h := newNS(t)
+	mac := state.MustParseMAC("ee:ee:ee:ee:ee:ee")
+	neighs := []state.Neigh{
+		{Dev: "est1", IP: ip("169.254.1.1"), MAC: mac, Permanent: true},
+		{Dev: "est1", IP: ip("fe80::ecee:eeff:feee:eeee"), MAC: mac, Permanent: true},
+		{Dev: "eth1", IP: ip("10.2.0.7"), Proxy: true},
+		{Dev: "eth1", IP: ip("fd00:2::7"), Proxy: true},
+	}
+	apply(t, h, state.Plan{AddNeighs: neighs})
+	apply(t, h, state.Plan{AddNeighs: neighs})
+	has(t, read(t, h).Neighs, neighs...)
+
+	idx, err := h.LinkIndex("eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies, err := h.nl.NeighProxyList(idx, unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(proxies) != 1 || proxies[0].Flags&netlink.NTF_PROXY == 0 || !proxies[0].IP.Equal(ip("10.2.0.7").AsSlice()) {
+		t.Errorf("proxy entries on eth1: %v", proxies)
+	}
+
+	newMAC := state.MustParseMAC("02:00:00:00:00:09")
+	changed := state.Neigh{Dev: "est1", IP: ip("169.254.1.1"), MAC: newMAC, Permanent: true}
+	apply(t, h, state.Plan{AddNeighs: []state.Neigh{changed}, DelNeighs: neighs[2:]})
+	apply(t, h, state.Plan{DelNeighs: neighs[2:]})
+	got := read(t, h).Neighs
+	has(t, got, changed, neighs[1])
+	hasNot(t, got, neighs[0], neighs[2], neighs[3])
+}
+
+func TestFDB(t *testing.T) {
+	h := newNS(t)
+	newVXLAN(t, h, 42)
+	mac := state.MustParseMAC("02:00:00:00:00:02")
+	entries := []state.FDB{
+		{Dev: "estvx", Dst: ip("192.168.50.2")},
+		{Dev: "estvx", Dst: ip("192.168.50.3")},
+		{Dev: "estvx", MAC: mac, Dst: ip("192.168.50.2")},
+	}
+	apply(t, h, state.Plan{AddFDB: entries})
+	apply(t, h, state.Plan{AddFDB: entries})
+	got := read(t, h).FDB
+	has(t, got, entries...)
+	if len(got) != len(entries) {
+		t.Errorf("fdb has %d entries, want %d: %v", len(got), len(entries), got)
+	}
+
+	moved := state.FDB{Dev: "estvx", MAC: mac, Dst: ip("192.168.50.3")}
+	apply(t, h, state.Plan{AddFDB: []state.FDB{moved}, DelFDB: entries[1:2]})
+	apply(t, h, state.Plan{DelFDB: entries[1:2]})
+	got = read(t, h).FDB
+	has(t, got, entries[0], moved)
+	hasNot(t, got, entries[1], entries[2])
+}
+
+func TestAddrs(t *testing.T) {
+	h := newNS(t)
+	addrs := []state.Addr{
+		{Dev: "eth1", Prefix: pfx("10.2.0.254/24"), Scope: state.ScopeLink, NoPrefixRoute: true},
+		{Dev: "eth1", Prefix: pfx("fd00:2::fe/64"), Scope: state.ScopeUniverse, NoPrefixRoute: true},
+	}
+	apply(t, h, state.Plan{AddAddrs: addrs})
+	apply(t, h, state.Plan{AddAddrs: addrs})
+	s := read(t, h)
+	has(t, s.Addrs, addrs...)
+	for _, r := range s.Routes {
+		if r.Dst == pfx("10.2.0.0/24") || r.Dst == pfx("fd00:2::/64") {
+			t.Errorf("noprefixroute address has a prefix route: %s", r)
+		}
+	}
+	apply(t, h, state.Plan{DelAddrs: addrs})
+	apply(t, h, state.Plan{DelAddrs: addrs})
+	hasNot(t, read(t, h).Addrs, addrs...)
+}
+
+func TestEnsureVXLAN(t *testing.T) {
+	h := newNS(t)
+	newVXLAN(t, h, 42)
+	before, err := h.nl.LinkByName("estvx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac, err := h.EnsureVXLAN("estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1450)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := h.nl.LinkByName("estvx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Attrs().Index != before.Attrs().Index || mac.String() != before.Attrs().HardwareAddr.String() {
+		t.Fatalf("second EnsureVXLAN recreated the device: index %d -> %d", before.Attrs().Index, same.Attrs().Index)
+	}
+	vx := same.(*netlink.Vxlan)
+	if vx.VxlanId != 42 || vx.Port != 4789 || vx.Learning || vx.MTU != 1450 || vx.Flags&(1<<0) == 0 {
+		t.Fatalf("vxlan attributes: vni %d port %d learning %v mtu %d flags %v", vx.VxlanId, vx.Port, vx.Learning, vx.MTU, vx.Flags)
+	}
+
+	if _, err := h.EnsureVXLAN("estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := h.nl.LinkByName("estvx"); l.Attrs().Index != before.Attrs().Index || l.Attrs().MTU != 1400 {
+		t.Fatalf("MTU change: index %d mtu %d", l.Attrs().Index, l.Attrs().MTU)
+	}
+
+	if _, err := h.EnsureVXLAN("estvx", 43, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.nl.LinkByName("estvx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Attrs().Index == before.Attrs().Index || l.(*netlink.Vxlan).VxlanId != 43 {
+		t.Fatalf("VNI change not applied by recreating: index %d vni %d", l.Attrs().Index, l.(*netlink.Vxlan).VxlanId)
+	}
+
+	if err := h.DeleteLink("estvx"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.DeleteLink("estvx"); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestEnsureVethAndBridge(t *testing.T) {
+	h := newNS(t)
+	if err := h.EnsureVeth("est1", "est1p", 1400); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureBridge("estbr"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureBridge("estbr"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureVeth("estbr", "x", 0); err == nil {
+		t.Fatal("EnsureVeth accepted an existing bridge")
+	}
+	for _, name := range []string{"est1", "est1p"} {
+		l, err := h.nl.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().MTU != 1400 {
+			t.Errorf("%s mtu %d, want 1400", name, l.Attrs().MTU)
+		}
+	}
+}
+
+func TestApplyReportsFailure(t *testing.T) {
+	h := newNS(t)
+	err := h.Apply(state.Plan{AddRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}}})
+	if err == nil || err.Error() != "add route 10.0.0.5/32 table 1000 dev est9: link est9 not found" {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestDeleteOnMissingDeviceSucceeds(t *testing.T) {
+	h := newNS(t)
+	err := h.Apply(state.Plan{
+		DelRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}},
+		DelNeighs: []state.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}},
+		DelFDB:    []state.FDB{{Dev: "est9", Dst: ip("192.168.50.2")}},
+		DelAddrs:  []state.Addr{{Dev: "est9", Prefix: pfx("10.2.0.254/24")}},
+		DelRules:  []state.Rule{{Priority: 1999, Table: 1999}},
+	})
+	if err != nil {
+		t.Fatalf("deleting what is gone: %v", err)
+	}
+}

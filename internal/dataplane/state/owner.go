@@ -1,0 +1,102 @@
+package state
+
+import (
+	"slices"
+	"strings"
+)
+
+// ProtocolEstuary is the route protocol number (rtm_protocol) estuary writes
+// on its routes: 0xE5 (229), unused by iproute2's rt_protos. A route carrying
+// it is estuary's in any table.
+const ProtocolEstuary uint8 = 0xE5
+
+// Ownership says which kernel objects estuary manages. Diff deletes only
+// owned objects that are not desired and never touches anything else.
+//
+//   - a route is owned if it carries Protocol or lives in a table in
+//     [TableMin, TableMax];
+//   - a rule is owned if its priority is in [PriorityMin, PriorityMax];
+//   - a neighbour entry is owned if it is permanent or a proxy entry on an
+//     owned device (dynamic entries are the kernel's cache, not state);
+//   - an FDB entry is owned if it is on an owned device;
+//   - an address is owned if it carries estuary's mark: scope link and
+//     noprefixroute (the "enhanced address" of architecture.md). The kernel
+//     keeps no other per-address owner, and estuary writes no other kind.
+//
+// A device is owned if its name starts with DevicePrefix or is in Devices.
+type Ownership struct {
+	Protocol     uint8
+	TableMin     int
+	TableMax     int
+	PriorityMin  int
+	PriorityMax  int
+	DevicePrefix string
+	Devices      []string
+}
+
+// DefaultOwnership is estuary's ownership: protocol 0xE5, tables and rule
+// priorities 1000-1999 (architecture.md, "Policy routing on the node") and
+// devices named est*.
+func DefaultOwnership() Ownership {
+	return Ownership{
+		Protocol:     ProtocolEstuary,
+		TableMin:     1000,
+		TableMax:     1999,
+		PriorityMin:  1000,
+		PriorityMax:  1999,
+		DevicePrefix: "est",
+	}
+}
+
+// OwnsDevice reports whether the named link is estuary's.
+func (o Ownership) OwnsDevice(name string) bool {
+	if name == "" {
+		return false
+	}
+	if o.DevicePrefix != "" && strings.HasPrefix(name, o.DevicePrefix) {
+		return true
+	}
+	return slices.Contains(o.Devices, name)
+}
+
+// OwnsRoute reports whether r is estuary's.
+func (o Ownership) OwnsRoute(r Route) bool {
+	return r.Protocol == o.Protocol || (r.Table >= o.TableMin && r.Table <= o.TableMax)
+}
+
+// OwnsRule reports whether r is estuary's.
+func (o Ownership) OwnsRule(r Rule) bool {
+	return r.Priority >= o.PriorityMin && r.Priority <= o.PriorityMax
+}
+
+// OwnsNeigh reports whether n is estuary's.
+func (o Ownership) OwnsNeigh(n Neigh) bool {
+	return (n.Proxy || n.Permanent) && o.OwnsDevice(n.Dev)
+}
+
+// OwnsFDB reports whether e is estuary's.
+func (o Ownership) OwnsFDB(e FDB) bool { return o.OwnsDevice(e.Dev) }
+
+// OwnsAddr reports whether a carries estuary's mark.
+func (Ownership) OwnsAddr(a Addr) bool { return a.Scope == ScopeLink && a.NoPrefixRoute }
+
+// Unowned returns the objects of s that o does not own.
+func (o Ownership) Unowned(s State) State {
+	return State{
+		Routes: filter(s.Routes, func(r Route) bool { return !o.OwnsRoute(r) }),
+		Rules:  filter(s.Rules, func(r Rule) bool { return !o.OwnsRule(r) }),
+		Neighs: filter(s.Neighs, func(n Neigh) bool { return !o.OwnsNeigh(n) }),
+		FDB:    filter(s.FDB, func(e FDB) bool { return !o.OwnsFDB(e) }),
+		Addrs:  filter(s.Addrs, func(a Addr) bool { return !o.OwnsAddr(a) }),
+	}
+}
+
+func filter[T any](in []T, keep func(T) bool) []T {
+	var out []T
+	for _, v := range in {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
