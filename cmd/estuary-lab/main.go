@@ -1,0 +1,192 @@
+// Command estuary-lab runs the estuary lab: a multi-node Kubernetes cluster on one
+// machine, inside network namespaces. The commands are thin wiring around
+// internal/lab.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/internal/lab/netlab"
+	"github.com/estuary-cni/estuary/internal/lab/nodens"
+	"github.com/estuary-cni/estuary/internal/lab/proc"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		if err := internalCommand(os.Args[1], os.Args[2:]); !errors.Is(err, errNotInternal) {
+			fmt.Fprintf(os.Stderr, "estuary-lab %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+	}
+	if err := root().Execute(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+var errNotInternal = errors.New("not an internal command")
+
+// internalCommand runs the helpers the lab starts itself with; they are not meant
+// for people.
+func internalCommand(name string, args []string) error {
+	switch name {
+	case proc.RunCommand:
+		return proc.RunMain(args)
+	case nodens.HolderCommand:
+		return nodens.HolderMain(args)
+	case netlab.ForwardCommand:
+		if len(args) != 3 {
+			return fmt.Errorf("usage: %s LISTEN NETNS-PATH TARGET", netlab.ForwardCommand)
+		}
+		return netlab.Forward(args[0], args[1], args[2])
+	}
+	return errNotInternal
+}
+
+func root() *cobra.Command {
+	var opts lab.Options
+	stateDir := os.Getenv("ESTUARY_LAB_STATE")
+	if stateDir == "" {
+		stateDir = lab.DefaultStateDir
+	}
+	c := &cobra.Command{
+		Use:           "estuary-lab",
+		Short:         "A multi-node Kubernetes lab inside network namespaces",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	c.PersistentFlags().StringVar(&opts.StateDir, "state-dir", stateDir, "lab state directory (env ESTUARY_LAB_STATE)")
+	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts))
+	return c
+}
+
+func upCmd(opts *lab.Options) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "up",
+		Short: "Create the lab (removing any previous one at the same state directory)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Out = cmd.OutOrStdout()
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return l.Up(ctx)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&opts.Nodes, "nodes", 3, "number of worker nodes")
+	f.StringVar(&opts.CNI, "cni", "bridge", "CNI to install: bridge (reference plugins) or estuary")
+	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", lab.DefaultKubernetesVersion, "Kubernetes version to build and run")
+	f.StringVar(&opts.ProxyMode, "proxy-mode", "iptables", "kube-proxy mode: iptables or nftables")
+	f.IntVar(&opts.HostAPIPort, "api-port", lab.DefaultHostAPIPort, "host loopback port forwarded to the API server")
+	f.StringVar(&opts.CacheDir, "cache-dir", envOr("ESTUARY_CACHE", lab.DefaultCacheDir), "binary and image cache (env ESTUARY_CACHE)")
+	f.StringVar(&opts.RepoDir, "repo", "", "estuary checkout (default: found from the working directory)")
+	f.StringVar(&opts.BinDir, "bin-dir", os.Getenv("ESTUARY_LAB_BIN_DIR"), "prebuilt Kubernetes binaries (default: hack/kube-binaries.sh)")
+	f.DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "give up on the bring-up (after binaries are built) after this long")
+	return c
+}
+
+func downCmd(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Remove everything the lab made (also after a crash or a killed up)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Out = cmd.OutOrStdout()
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			return l.Down()
+		},
+	}
+}
+
+func statusCmd(opts *lab.Options) *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show the lab's topology, nodes and components",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			s, err := l.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			case "", "table":
+				return s.WriteTable(cmd.OutOrStdout())
+			}
+			return fmt.Errorf("--output %q: want table or json", output)
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return c
+}
+
+func kubeconfigCmd(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print the path of the lab's admin kubeconfig",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), l.KubeconfigPath())
+			return err
+		},
+	}
+}
+
+func execCmd(opts *lab.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec NODE -- CMD [ARG...]",
+		Short: "Run a command inside a lab machine (node-N, control-plane, router, external, switch)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			c, err := l.Command(args[0], args[1:])
+			if err != nil {
+				return err
+			}
+			cmd.SilenceErrors = true
+			return c.Run()
+		},
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

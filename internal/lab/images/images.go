@@ -1,0 +1,172 @@
+// Package images owns the lab's container images: it packs a static binary into a
+// single-layer docker-archive tarball (the format `ctr images import` reads), builds
+// the pause program from source, and caches both by content hash so nothing is ever
+// pulled from a registry.
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Image describes a single-binary image.
+type Image struct {
+	Tag        string   // e.g. estuary-lab.local/pause:<hash>
+	Binary     string   // path of the static binary on this machine
+	Path       string   // path of the binary inside the image, e.g. /pause
+	Entrypoint []string // defaults to [Path]
+}
+
+// WriteArchive writes img as a docker-archive tarball to out (atomically).
+func WriteArchive(img Image, out string) error {
+	layer, err := layerTar(img.Binary, img.Path)
+	if err != nil {
+		return err
+	}
+	diffID := sha256.Sum256(layer)
+	ep := img.Entrypoint
+	if len(ep) == 0 {
+		ep = []string{img.Path}
+	}
+	cfg, err := json.Marshal(map[string]any{
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"created":      time.Unix(0, 0).UTC().Format(time.RFC3339),
+		"config":       map[string]any{"Entrypoint": ep, "Env": []string{"PATH=/"}},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
+	})
+	if err != nil {
+		return fmt.Errorf("encode image config: %w", err)
+	}
+	cfgSum := sha256.Sum256(cfg)
+	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
+	layerName := hex.EncodeToString(diffID[:]) + "/layer.tar"
+	manifest, err := json.Marshal([]map[string]any{{
+		"Config": cfgName, "RepoTags": []string{img.Tag}, "Layers": []string{layerName},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{cfgName, cfg}, {layerName, layer}, {"manifest.json", manifest}} {
+		if err := addFile(tw, f.name, f.data, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("close archive: %w", err)
+	}
+	return atomicWrite(out, buf.Bytes())
+}
+
+func layerTar(binary, inImage string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Clean(binary))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", binary, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := addFile(tw, filepath.Base(inImage), data, 0o755); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {
+	hdr := &tar.Header{Name: name, Mode: mode, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("tar header %s: %w", name, err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		return fmt.Errorf("tar write %s: %w", name, err)
+	}
+	return nil
+}
+
+func atomicWrite(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return nil
+}
+
+// FileHash returns the first 12 hex digits of the SHA-256 of the file at path.
+func FileHash(path string) (string, error) {
+	f, err := os.Open(filepath.Clean(path))
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// Cached returns the archive that packs the binary at bin as tag under cacheDir,
+// keyed by the content of both, writing it only when it is not cached yet.
+func Cached(cacheDir, tag, bin, inImage string) (archive string, err error) {
+	h, err := FileHash(bin)
+	if err != nil {
+		return "", err
+	}
+	th := sha256.Sum256([]byte(tag))
+	base := filepath.Base(strings.SplitN(tag, ":", 2)[0])
+	archive = filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s.tar", base, h, hex.EncodeToString(th[:])[:8]))
+	if _, err := os.Stat(archive); err == nil {
+		return archive, nil
+	}
+	return archive, WriteArchive(Image{Tag: tag, Binary: bin, Path: inImage}, archive)
+}
+
+// BuildPause compiles the pause program in srcDir (a directory of the estuary module)
+// into cacheDir, keyed by the hash of its source, and returns the binary's path.
+func BuildPause(srcDir, cacheDir string) (string, error) {
+	h, err := FileHash(filepath.Join(srcDir, "main.go"))
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(cacheDir, "pause-"+h)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o750); err != nil {
+		return "", fmt.Errorf("create %s: %w", cacheDir, err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin+".tmp", ".") //nolint:gosec // G204: runs programs the lab located itself
+	cmd.Dir = srcDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build pause in %s: %w\n%s", srcDir, err, out)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		return "", fmt.Errorf("rename pause binary: %w", err)
+	}
+	return bin, nil
+}

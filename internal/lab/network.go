@@ -1,0 +1,114 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/estuary-cni/estuary/internal/lab/netlab"
+)
+
+const switchBridge = "br0"
+
+// namespaces lists every network namespace of the plan.
+func (p *Plan) namespaces() []string {
+	ns := []string{p.SwitchNS, p.Router.NetNS, p.ControlPlane.NetNS, p.External.NetNS}
+	for _, n := range p.Nodes {
+		ns = append(ns, n.NetNS)
+	}
+	return ns
+}
+
+// buildNetwork creates the switch, plugs every member into it, links the external
+// host behind the router and installs addresses, routes and sysctls.
+func (l *Lab) buildNetwork() error {
+	pl := l.plan
+	for _, ns := range pl.namespaces() {
+		if err := netlab.Create(ns); err != nil {
+			return err
+		}
+	}
+	if err := netlab.Bridge(pl.SwitchNS, switchBridge); err != nil {
+		return err
+	}
+	for _, m := range pl.Members() {
+		if err := netlab.Veth(pl.SwitchNS, m.Port, switchBridge, m.NetNS, "eth0"); err != nil {
+			return err
+		}
+		if err := netlab.AddAddr(m.NetNS, "eth0", netip.PrefixFrom(m.Addr, pl.Switch.Bits())); err != nil {
+			return err
+		}
+	}
+	if err := l.linkExternal(); err != nil {
+		return err
+	}
+	for _, m := range append([]Member{pl.ControlPlane}, pl.Nodes...) {
+		if err := netlab.Route(m.NetNS, netip.Prefix{}, pl.Router.Addr); err != nil {
+			return err
+		}
+	}
+	if err := l.sysctls(); err != nil {
+		return err
+	}
+	if l.opts.CNI == "bridge" {
+		return l.podRoutes()
+	}
+	return nil
+}
+
+func (l *Lab) linkExternal() error {
+	pl := l.plan
+	if err := netlab.Veth(pl.Router.NetNS, "ext0", "", pl.External.NetNS, "eth0"); err != nil {
+		return err
+	}
+	bits := pl.ExternalNet.Bits()
+	if err := netlab.AddAddr(pl.Router.NetNS, "ext0", netip.PrefixFrom(pl.RouterExt, bits)); err != nil {
+		return err
+	}
+	if err := netlab.AddAddr(pl.External.NetNS, "eth0", netip.PrefixFrom(pl.External.Addr, bits)); err != nil {
+		return err
+	}
+	return netlab.Route(pl.External.NetNS, netip.Prefix{}, pl.RouterExt)
+}
+
+func (l *Lab) sysctls() error {
+	pl := l.plan
+	set := map[string][][2]string{
+		pl.Router.NetNS: {{"net.ipv4.ip_forward", "1"}},
+	}
+	for _, n := range pl.Nodes {
+		set[n.NetNS] = [][2]string{
+			{"net.ipv4.ip_forward", "1"},
+			{"net.bridge.bridge-nf-call-iptables", "1"},
+			{"net.bridge.bridge-nf-call-ip6tables", "1"},
+		}
+	}
+	for ns, kvs := range set {
+		for _, kv := range kvs {
+			if err := netlab.Sysctl(ns, kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// podRoutes makes every node's pod CIDR reachable over the switch: from the router
+// (so the external host reaches pod IPs directly), the control plane and every
+// other node.
+func (l *Lab) podRoutes() error {
+	pl := l.plan
+	for _, dst := range pl.Nodes {
+		from := []string{pl.Router.NetNS, pl.ControlPlane.NetNS}
+		for _, n := range pl.Nodes {
+			if n.Name != dst.Name {
+				from = append(from, n.NetNS)
+			}
+		}
+		for _, ns := range from {
+			if err := netlab.Route(ns, dst.PodCIDR, dst.Addr); err != nil {
+				return fmt.Errorf("pod route to %s: %w", dst.Name, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package render
+
+import (
+	"fmt"
+	"strings"
+)
+
+// BirdOptions describe the router's BGP speaker.
+type BirdOptions struct {
+	RouterID  string
+	ASN       int
+	PeersFile string // included file where later work adds BGP peers
+}
+
+// Bird renders the router's bird2 configuration: device and direct protocols, a
+// kernel protocol that installs only BGP-learned routes, and a peer template that
+// the included peers file instantiates.
+func Bird(o BirdOptions) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "# estuary lab router. BGP peers live in %s.\n", o.PeersFile)
+	fmt.Fprintf(&s, "log stderr all;\nrouter id %s;\n\n", o.RouterID)
+	s.WriteString("protocol device { scan time 10; }\n\n")
+	s.WriteString("protocol direct { ipv4; interface \"eth0\", \"ext0\"; }\n\n")
+	s.WriteString("protocol kernel {\n  ipv4 {\n    import none;\n")
+	s.WriteString("    export filter { if source = RTS_BGP then accept; reject; };\n  };\n}\n\n")
+	fmt.Fprintf(&s, "template bgp lab_peer {\n  local as %d;\n  graceful restart on;\n", o.ASN)
+	s.WriteString("  ipv4 { import all; export none; };\n}\n\n")
+	fmt.Fprintf(&s, "include \"%s\";\n", o.PeersFile)
+	return s.String()
+}
+
+// BirdPeersPlaceholder is the initial content of the peers file.
+func BirdPeersPlaceholder(asn int) string {
+	return fmt.Sprintf("# BGP peers of the lab router (AS %d). Example:\n"+
+		"# protocol bgp node_1 from lab_peer { neighbor 10.77.0.11 as %d; }\n", asn, asn)
+}

@@ -1,0 +1,156 @@
+// Package render owns the text of every configuration file the lab writes:
+// containerd, kubelet, kube-proxy, the reference CNI conflist and the router's BIRD
+// configuration. Everything here is a pure function of its inputs so it can be
+// tested without a kernel or a cluster.
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// ContainerdOptions are the per-node changes to containerd's default configuration.
+type ContainerdOptions struct {
+	SandboxImage string
+	Root         string // containerd root (per-node through the node's mount namespace)
+	State        string
+	Address      string // grpc socket path
+	CNIBinDir    string
+	CNIConfDir   string
+}
+
+// Containerd edits the output of `containerd config default` (version 2 format):
+// the CRI plugin must not lower oom_score_adj (the machine lacks CAP_SYS_RESOURCE),
+// uses the locally built pause image, and every path is the node's own.
+func Containerd(def string, o ContainerdOptions) (string, error) {
+	edits := []struct{ key, value string }{
+		{"restrict_oom_score_adj", "true"},
+		{"sandbox_image", quote(o.SandboxImage)},
+		{"bin_dir", quote(o.CNIBinDir)},
+		{"conf_dir", quote(o.CNIConfDir)},
+		{"root", quote(o.Root)},
+		{"state", quote(o.State)},
+	}
+	out := def
+	for _, e := range edits {
+		re := regexp.MustCompile(`(?m)^(\s*)` + regexp.QuoteMeta(e.key) + ` = .*$`)
+		if !re.MatchString(out) {
+			return "", fmt.Errorf("containerd default config has no %q setting", e.key)
+		}
+		out = re.ReplaceAllString(out, "${1}"+e.key+" = "+strings.ReplaceAll(e.value, "$", "$$"))
+	}
+	// The grpc address is the first "address" line, inside the [grpc] table.
+	re := regexp.MustCompile(`(?m)^(\[grpc\]\n(?:\s+.*\n)*?\s*)address = .*$`)
+	if !re.MatchString(out) {
+		return "", fmt.Errorf("containerd default config has no [grpc] address")
+	}
+	out = re.ReplaceAllString(out, "${1}address = "+strings.ReplaceAll(quote(o.Address), "$", "$$"))
+	return out, nil
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// KubeletOptions are the per-node settings of a kubelet.
+type KubeletOptions struct {
+	CgroupRoot      string
+	ClientCAFile    string
+	TLSCertFile     string
+	TLSKeyFile      string
+	RuntimeEndpoint string
+	ClusterDNS      string
+}
+
+// Kubelet renders a KubeletConfiguration (JSON, which kubelet reads as YAML).
+func Kubelet(o KubeletOptions) ([]byte, error) {
+	cfg := map[string]any{
+		"apiVersion": "kubelet.config.k8s.io/v1beta1",
+		"kind":       "KubeletConfiguration",
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true},
+			"x509":      map[string]any{"clientCAFile": o.ClientCAFile},
+		},
+		"authorization":               map[string]any{"mode": "Webhook"},
+		"cgroupDriver":                "cgroupfs",
+		"cgroupRoot":                  o.CgroupRoot,
+		"failCgroupV1":                false,
+		"failSwapOn":                  false,
+		"containerRuntimeEndpoint":    o.RuntimeEndpoint,
+		"clusterDNS":                  []string{o.ClusterDNS},
+		"clusterDomain":               "cluster.local",
+		"tlsCertFile":                 o.TLSCertFile,
+		"tlsPrivateKeyFile":           o.TLSKeyFile,
+		"readOnlyPort":                0,
+		"healthzBindAddress":          "127.0.0.1",
+		"healthzPort":                 10248,
+		"serializeImagePulls":         false,
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+		"evictionHard": map[string]string{
+			"memory.available":  "100Mi",
+			"nodefs.available":  "1%",
+			"imagefs.available": "1%",
+			"nodefs.inodesFree": "1%",
+		},
+		"rotateCertificates":        false,
+		"protectKernelDefaults":     false,
+		"nodeStatusReportFrequency": "1m",
+		// Inside /var/lib/kubelet (per node) instead of /usr/libexec/kubernetes.
+		"volumePluginDir": "/var/lib/kubelet/volumeplugins",
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// KubeProxy renders a KubeProxyConfiguration for one node.
+func KubeProxy(kubeconfig, node, clusterCIDR, mode string) ([]byte, error) {
+	if mode != "iptables" && mode != "nftables" {
+		return nil, fmt.Errorf("proxy mode %q: want iptables or nftables", mode)
+	}
+	cfg := map[string]any{
+		"apiVersion":         "kubeproxy.config.k8s.io/v1alpha1",
+		"kind":               "KubeProxyConfiguration",
+		"clientConnection":   map[string]any{"kubeconfig": kubeconfig},
+		"mode":               mode,
+		"clusterCIDR":        clusterCIDR,
+		"hostnameOverride":   node,
+		"detectLocalMode":    "ClusterCIDR",
+		"metricsBindAddress": "127.0.0.1:10249",
+		"healthzBindAddress": "0.0.0.0:10256",
+		// nf_conntrack_max is global and read-only inside a network namespace:
+		// leave every conntrack setting as the kernel has it.
+		"conntrack": map[string]any{
+			"maxPerCore":            0,
+			"min":                   0,
+			"tcpEstablishedTimeout": "0s",
+			"tcpCloseWaitTimeout":   "0s",
+		},
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// BridgeCNI renders the reference bridge + host-local + portmap conflist for a node
+// whose pods take addresses from podCIDR.
+func BridgeCNI(podCIDR string) ([]byte, error) {
+	cfg := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "lab-bridge",
+		"plugins": []any{
+			map[string]any{
+				"type":        "bridge",
+				"bridge":      "cni0",
+				"isGateway":   true,
+				"ipMasq":      false,
+				"hairpinMode": true,
+				"ipam": map[string]any{
+					"type":   "host-local",
+					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
+					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}

@@ -1,0 +1,40 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/estuary-cni/estuary/internal/lab/render"
+)
+
+// startRouter writes the router's BIRD configuration and runs bird in the router
+// namespace. The peers file is where BGP networks add their sessions later.
+func (l *Lab) startRouter(ctx context.Context) error {
+	dir := l.paths.Router()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	peers := filepath.Join(dir, "bird-peers.conf")
+	if err := os.WriteFile(peers, []byte(render.BirdPeersPlaceholder(RouterASN)), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", peers, err)
+	}
+	conf := filepath.Join(dir, "bird.conf")
+	text := render.Bird(render.BirdOptions{RouterID: l.plan.Router.Addr.String(), ASN: RouterASN, PeersFile: peers})
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", conf, err)
+	}
+	sock := l.birdSocket()
+	p, err := l.start(l.spec("router-bird", cgroupOf("router"), l.plan.Router.NetNS,
+		"bird", "-f", "-c", conf, "-s", sock, "-P", filepath.Join(dir, "bird.pid")))
+	if err != nil {
+		return err
+	}
+	return p.WaitReady(ctx, "listening on its control socket", func() error {
+		_, err := os.Stat(sock)
+		return err
+	})
+}
+
+func (l *Lab) birdSocket() string { return filepath.Join(l.paths.Router(), "bird.ctl") }

@@ -1,0 +1,213 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/lab/netlab"
+	"github.com/estuary-cni/estuary/internal/lab/proc"
+)
+
+// Status is what `estuary-lab status` reports.
+type Status struct {
+	Phase             string              `json:"phase"` // absent, starting, running
+	StateDir          string              `json:"stateDir"`
+	Kubeconfig        string              `json:"kubeconfig"`
+	KubernetesVersion string              `json:"kubernetesVersion,omitempty"`
+	CNI               string              `json:"cni,omitempty"`
+	ProxyMode         string              `json:"proxyMode,omitempty"`
+	BinDir            string              `json:"binDir,omitempty"`
+	Switch            SwitchStatus        `json:"switch"`
+	Router            RouterStatus        `json:"router"`
+	External          HostStatus          `json:"external"`
+	ControlPlane      HostStatus          `json:"controlPlane"`
+	Nodes             []NodeInfo          `json:"nodes"`
+	PodCIDR           string              `json:"podCIDR"`
+	ServiceCIDR       string              `json:"serviceCIDR"`
+	Images            map[string]string   `json:"images"`
+	Components        []Component         `json:"components"`
+	Capabilities      netlab.Capabilities `json:"kernelCapabilities"`
+	Memory            *MemoryStatus       `json:"memory,omitempty"`
+}
+
+// MemoryStatus is the memory the running lab uses: what its cgroup is charged (page
+// cache included) and the summed resident set size of its processes.
+type MemoryStatus struct {
+	CgroupBytes uint64 `json:"cgroupBytes"`
+	RSSBytes    uint64 `json:"rssBytes"`
+	Processes   int    `json:"processes"`
+}
+
+// SwitchStatus describes the underlay segment.
+type SwitchStatus struct {
+	CIDR      string `json:"cidr"`
+	Namespace string `json:"namespace"`
+}
+
+// RouterStatus describes the router: the gateway of the underlay and its BGP speaker.
+type RouterStatus struct {
+	Address      string `json:"address"`
+	Namespace    string `json:"namespace"`
+	ASN          int    `json:"asn"`
+	BirdSocket   string `json:"birdSocket"`
+	ExternalLink string `json:"externalLinkAddress"`
+}
+
+// HostStatus is one namespace with an address.
+type HostStatus struct {
+	Address   string `json:"address"`
+	Namespace string `json:"namespace"`
+	Subnet    string `json:"subnet,omitempty"`
+}
+
+// NodeInfo is one node of the lab.
+type NodeInfo struct {
+	Name      string `json:"name"`
+	Address   string `json:"address"`
+	Namespace string `json:"namespace"`
+	PodCIDR   string `json:"podCIDR"`
+	Ready     *bool  `json:"ready,omitempty"`
+}
+
+// Component is one lab process.
+type Component struct {
+	Name    string `json:"name"`
+	PID     int    `json:"pid"`
+	Running bool   `json:"running"`
+	Log     string `json:"log"`
+}
+
+// Status reports the lab; node readiness is included when the API server answers.
+func (l *Lab) Status(ctx context.Context) (*Status, error) {
+	pl := l.plan
+	s := &Status{Phase: "absent", StateDir: l.paths.Root, Kubeconfig: l.paths.Kubeconfig(),
+		Switch:       SwitchStatus{CIDR: pl.Switch.String(), Namespace: pl.SwitchNS},
+		Router:       RouterStatus{Address: pl.Router.Addr.String(), Namespace: pl.Router.NetNS, ASN: RouterASN, BirdSocket: l.birdSocket(), ExternalLink: pl.RouterExt.String()},
+		External:     HostStatus{Address: pl.External.Addr.String(), Namespace: pl.External.NetNS, Subnet: pl.ExternalNet.String()},
+		ControlPlane: HostStatus{Address: pl.ControlPlane.Addr.String(), Namespace: pl.ControlPlane.NetNS},
+		PodCIDR:      pl.Pods.String(), ServiceCIDR: pl.Services.String(),
+		Images: map[string]string{"pause": PauseImage, "agnhost": AgnhostImage},
+	}
+	for _, n := range pl.Nodes {
+		s.Nodes = append(s.Nodes, NodeInfo{Name: n.Name, Address: n.Addr.String(), Namespace: n.NetNS, PodCIDR: n.PodCIDR.String()})
+	}
+	caps, err := netlab.Probe(Prefix + "-probe")
+	if err != nil {
+		return nil, fmt.Errorf("probe kernel capabilities: %w", err)
+	}
+	s.Capabilities = caps
+	st, err := loadState(l.paths.StateFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.Phase, s.KubernetesVersion, s.CNI, s.ProxyMode = st.Phase, st.KubernetesVersion, st.CNI, st.ProxyMode
+	s.BinDir = st.BinDir
+	s.Components = l.components()
+	if cg, rss, err := Memory(); err == nil {
+		s.Memory = &MemoryStatus{CgroupBytes: cg, RSSBytes: rss, Processes: len(proc.CgroupPIDs(Prefix))}
+	}
+	l.addReadiness(ctx, s, st.BinDir)
+	return s, nil
+}
+
+func (l *Lab) components() []Component {
+	files, _ := filepath.Glob(filepath.Join(l.paths.Run(), "*.pid"))
+	sort.Strings(files)
+	var out []Component
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		pid := proc.ReadPID(f)
+		out = append(out, Component{Name: name, PID: pid, Running: pid > 0 && proc.Alive(pid), Log: l.paths.Log(name)})
+	}
+	return out
+}
+
+func (l *Lab) addReadiness(ctx context.Context, s *Status, bin string) {
+	if bin == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nodes, err := l.nodeStatuses(ctx, bin)
+	if err != nil {
+		return
+	}
+	for i := range s.Nodes {
+		ready := false
+		for _, n := range nodes {
+			if n.Name == s.Nodes[i].Name {
+				ready = n.Ready
+			}
+		}
+		s.Nodes[i].Ready = &ready
+	}
+}
+
+// WriteTable prints s for people.
+func (s *Status) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	pf := func(format string, a ...any) { _, _ = fmt.Fprintf(&b, format, a...) }
+	pf("lab:          %s (state %s)\n", s.Phase, s.StateDir)
+	pf("kubeconfig:   %s\n", s.Kubeconfig)
+	pf("kubernetes:   %s   cni: %s   proxy: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode)
+	pf("switch:       %s (netns %s)\n", s.Switch.CIDR, s.Switch.Namespace)
+	pf("router:       %s (gateway, BGP AS %d, netns %s)\n", s.Router.Address, s.Router.ASN, s.Router.Namespace)
+	pf("external:     %s on %s via %s (netns %s)\n", s.External.Address, s.External.Subnet, s.Router.ExternalLink, s.External.Namespace)
+	pf("control-plane %s (netns %s)\n", s.ControlPlane.Address, s.ControlPlane.Namespace)
+	pf("pods %s  services %s\n", s.PodCIDR, s.ServiceCIDR)
+	pf("kernel:       802.1Q VLAN %v, VXLAN %v %s\n\n", s.Capabilities.VLAN, s.Capabilities.VXLAN, s.Capabilities.Detail)
+	rows := [][]string{{"NODE", "ADDRESS", "POD CIDR", "READY", "NETNS"}}
+	for _, n := range s.Nodes {
+		ready := "?"
+		if n.Ready != nil {
+			ready = fmt.Sprint(*n.Ready)
+		}
+		rows = append(rows, []string{n.Name, n.Address, n.PodCIDR, ready, n.Namespace})
+	}
+	b.WriteString(table(rows))
+	if s.Memory != nil {
+		pf("\nmemory: %d processes, RSS %.0f MiB, cgroup %.0f MiB (page cache included)\n",
+			s.Memory.Processes, float64(s.Memory.RSSBytes)/(1<<20), float64(s.Memory.CgroupBytes)/(1<<20))
+	}
+	if len(s.Components) > 0 {
+		rows = [][]string{{"COMPONENT", "PID", "RUNNING"}}
+		for _, c := range s.Components {
+			rows = append(rows, []string{c.Name, fmt.Sprint(c.PID), fmt.Sprint(c.Running)})
+		}
+		b.WriteString("\n" + table(rows))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// table aligns rows in columns.
+func table(rows [][]string) string {
+	width := map[int]int{}
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(r)-1 {
+				b.WriteString(c)
+			} else {
+				b.WriteString(c + strings.Repeat(" ", width[i]-len(c)+2))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
