@@ -54,6 +54,9 @@ func run(m *testing.M) int {
 	var err error
 	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
+		// Start may fail after launching etcd and kube-apiserver (e.g. when a
+		// CRD is refused); stop them so nothing outlives the test.
+		_ = env.Stop()
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
