@@ -36,9 +36,10 @@ $(GOLANGCI_LINT):
 	mv $(BIN)/golangci-lint $@
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/.
-	$(CONTROLLER_GEN) object paths=./api/...
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, and the CNI gRPC code.
+	$(CONTROLLER_GEN) object paths=./api/v1/...
+	$(CONTROLLER_GEN) crd paths=./api/v1/... output:crd:artifacts:config=config/crd
+	bash hack/gen-proto.sh
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.

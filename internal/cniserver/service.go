@@ -1,0 +1,264 @@
+package cniserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+)
+
+// Add builds the attachment through the backend and records it before
+// replying. A repeated Add for a recorded attachment in the same network
+// namespace returns the recorded result without calling the backend.
+func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddReply, error) {
+	a, err := validateArgs(req.GetArgs(), true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.locks.lock(a.ContainerID)()
+
+	key := keyOf(a)
+	prev, err := s.store.Get(key)
+	switch {
+	case err == nil && prev.Netns == a.Netns:
+		return decodeResult(prev)
+	case err == nil:
+		if err := s.backend.Del(ctx, attachmentOf(prev)); err != nil {
+			return nil, backendError("del of stale endpoint "+key.String(), err)
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, status.Errorf(codes.Internal, "add %s: %v", key, err)
+	}
+
+	reply, err := s.backend.Add(ctx, a)
+	if err != nil {
+		return nil, backendError("add "+key.String(), err)
+	}
+	ep, err := endpointOf(a, reply)
+	if err == nil {
+		err = s.store.Put(ep)
+	}
+	if err != nil {
+		if delErr := s.backend.Del(ctx, a); delErr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back: %w", delErr))
+		}
+		return nil, status.Errorf(codes.Internal, "add %s: %v", key, err)
+	}
+	return reply, nil
+}
+
+// Del removes the attachment through the backend, then its record. It
+// succeeds for attachments that were never added or are already gone; a
+// failing backend keeps the record so that the runtime's retry finds it.
+func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelReply, error) {
+	a, err := validateArgs(req.GetArgs(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer s.locks.lock(a.ContainerID)()
+
+	key := keyOf(a)
+	ep, err := s.store.Get(key)
+	switch {
+	case err == nil && a.Netns == "":
+		a.Netns = ep.Netns
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return nil, status.Errorf(codes.Internal, "del %s: %v", key, err)
+	}
+	if err := s.backend.Del(ctx, a); err != nil {
+		return nil, backendError("del "+key.String(), err)
+	}
+	if err := s.store.Delete(key); err != nil {
+		return nil, status.Errorf(codes.Internal, "del %s: %v", key, err)
+	}
+	return &cniv1.DelReply{}, nil
+}
+
+// Check compares the request (and the runtime's prevResult, if any) with
+// the record, then asks the backend to verify the interface.
+func (s *Server) Check(ctx context.Context, req *cniv1.CheckRequest) (*cniv1.CheckReply, error) {
+	a, err := validateArgs(req.GetArgs(), true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.locks.lock(a.ContainerID)()
+
+	key := keyOf(a)
+	ep, err := s.store.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "check %s: no endpoint is recorded for this container and interface", key)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "check %s: %v", key, err)
+	}
+	if diffs := compare(ep, a, req.GetPrevResult()); len(diffs) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "check %s: endpoint does not match its record: %s", key, strings.Join(diffs, "; "))
+	}
+	if err := s.backend.Check(ctx, a, ep); err != nil {
+		return nil, backendError("check "+key.String(), err)
+	}
+	return &cniv1.CheckReply{}, nil
+}
+
+// Status reports ready when the backend is.
+func (s *Server) Status(ctx context.Context, req *cniv1.StatusRequest) (*cniv1.StatusReply, error) {
+	if n := len(req.GetNetworkConfig()); n > maxNetConfBytes {
+		return nil, invalid("network_config", "%d bytes exceeds the %d byte limit", n, maxNetConfBytes)
+	}
+	if err := s.backend.Ready(ctx); err != nil {
+		return &cniv1.StatusReply{Ready: false, Message: err.Error()}, nil
+	}
+	return &cniv1.StatusReply{Ready: true}, nil
+}
+
+// GC removes every recorded attachment that is not in the valid list,
+// through the backend first. Failures are reported after every stale
+// attachment has been tried; their records stay for the next GC.
+func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, error) {
+	if err := validateGC(req); err != nil {
+		return nil, err
+	}
+	valid := make(map[store.Key]bool, len(req.GetValidAttachments()))
+	for _, v := range req.GetValidAttachments() {
+		valid[store.Key{ContainerID: v.GetContainerId(), IfName: v.GetIfname()}] = true
+	}
+	eps, err := s.store.List()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "gc: %v", err)
+	}
+	reply := &cniv1.GCReply{}
+	var errs []error
+	for _, ep := range eps {
+		if valid[ep.Key] {
+			continue
+		}
+		if err := s.collect(ctx, ep); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		reply.Removed = append(reply.Removed, &cniv1.Attachment{ContainerId: ep.ContainerID, Ifname: ep.IfName})
+	}
+	if len(errs) > 0 {
+		return nil, status.Errorf(codes.Internal, "gc: removed %d, failed %d: %v", len(reply.Removed), len(errs), errors.Join(errs...))
+	}
+	return reply, nil
+}
+
+// collect removes one stale endpoint.
+func (s *Server) collect(ctx context.Context, ep store.Endpoint) error {
+	defer s.locks.lock(ep.ContainerID)()
+	if err := s.backend.Del(ctx, attachmentOf(ep)); err != nil {
+		return fmt.Errorf("del %s: %w", ep.Key, err)
+	}
+	return s.store.Delete(ep.Key)
+}
+
+// compare lists the differences between a record and a Check request.
+func compare(ep store.Endpoint, a Attachment, prev *cniv1.AddReply) []string {
+	var diffs []string
+	field := func(name, got, want string) {
+		if got != want {
+			diffs = append(diffs, fmt.Sprintf("%s is %q, recorded %q", name, got, want))
+		}
+	}
+	field("netns", a.Netns, ep.Netns)
+	if a.PodUID != "" {
+		field("pod UID", a.PodUID, ep.PodUID)
+	}
+	if a.PodNamespace != "" || a.PodName != "" {
+		field("pod", a.PodNamespace+"/"+a.PodName, ep.PodNamespace+"/"+ep.PodName)
+	}
+	if prev != nil {
+		got, want := addressesOf(prev), slices.Clone(ep.IPs)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			diffs = append(diffs, fmt.Sprintf("prevResult IPs are %v, recorded %v", got, want))
+		}
+	}
+	return diffs
+}
+
+func keyOf(a Attachment) store.Key {
+	return store.Key{ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+func attachmentOf(ep store.Endpoint) Attachment {
+	return Attachment{
+		ContainerID:  ep.ContainerID,
+		IfName:       ep.IfName,
+		Netns:        ep.Netns,
+		PodNamespace: ep.PodNamespace,
+		PodName:      ep.PodName,
+		PodUID:       ep.PodUID,
+	}
+}
+
+// endpointOf builds the record for a successful Add, rejecting a backend
+// reply whose addresses the binary could not turn into a CNI result.
+func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
+	if reply == nil {
+		return store.Endpoint{}, errors.New("backend returned no result")
+	}
+	for i, ip := range reply.GetIps() {
+		if _, err := netip.ParsePrefix(ip.GetAddress()); err != nil {
+			return store.Endpoint{}, fmt.Errorf("backend result ips[%d]: %w", i, err)
+		}
+	}
+	raw, err := proto.Marshal(reply)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("encode result: %w", err)
+	}
+	return store.Endpoint{
+		Key:          keyOf(a),
+		Netns:        a.Netns,
+		PodNamespace: a.PodNamespace,
+		PodName:      a.PodName,
+		PodUID:       a.PodUID,
+		IPs:          addressesOf(reply),
+		Result:       raw,
+		Created:      time.Now().UTC(),
+	}, nil
+}
+
+func addressesOf(r *cniv1.AddReply) []string {
+	var out []string
+	for _, ip := range r.GetIps() {
+		if p, err := netip.ParsePrefix(ip.GetAddress()); err == nil {
+			out = append(out, p.String())
+		} else {
+			out = append(out, ip.GetAddress())
+		}
+	}
+	return out
+}
+
+func decodeResult(ep store.Endpoint) (*cniv1.AddReply, error) {
+	reply := &cniv1.AddReply{}
+	if err := proto.Unmarshal(ep.Result, reply); err != nil {
+		return nil, status.Errorf(codes.Internal, "add %s: decode recorded result: %v", ep.Key, err)
+	}
+	return reply, nil
+}
+
+// backendError keeps a status the backend chose and maps anything else to
+// Internal, naming the operation.
+func backendError(op string, err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return status.Errorf(st.Code(), "%s: %s", op, st.Message())
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+	}
+	return status.Errorf(codes.Internal, "%s: backend: %v", op, err)
+}
