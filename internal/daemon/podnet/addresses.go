@@ -1,0 +1,77 @@
+package podnet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// Address is one of a pod's addresses as IPAM allocated it.
+type Address struct {
+	// IP is the pod's address with its subnet's prefix length.
+	IP netip.Prefix
+	// Gateway is the subnet's gateway; the pod itself always routes via the
+	// link-local gateway, so this is informational.
+	Gateway netip.Addr
+	Family  state.Family
+}
+
+// Addresses supplies a pod's addresses. Wait blocks until they are known or
+// ctx ends; the daemon implements it over an IPInstance informer.
+type Addresses interface {
+	Wait(ctx context.Context, podNamespace, podName, podUID string) ([]Address, error)
+}
+
+// Static is a map-backed Addresses for tests and fixed setups. Wait polls
+// until Set has supplied the pod's addresses or ctx ends.
+type Static struct {
+	mu    sync.Mutex
+	addrs map[string][]Address
+}
+
+// NewStatic returns an empty Static.
+func NewStatic() *Static {
+	return &Static{addrs: map[string][]Address{}}
+}
+
+// Set records the addresses of the pod namespace/name, replacing any before.
+func (s *Static) Set(podNamespace, podName string, addrs ...Address) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addrs[podNamespace+"/"+podName] = addrs
+}
+
+// Delete forgets the pod's addresses.
+func (s *Static) Delete(podNamespace, podName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.addrs, podNamespace+"/"+podName)
+}
+
+func (s *Static) get(key string) ([]Address, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.addrs[key]
+	return a, ok
+}
+
+// Wait returns the pod's addresses once Set has supplied them.
+func (s *Static) Wait(ctx context.Context, podNamespace, podName, _ string) ([]Address, error) {
+	key := podNamespace + "/" + podName
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if a, ok := s.get(key); ok {
+			return a, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("addresses of pod %s: %w", key, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package podnet
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"google.golang.org/protobuf/proto"
+
+	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// plumbing is one attachment's view of the host and pod namespaces.
+type plumbing struct {
+	a        cniserver.Attachment
+	hostNS   string
+	host     *ops.Handle
+	pod      *ops.Handle
+	hostVeth string
+	mtu      int
+}
+
+// open binds handles to the pod's namespace (first, so a missing namespace
+// fails before anything is made) and to the host's.
+func (b *Backend) open(a cniserver.Attachment) (*plumbing, error) {
+	pod, err := ops.Open(a.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("%s: pod namespace: %w", podRef(a), err)
+	}
+	host, err := ops.Open(b.cfg.HostNetns)
+	if err != nil {
+		pod.Close()
+		return nil, fmt.Errorf("%s: host namespace: %w", podRef(a), err)
+	}
+	return &plumbing{a: a, hostNS: b.cfg.HostNetns, host: host, pod: pod, hostVeth: HostVethName(a), mtu: b.cfg.MTU}, nil
+}
+
+func (p *plumbing) close() {
+	p.pod.Close()
+	p.host.Close()
+}
+
+func (p *plumbing) errorf(format string, args ...any) error {
+	return fmt.Errorf("%s: "+format, append([]any{podRef(p.a)}, args...)...)
+}
+
+// ensureVeth creates the pair, or accepts an existing one that joins this
+// attachment's host side and pod interface. created says whether it made it.
+func (p *plumbing) ensureVeth() (created bool, err error) {
+	hl, err := p.host.Link(p.hostVeth)
+	if errors.Is(err, ops.ErrLinkNotFound) {
+		if err := p.host.AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.a.Netns, p.mtu); err != nil {
+			return false, p.errorf("%w", err)
+		}
+		return true, nil
+	}
+	if err != nil {
+		return false, p.errorf("%w", err)
+	}
+	pl, err := p.pod.Link(p.a.IfName)
+	if err != nil || hl.Type != "veth" || pl.Type != "veth" || hl.PeerIndex != pl.Index || pl.PeerIndex != hl.Index {
+		return false, p.errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
+			p.a.IfName, p.a.Netns)
+	}
+	return false, nil
+}
+
+// configure writes everything but the pair itself. Per-link sysctls go
+// first, while both ends are down, so no packet sees them unset.
+func (p *plumbing) configure(addrs []Address) error {
+	v6 := hasFamily(addrs, state.IPv6)
+	if err := writeSysctls(p.hostNS, p.hostSysctls(v6)); err != nil {
+		return p.errorf("host side %s: %w", p.hostVeth, err)
+	}
+	if v6 {
+		if err := writeSysctls(p.a.Netns, p.podSysctls()); err != nil {
+			return p.errorf("pod side %s: %w", p.a.IfName, err)
+		}
+	}
+	for _, up := range []struct {
+		h    *ops.Handle
+		name string
+	}{{p.host, p.hostVeth}, {p.pod, "lo"}, {p.pod, p.a.IfName}} {
+		if err := up.h.SetLinkUp(up.name); err != nil {
+			return p.errorf("%w", err)
+		}
+	}
+	if err := p.configurePod(addrs); err != nil {
+		return err
+	}
+	if err := p.host.Apply(p.hostPlan(addrs)); err != nil {
+		return p.errorf("host side %s: %w", p.hostVeth, err)
+	}
+	return nil
+}
+
+// hostSysctls: proxy ARP/NDP and forwarding on the host side, and forwarding
+// for the namespace (the reference ptp plugin's convention). IPv6 DAD is off
+// on the host side so its link-local gateway address is usable at once.
+func (p *plumbing) hostSysctls(v6 bool) []sysctl {
+	dev := p.hostVeth
+	s := []sysctl{
+		{"net/ipv4/ip_forward", "1"},
+		{"net/ipv4/conf/" + dev + "/forwarding", "1"},
+		{"net/ipv4/conf/" + dev + "/proxy_arp", "1"},
+	}
+	if v6 {
+		s = append(s,
+			sysctl{"net/ipv6/conf/all/forwarding", "1"},
+			sysctl{"net/ipv6/conf/" + dev + "/accept_dad", "0"},
+			sysctl{"net/ipv6/conf/" + dev + "/forwarding", "1"},
+			sysctl{"net/ipv6/conf/" + dev + "/proxy_ndp", "1"},
+		)
+	}
+	return s
+}
+
+// podSysctls: no DAD on the pod side, so its address works at once (it is a
+// /128 on a point-to-point link: nothing else can hold it).
+func (p *plumbing) podSysctls() []sysctl {
+	return []sysctl{{"net/ipv6/conf/" + p.a.IfName + "/accept_dad", "0"}}
+}
+
+// configurePod writes the pod's addresses, the permanent neighbour for each
+// family's gateway and the onlink default routes.
+func (p *plumbing) configurePod(addrs []Address) error {
+	var plan state.Plan
+	for _, ad := range addrs {
+		plan.AddAddrs = append(plan.AddAddrs, state.Addr{Dev: p.a.IfName, Prefix: hostPrefix(ad.IP.Addr())})
+	}
+	for _, f := range families(addrs) {
+		plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.a.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true})
+	}
+	if err := p.pod.Apply(plan); err != nil {
+		return p.errorf("pod side %s: %w", p.a.IfName, err)
+	}
+	for _, r := range p.podRoutes(addrs) {
+		if err := p.pod.AddOnlinkRoute(r); err != nil {
+			return p.errorf("pod side %s: %w", p.a.IfName, err)
+		}
+	}
+	return nil
+}
+
+func (p *plumbing) podRoutes(addrs []Address) []state.Route {
+	var rs []state.Route
+	for _, f := range families(addrs) {
+		dst := "0.0.0.0/0"
+		if f == state.IPv6 {
+			dst = "::/0"
+		}
+		rs = append(rs, state.Route{
+			Table: state.MainTable, Dst: mustPrefix(dst), Gw: gatewayOf(f), Dev: p.a.IfName,
+			Protocol: state.ProtocolEstuary,
+		})
+	}
+	return rs
+}
+
+// hostPlan: the local-pods routes, the IPv6 gateway's proxy entry and the
+// shared rule per family (applied last by Apply).
+func (p *plumbing) hostPlan(addrs []Address) state.Plan {
+	var plan state.Plan
+	for _, ad := range addrs {
+		plan.AddRoutes = append(plan.AddRoutes, p.hostRoute(ad.IP.Addr()))
+	}
+	for _, f := range families(addrs) {
+		if f == state.IPv6 {
+			plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.hostVeth, IP: GatewayIPv6, Proxy: true})
+		}
+		plan.AddRules = append(plan.AddRules, localPodsRule(f))
+	}
+	return plan
+}
+
+func (p *plumbing) hostRoute(a netip.Addr) state.Route {
+	return state.Route{
+		Table: LocalPodsTable, Dst: hostPrefix(a), Dev: p.hostVeth, Scope: state.ScopeLink,
+		Protocol: state.ProtocolEstuary,
+	}
+}
+
+func localPodsRule(f state.Family) state.Rule {
+	return state.Rule{Priority: LocalPodsPriority, Table: LocalPodsTable, Family: f}
+}
+
+// reply reads both ends' MACs back and reports the interface in CNI terms:
+// each address as the pod holds it (/32, /128) with the link-local gateway.
+func (p *plumbing) reply(addrs []Address) (*cniv1.AddReply, error) {
+	hl, err := p.host.Link(p.hostVeth)
+	if err != nil {
+		return nil, p.errorf("%w", err)
+	}
+	pl, err := p.pod.Link(p.a.IfName)
+	if err != nil {
+		return nil, p.errorf("%w", err)
+	}
+	r := &cniv1.AddReply{Interfaces: []*cniv1.Interface{
+		{Name: hl.Name, Mac: macString(hl.MAC), Mtu: uint32(p.mtu)},
+		{Name: pl.Name, Mac: macString(pl.MAC), Mtu: uint32(p.mtu), Sandbox: p.a.Netns},
+	}}
+	for _, ad := range addrs {
+		r.Ips = append(r.Ips, &cniv1.IPConfig{
+			Interface: proto.Int32(1),
+			Address:   hostPrefix(ad.IP.Addr()).String(),
+			Gateway:   gatewayOf(familyOf(ad.IP.Addr())).String(),
+		})
+	}
+	for _, rt := range p.podRoutes(addrs) {
+		r.Routes = append(r.Routes, &cniv1.Route{Dst: rt.Dst.String(), Gw: rt.Gw.String()})
+	}
+	return r, nil
+}
+
+func hasFamily(addrs []Address, f state.Family) bool {
+	for _, a := range addrs {
+		if familyOf(a.IP.Addr()) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// families lists the address families present, IPv4 first.
+func families(addrs []Address) []state.Family {
+	var fs []state.Family
+	for _, f := range []state.Family{state.IPv4, state.IPv6} {
+		if hasFamily(addrs, f) {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
