@@ -25,6 +25,11 @@ const (
 	IPFamilyDualStack = "DualStack"
 )
 
+// AnnotationAddresses is set by the manager on every IPInstance of a pod:
+// the number of addresses the pod was given (2 for dual stack), so that a node
+// waiting for the records knows when it has all of them.
+const AnnotationAddresses = "networking.estuary.io/addresses"
+
 // Labels the manager puts on IPInstances so they can be found by pod, node
 // and subnet with a label selector.
 const (

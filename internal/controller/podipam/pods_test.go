@@ -87,6 +87,9 @@ func TestDualStackAndSelection(t *testing.T) {
 	fams := map[int32]bool{}
 	for _, ipi := range dual {
 		fams[ipi.Spec.Address.Version] = true
+		if n := ipi.Annotations[estuaryv1.AnnotationAddresses]; n != "2" {
+			t.Errorf("%s: %s=%q, want 2 (the pod's address count)", ipi.Name, estuaryv1.AnnotationAddresses, n)
+		}
 	}
 	if !fams[4] || !fams[6] {
 		t.Errorf("dual-stack overlay gave families %v", fams)

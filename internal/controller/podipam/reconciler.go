@@ -122,7 +122,7 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 	for _, l := range leases {
 		hd := holding{lease: l, name: instanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
 			phase: estuaryv1.IPInstanceBound, set: set}
-		err := r.Client.Create(ctx, r.instance(pod, hd))
+		err := r.Client.Create(ctx, r.instance(pod, hd, len(leases)))
 		if err == nil {
 			created = append(created, hd)
 			continue

@@ -1,0 +1,165 @@
+// Package ipwait tells the node daemon which addresses the manager gave a pod.
+// It watches the IPInstances bound to this node through an informer and wakes
+// every CNI ADD waiting for a pod when one of that pod's records changes, so an
+// ADD neither polls the API server nor acts on a record meant for an earlier
+// pod of the same name (the pod UID must match and the record must be Bound).
+package ipwait
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// Waiter implements podnet.Addresses over an IPInstance informer.
+type Waiter struct {
+	reader client.Reader
+
+	mu      sync.Mutex
+	waiting map[string][]chan struct{} // by namespace/pod
+}
+
+var _ podnet.Addresses = (*Waiter)(nil)
+
+// New registers with c's IPInstance informer. c should be restricted to this
+// node's records (label networking.estuary.io/node=<node>) and must be started
+// by the caller; Wait reads it, so a Wait before the cache syncs just waits.
+func New(ctx context.Context, c cache.Cache) (*Waiter, error) {
+	inf, err := c.GetInformer(ctx, &estuaryv1.IPInstance{})
+	if err != nil {
+		return nil, fmt.Errorf("ipinstance informer: %w", err)
+	}
+	w := &Waiter{reader: c, waiting: map[string][]chan struct{}{}}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    w.changed,
+		UpdateFunc: func(_, obj any) { w.changed(obj) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch ipinstances: %w", err)
+	}
+	return w, nil
+}
+
+// changed wakes the ADDs waiting for the record's pod.
+func (w *Waiter) changed(obj any) {
+	ipi, ok := obj.(*estuaryv1.IPInstance)
+	if !ok {
+		return
+	}
+	key := ipi.Namespace + "/" + ipi.Spec.Binding.PodName
+	w.mu.Lock()
+	chans := w.waiting[key]
+	delete(w.waiting, key)
+	w.mu.Unlock()
+	for _, ch := range chans {
+		close(ch)
+	}
+}
+
+// Wait returns the pod's addresses once every record for it is Bound to this
+// pod UID, or fails when ctx ends, naming the pod.
+func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
+	key := namespace + "/" + pod
+	for {
+		// Subscribe before reading, so a record that lands between the read
+		// and the wait still wakes us.
+		ch := w.subscribe(key)
+		addrs, err := w.lookup(ctx, namespace, pod, uid)
+		if err != nil || len(addrs) > 0 {
+			w.unsubscribe(key, ch)
+			return addrs, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			w.unsubscribe(key, ch)
+			return nil, fmt.Errorf("pod %s (uid %s): no address recorded for it yet: %w", key, uid, ctx.Err())
+		}
+	}
+}
+
+func (w *Waiter) subscribe(key string) chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	w.waiting[key] = append(w.waiting[key], ch)
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.waiting[key]
+	for i, c := range list {
+		if c == ch {
+			w.waiting[key] = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(w.waiting[key]) == 0 {
+		delete(w.waiting, key)
+	}
+}
+
+// lookup reads the pod's records from the informer cache. It returns nothing
+// (and no error) while any record is missing (fewer than the count each record
+// carries), retained, or bound to another pod UID: the manager is still
+// working on this pod.
+func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
+	var list estuaryv1.IPInstanceList
+	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
+	}
+	var out []podnet.Address
+	want := len(list.Items)
+	for i := range list.Items {
+		ipi := &list.Items[i]
+		if ipi.Spec.Binding.PodUID != uid || ipi.Status.Phase != estuaryv1.IPInstanceBound {
+			return nil, nil
+		}
+		if n, err := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses]); err == nil && n > want {
+			want = n
+		}
+		a, err := address(ipi)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	if len(out) < want {
+		return nil, nil
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
+	return out, nil
+}
+
+func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
+	p, err := netip.ParsePrefix(ipi.Spec.Address.IP)
+	if err != nil {
+		return podnet.Address{}, fmt.Errorf("ipinstance %s/%s: spec.address.ip: %w", ipi.Namespace, ipi.Name, err)
+	}
+	a := podnet.Address{IP: p, Family: state.IPv4}
+	if p.Addr().Is6() {
+		a.Family = state.IPv6
+	}
+	if ipi.Spec.Address.Gateway != "" {
+		gw, err := netip.ParseAddr(string(ipi.Spec.Address.Gateway))
+		if err != nil {
+			return podnet.Address{}, fmt.Errorf("ipinstance %s/%s: spec.address.gateway: %w", ipi.Namespace, ipi.Name, err)
+		}
+		a.Gateway = gw
+	}
+	return a, nil
+}

@@ -1,0 +1,175 @@
+package ipwait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+var (
+	k8s    client.Client
+	waiter *Waiter
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`")
+		return 1
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	if err := estuaryv1.AddToScheme(scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The daemon's view: only this node's records.
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&estuaryv1.IPInstance{}: {Label: labels.SelectorFromSet(labels.Set{estuaryv1.LabelNode: "node-a"})},
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if waiter, err = New(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	return m.Run()
+}
+
+// record creates an IPInstance for pod ns/pod, one of count addresses.
+func record(t *testing.T, ns, pod, uid, node, ip string, count int, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
+	t.Helper()
+	p := netip.MustParsePrefix(ip)
+	v := int32(4)
+	if p.Addr().Is6() {
+		v = 6
+	}
+	ipi := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   ns,
+			Name:        strings.ReplaceAll(p.Addr().String(), ":", "-"),
+			Labels:      map[string]string{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: node},
+			Annotations: map[string]string{estuaryv1.AnnotationAddresses: fmt.Sprint(count)},
+		},
+		Spec: estuaryv1.IPInstanceSpec{
+			Network: "n", Subnet: "s",
+			Address: estuaryv1.InstanceAddress{IP: ip, Version: v},
+			Binding: estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: pod, UID: uid}, PodName: pod, PodUID: uid, NodeName: node},
+		},
+		Status: estuaryv1.IPInstanceStatus{Phase: phase},
+	}
+	if err := k8s.Create(context.Background(), ipi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ipi) })
+	return ipi
+}
+
+type result struct {
+	addrs []string
+	err   error
+}
+
+// waitAsync starts a Wait bounded by d and returns its result channel.
+func waitAsync(ns, pod, uid string, d time.Duration) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		as, err := waiter.Wait(ctx, ns, pod, uid)
+		var s []string
+		for _, a := range as {
+			s = append(s, a.IP.String())
+		}
+		out <- result{s, err}
+	}()
+	return out
+}
+
+func TestWaitTimesOutNamingThePod(t *testing.T) {
+	r := <-waitAsync("default", "ghost", "u0", 300*time.Millisecond)
+	if r.err == nil || !errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "pod default/ghost") {
+		t.Fatalf("got %v %v; want a deadline error naming pod default/ghost", r.addrs, r.err)
+	}
+}
+
+func TestWaitReturnsOnlyWhenEveryAddressIsRecorded(t *testing.T) {
+	ch := waitAsync("default", "dual", "u1", 20*time.Second)
+	record(t, "default", "dual", "u1", "node-a", "10.9.0.5/24", 2, estuaryv1.IPInstanceBound)
+	select {
+	case r := <-ch:
+		t.Fatalf("returned %v, %v with one of two addresses recorded", r.addrs, r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	record(t, "default", "dual", "u1", "node-a", "fd00:9::5/64", 2, estuaryv1.IPInstanceBound)
+	r := <-ch
+	if r.err != nil || strings.Join(r.addrs, ",") != "10.9.0.5/24,fd00:9::5/64" {
+		t.Fatalf("got %v %v; want both addresses, IPv4 first", r.addrs, r.err)
+	}
+}
+
+func TestWaitIgnoresRecordsOfOtherPodsAndNodes(t *testing.T) {
+	old := record(t, "default", "web-0", "old-uid", "node-a", "10.9.0.7/24", 1, estuaryv1.IPInstanceBound)
+	record(t, "default", "elsewhere", "u3", "node-b", "10.9.0.8/24", 1, estuaryv1.IPInstanceBound)
+	ch := waitAsync("default", "web-0", "new-uid", 20*time.Second)
+	other := waitAsync("default", "elsewhere", "u3", 500*time.Millisecond)
+	if r := <-other; r.err == nil {
+		t.Errorf("a record on another node was visible: %v", r.addrs)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("returned %v, %v for a record bound to an earlier pod", r.addrs, r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	// The manager rebinds the retained address to the new pod.
+	old.Spec.Binding.PodUID = "new-uid"
+	if err := k8s.Update(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.err != nil || strings.Join(r.addrs, ",") != "10.9.0.7/24" {
+		t.Fatalf("got %v %v after rebind; want 10.9.0.7/24", r.addrs, r.err)
+	}
+}
+
+func TestWaitSkipsRetainedRecords(t *testing.T) {
+	record(t, "default", "db-1", "u4", "node-a", "10.9.0.9/24", 1, estuaryv1.IPInstanceRetained)
+	if r := <-waitAsync("default", "db-1", "u4", 500*time.Millisecond); r.err == nil {
+		t.Fatalf("a Retained record was handed out: %v", r.addrs)
+	}
+}
