@@ -57,13 +57,18 @@ kube-binaries: ## Build kube-apiserver, kubectl and etcd for envtest (cached out
 	bash hack/kube-binaries.sh kube-apiserver kubectl etcd
 
 .PHONY: test
-test: test-unit test-lab ## Unit, fuzz-seed, envtest and lab tests.
+test: test-unit test-integration test-lab ## Unit, fuzz-seed, envtest, node-path and lab tests.
 
 .PHONY: test-unit
 test-unit: ## Unit and fuzz-seed tests, and the envtest suites against a real kube-apiserver.
 	@assets=$$(bash hack/kube-binaries.sh kube-apiserver kubectl etcd | tail -n 1) && \
 	echo "KUBEBUILDER_ASSETS=$$assets" && \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: test-integration
+test-integration: ## The node path (manager, daemon, real CNI binary) on a real API server and kernel (root).
+	@assets=$$(bash hack/kube-binaries.sh kube-apiserver kubectl etcd | tail -n 1) && \
+	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) -tags integration -v ./test/integration/...
 
 .PHONY: test-lab
 test-lab: ## End-to-end tests on the lab cluster (root).

@@ -1,0 +1,52 @@
+// Command estuary-daemon is estuary's node agent, run on every node as a
+// host-network DaemonSet. It serves the CNI plugin's requests on a unix
+// socket, builds and removes pod interfaces with the addresses the manager
+// recorded as IPInstances, and installs the plugin binary and its conflist
+// for the container runtime. --kubeconfig (registered by controller-runtime)
+// defaults to the in-cluster configuration.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon"
+	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+)
+
+func main() {
+	var (
+		cfg     daemon.Config
+		zapOpts = zap.Options{}
+	)
+	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	flag.StringVar(&cfg.SocketPath, "socket", cniserver.DefaultSocketPath, "unix socket the CNI plugin dials")
+	flag.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
+	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
+	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
+	flag.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
+	flag.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
+	flag.IntVar(&cfg.MTU, "mtu", 0, "MTU of pod interfaces (0: the kernel's default)")
+	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz binds to ("0" disables)`)
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	kube, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "load kubeconfig")
+		os.Exit(1)
+	}
+	cfg.Kube = kube
+	log.Info("starting daemon", "node", cfg.NodeName)
+	if err := daemon.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		log.Error(err, "daemon stopped")
+		os.Exit(1)
+	}
+}

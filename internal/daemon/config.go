@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+)
+
+// Defaults of the daemon's settings; each is also the default of the flag
+// of the same name in cmd/estuary-daemon.
+const (
+	DefaultHostNetns  = "/proc/self/ns/net"
+	DefaultCNIBinDir  = "/opt/cni/bin"
+	DefaultCNIConfDir = "/etc/cni/net.d"
+	// maxSocketPath is the longest path a unix socket address can hold.
+	maxSocketPath = 107
+)
+
+// Config configures Run. Validate names each setting by its flag in
+// cmd/estuary-daemon, so an error points at what the operator must change.
+type Config struct {
+	// NodeName is this node (--node-name); only IPInstances labelled
+	// networking.estuary.io/node=<NodeName> are watched.
+	NodeName string
+	// Kube is the API server's client configuration (--kubeconfig).
+	Kube *rest.Config
+	// SocketPath is the CNI server's unix socket (--socket).
+	SocketPath string
+	// StatePath is the endpoint store (--state-db).
+	StatePath string
+	// CNIBinDir receives the plugin binary, named PluginType (--cni-bin-dir).
+	CNIBinDir string
+	// CNIConfDir receives ConflistName (--cni-conf-dir).
+	CNIConfDir string
+	// CNIBinarySource is the estuary-cni binary to install
+	// (--cni-binary-source).
+	CNIBinarySource string
+	// AddressTimeout bounds an ADD's wait for the pod's addresses
+	// (--address-timeout).
+	AddressTimeout time.Duration
+	// HostNetns is the node's network namespace; DefaultHostNetns if empty.
+	// Tests point it at a namespace of their own.
+	HostNetns string
+	// MTU of the pod veths; 0 keeps the kernel's default (--mtu).
+	MTU int
+	// HealthAddr serves /healthz (--health-probe-bind-address); empty or
+	// "0" serves nothing.
+	HealthAddr string
+}
+
+// withDefaults fills the empty settings that have a default.
+func (c Config) withDefaults() Config {
+	if c.SocketPath == "" {
+		c.SocketPath = cniserver.DefaultSocketPath
+	}
+	if c.StatePath == "" {
+		c.StatePath = store.DefaultPath
+	}
+	if c.CNIBinDir == "" {
+		c.CNIBinDir = DefaultCNIBinDir
+	}
+	if c.CNIConfDir == "" {
+		c.CNIConfDir = DefaultCNIConfDir
+	}
+	if c.AddressTimeout == 0 {
+		c.AddressTimeout = podnet.DefaultAddressTimeout
+	}
+	if c.HostNetns == "" {
+		c.HostNetns = DefaultHostNetns
+	}
+	return c
+}
+
+// Validate reports every invalid setting of c (after defaults), each named
+// by its flag.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("--node-name: required (or set NODE_NAME)"))
+	}
+	if c.Kube == nil {
+		errs = append(errs, errors.New("--kubeconfig: no API server configuration"))
+	}
+	errs = append(errs,
+		absolute("--socket", c.SocketPath),
+		absolute("--state-db", c.StatePath),
+		absolute("--cni-bin-dir", c.CNIBinDir),
+		absolute("--cni-conf-dir", c.CNIConfDir),
+		absolute("--cni-binary-source", c.CNIBinarySource),
+		absolute("host network namespace", c.HostNetns),
+	)
+	if len(c.SocketPath) > maxSocketPath {
+		errs = append(errs, fmt.Errorf("--socket: %q is longer than %d bytes", c.SocketPath, maxSocketPath))
+	}
+	if c.AddressTimeout < time.Second || c.AddressTimeout > maxAddressTimeout {
+		errs = append(errs, fmt.Errorf("--address-timeout: %s is outside 1s..%s", c.AddressTimeout, maxAddressTimeout))
+	}
+	if c.MTU < 0 || (c.MTU > 0 && c.MTU < 576) || c.MTU > 65535 {
+		errs = append(errs, fmt.Errorf("--mtu: %d is neither 0 nor in 576..65535", c.MTU))
+	}
+	return errors.Join(errs...)
+}
+
+func absolute(flag, path string) error {
+	switch {
+	case path == "":
+		return fmt.Errorf("%s: required", flag)
+	case !filepath.IsAbs(path):
+		return fmt.Errorf("%s: %q is not an absolute path", flag, path)
+	}
+	return nil
+}

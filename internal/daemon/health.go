@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
+)
+
+// statusTimeout bounds one health probe's Status call.
+const statusTimeout = 2 * time.Second
+
+// health answers /healthz: healthy when the IPInstance cache has synced and
+// the CNI server answers Status ready over its own socket, as estuary-cni
+// would reach it.
+type health struct {
+	conn   *grpc.ClientConn
+	client cniv1.CNIClient
+	synced atomic.Bool
+}
+
+func newHealth(socket string) (*health, error) {
+	dial := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	conn, err := grpc.NewClient("passthrough:///estuary-daemon",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dial))
+	if err != nil {
+		return nil, fmt.Errorf("health client for %s: %w", socket, err)
+	}
+	return &health{conn: conn, client: cniv1.NewCNIClient(conn)}, nil
+}
+
+// check returns why the daemon cannot serve an ADD, or nil.
+func (h *health) check(ctx context.Context) error {
+	if !h.synced.Load() {
+		return errors.New("ipinstance cache has not synced")
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	r, err := h.client.Status(ctx, &cniv1.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("cni server status: %w", err)
+	}
+	if !r.GetReady() {
+		return fmt.Errorf("cni server not ready: %s", r.GetMessage())
+	}
+	return nil
+}
+
+func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.check(r.Context()); err != nil {
+		http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "ok")
+}
+
+// serveHealth listens on addr and serves /healthz until ctx ends. It
+// returns once listening, with the bound address and a channel that yields
+// Serve's outcome.
+func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan error, error) {
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("health probe listener on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(lis)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return lis.Addr().String(), done, nil
+}

@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
+)
+
+func TestHealthCheck(t *testing.T) {
+	socket, state := cniservertest.Paths(t)
+	backend := cniservertest.NewBackend()
+	cniservertest.Start(t, backend, socket, state)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	ctx := context.Background()
+
+	if err := h.check(ctx); err == nil || !strings.Contains(err.Error(), "cache has not synced") {
+		t.Fatalf("check before sync = %v", err)
+	}
+	h.synced.Store(true)
+	if err := h.check(ctx); err != nil {
+		t.Fatalf("check = %v", err)
+	}
+	backend.SetNotReady(errors.New("host namespace gone"))
+	if err := h.check(ctx); err == nil || !strings.Contains(err.Error(), "host namespace gone") {
+		t.Fatalf("check with backend not ready = %v", err)
+	}
+}
+
+func TestHealthCheckServerDown(t *testing.T) {
+	socket, _ := cniservertest.Paths(t)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	h.synced.Store(true)
+	if err := h.check(context.Background()); err == nil || !strings.Contains(err.Error(), "cni server status") {
+		t.Fatalf("check without server = %v", err)
+	}
+}
+
+func TestServeHealth(t *testing.T) {
+	socket, _ := cniservertest.Paths(t)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	_, done, err := serveHealth(ctx, "127.0.0.1:0", h)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("health server did not stop on cancel")
+	}
+}
+
+func TestHealthHandler(t *testing.T) {
+	socket, state := cniservertest.Paths(t)
+	cniservertest.Start(t, cniservertest.NewBackend(), socket, state)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lis, _, err := serveHealth(ctx, "127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() (int, string) {
+		resp, err := http.Get("http://" + lis + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "has not synced") {
+		t.Fatalf("before sync: %d %q", code, body)
+	}
+	h.synced.Store(true)
+	if code, body := get(); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("after sync: %d %q", code, body)
+	}
+}

@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const (
+	// PluginType is the estuary plugin's type in the conflist and its
+	// binary's name in the CNI bin dir (docs/cni.md).
+	PluginType = "estuary"
+	// ConflistName is the file written into the CNI conf dir.
+	ConflistName = "10-estuary.conflist"
+	// NetworkName is the conflist's network name.
+	NetworkName = "estuary"
+	// CNIVersion is the conflist's cniVersion.
+	CNIVersion = "1.1.0"
+
+	// callMargin is added to the address timeout to give the plugin's
+	// deadline (timeoutSeconds), so that an ADD that waited in vain fails
+	// with the daemon's error naming the pod rather than a bare timeout.
+	callMargin = 10 * time.Second
+	// maxPluginTimeout is the largest timeoutSeconds the plugin accepts.
+	maxPluginTimeout  = 600 * time.Second
+	maxAddressTimeout = maxPluginTimeout - callMargin
+)
+
+// Conflist is the network configuration list the daemon installs.
+type Conflist struct {
+	CNIVersion string   `json:"cniVersion"`
+	Name       string   `json:"name"`
+	Plugins    []Plugin `json:"plugins"`
+}
+
+// Plugin is one entry of a Conflist; the fields not used by a type are
+// omitted.
+type Plugin struct {
+	Type           string          `json:"type"`
+	DaemonSocket   string          `json:"daemonSocket,omitempty"`
+	TimeoutSeconds int             `json:"timeoutSeconds,omitempty"`
+	Capabilities   map[string]bool `json:"capabilities,omitempty"`
+	SNAT           *bool           `json:"snat,omitempty"`
+}
+
+// NewConflist returns the conflist for a daemon on socket whose ADDs wait
+// at most addressTimeout for a pod's addresses: estuary, then portmap for
+// hostPorts. The runtime brings up the pod's lo itself (containerd's and
+// CRI-O's CRI do), so no loopback plugin is listed.
+func NewConflist(socket string, addressTimeout time.Duration) Conflist {
+	snat := true
+	return Conflist{
+		CNIVersion: CNIVersion,
+		Name:       NetworkName,
+		Plugins: []Plugin{
+			{Type: PluginType, DaemonSocket: socket, TimeoutSeconds: pluginTimeout(addressTimeout)},
+			{Type: "portmap", Capabilities: map[string]bool{"portMappings": true}, SNAT: &snat},
+		},
+	}
+}
+
+// pluginTimeout is addressTimeout plus callMargin in whole seconds, capped
+// at what the plugin accepts.
+func pluginTimeout(addressTimeout time.Duration) int {
+	d := min(addressTimeout+callMargin, maxPluginTimeout)
+	return int(math.Ceil(d.Seconds()))
+}
+
+// Marshal renders the conflist as indented JSON with a final newline.
+func (c Conflist) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode conflist: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// PluginConfig returns the plugin's network configuration as the runtime
+// passes it on stdin: the list's cniVersion and name merged into the
+// plugin's entry.
+func (c Conflist) PluginConfig(pluginType string) ([]byte, error) {
+	for _, p := range c.Plugins {
+		if p.Type != pluginType {
+			continue
+		}
+		b, err := json.Marshal(struct {
+			CNIVersion string `json:"cniVersion"`
+			Name       string `json:"name"`
+			Plugin
+		}{c.CNIVersion, c.Name, p})
+		if err != nil {
+			return nil, fmt.Errorf("encode %s plugin config: %w", pluginType, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("conflist %s has no plugin of type %s", c.Name, pluginType)
+}
+
+// InstallConflist writes c as dir/ConflistName, atomically, unless the file
+// already holds exactly that. It reports whether it wrote.
+func InstallConflist(dir string, c Conflist) (bool, error) {
+	b, err := c.Marshal()
+	if err != nil {
+		return false, err
+	}
+	return writeAtomic(filepath.Join(dir, ConflistName), b, 0o644)
+}
+
+// InstallBinary copies the binary src to dir/PluginType, atomically, unless
+// the file there is already identical. It reports whether it wrote.
+func InstallBinary(src, dir string) (bool, error) {
+	b, err := os.ReadFile(src) // #nosec G304 -- operator-configured binary
+	if err != nil {
+		return false, fmt.Errorf("read CNI binary: %w", err)
+	}
+	return writeAtomic(filepath.Join(dir, PluginType), b, 0o755)
+}
+
+// writeAtomic makes path hold data with mode: skipped when it already does,
+// else written to a temporary file in the same directory, synced and renamed
+// over path, so a reader (the runtime executing the plugin, or loading the
+// conflist) never sees a partial file.
+func writeAtomic(path string, data []byte, mode fs.FileMode) (bool, error) {
+	if same(path, data, mode) {
+		return false, nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil { // #nosec G301 -- CNI dirs are world-readable
+		return false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return false, fmt.Errorf("install %s: %w", path, err)
+	}
+	err = fill(tmp, data, mode)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return false, fmt.Errorf("install %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// fill writes, chmods, syncs and closes f.
+func fill(f *os.File, data []byte, mode fs.FileMode) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// same reports whether path is a regular file holding data with mode.
+func same(path string, data []byte, mode fs.FileMode) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != mode || fi.Size() != int64(len(data)) {
+		return false
+	}
+	cur, err := os.ReadFile(path) // #nosec G304 -- our own install target
+	return err == nil && bytes.Equal(cur, data)
+}

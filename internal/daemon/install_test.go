@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConflistContent(t *testing.T) {
+	b, err := NewConflist("/run/estuary/cni.sock", 30*time.Second).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "cniVersion": "1.1.0",
+  "name": "estuary",
+  "plugins": [
+    {
+      "type": "estuary",
+      "daemonSocket": "/run/estuary/cni.sock",
+      "timeoutSeconds": 40
+    },
+    {
+      "type": "portmap",
+      "capabilities": {
+        "portMappings": true
+      },
+      "snat": true
+    }
+  ]
+}
+`
+	if string(b) != want {
+		t.Fatalf("conflist =\n%s\nwant\n%s", b, want)
+	}
+}
+
+func TestPluginTimeout(t *testing.T) {
+	for _, c := range []struct {
+		in   time.Duration
+		want int
+	}{{time.Second, 11}, {1500 * time.Millisecond, 12}, {30 * time.Second, 40}, {maxAddressTimeout, 600}, {time.Hour, 600}} {
+		if got := pluginTimeout(c.in); got != c.want {
+			t.Errorf("pluginTimeout(%s) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPluginConfig(t *testing.T) {
+	c := NewConflist("/tmp/x.sock", 5*time.Second)
+	b, err := c.PluginConfig(PluginType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["cniVersion"] != "1.1.0" || got["name"] != "estuary" || got["type"] != "estuary" ||
+		got["daemonSocket"] != "/tmp/x.sock" || got["timeoutSeconds"] != float64(15) || len(got) != 5 {
+		t.Fatalf("plugin config = %s", b)
+	}
+	if _, err := c.PluginConfig("bridge"); err == nil || !strings.Contains(err.Error(), "no plugin of type bridge") {
+		t.Fatalf("PluginConfig(bridge) error = %v", err)
+	}
+}
+
+func TestInstallBinaryIdempotent(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "estuary-cni")
+	writeFile(t, src, "v1", 0o600)
+	dir := filepath.Join(t.TempDir(), "opt", "cni", "bin")
+	dst := filepath.Join(dir, PluginType)
+
+	mustInstall(t, src, dir, true)
+	assertFile(t, dst, "v1", 0o755)
+	before := stat(t, dst)
+
+	mustInstall(t, src, dir, false)
+	if after := stat(t, dst); !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("an identical binary was rewritten")
+	}
+
+	writeFile(t, src, "v2", 0o600)
+	mustInstall(t, src, dir, true)
+	assertFile(t, dst, "v2", 0o755)
+	if os.SameFile(before, stat(t, dst)) {
+		t.Fatal("a changed binary was written in place, not renamed over")
+	}
+
+	if err := os.Chmod(dst, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustInstall(t, src, dir, true)
+	assertFile(t, dst, "v2", 0o755)
+	assertOnly(t, dir, PluginType)
+}
+
+func TestInstallBinaryMissingSource(t *testing.T) {
+	dir := t.TempDir()
+	_, err := InstallBinary(filepath.Join(dir, "nope"), dir)
+	if err == nil || !strings.Contains(err.Error(), "read CNI binary") {
+		t.Fatalf("error = %v, want one naming the CNI binary", err)
+	}
+	assertOnly(t, dir)
+}
+
+func TestInstallConflistIdempotent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "net.d")
+	c := NewConflist("/run/estuary/cni.sock", 30*time.Second)
+	for i, want := range []bool{true, false} {
+		wrote, err := InstallConflist(dir, c)
+		if err != nil || wrote != want {
+			t.Fatalf("install %d: wrote %v, %v; want %v", i, wrote, err, want)
+		}
+	}
+	b, _ := c.Marshal()
+	assertFile(t, filepath.Join(dir, ConflistName), string(b), 0o644)
+
+	c.Plugins[0].DaemonSocket = "/run/other.sock"
+	if wrote, err := InstallConflist(dir, c); err != nil || !wrote {
+		t.Fatalf("changed conflist: wrote %v, %v", wrote, err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, ConflistName))
+	if err != nil || !strings.Contains(string(got), "/run/other.sock") {
+		t.Fatalf("conflist after change = %s, %v", got, err)
+	}
+	assertOnly(t, dir, ConflistName)
+}
+
+func mustInstall(t *testing.T, src, dir string, wantWrote bool) {
+	t.Helper()
+	wrote, err := InstallBinary(src, dir)
+	if err != nil || wrote != wantWrote {
+		t.Fatalf("InstallBinary: wrote %v, %v; want wrote %v", wrote, err, wantWrote)
+	}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
+
+func assertFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != content {
+		t.Fatalf("%s = %q, %v; want %q", path, b, err, content)
+	}
+	if m := stat(t, path).Mode(); m != mode {
+		t.Fatalf("%s mode = %v, want %v", path, m, mode)
+	}
+}
+
+// assertOnly checks that dir holds exactly names: no temporary files left.
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("%s holds %v, want %v", dir, got, names)
+	}
+}
