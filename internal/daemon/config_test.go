@@ -2,17 +2,14 @@ package daemon
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"k8s.io/client-go/rest"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
 func validConfig() Config {
@@ -78,36 +75,13 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 
 func TestWriteSysctlsInOtherNamespace(t *testing.T) {
 	ns := nstest.New(t)
-	if err := writeSysctls(ns, nodeSysctls); err != nil {
+	if err := sysctl.Write(ns, nodeSysctls); err != nil {
 		t.Fatal(err)
 	}
-	var got string
-	if err := readIn(ns, "net/ipv4/ip_forward", &got); err != nil || got != "1" {
+	if got, err := sysctl.Read(ns, "net/ipv4/ip_forward"); err != nil || got != "1" {
 		t.Fatalf("ip_forward in %s = %q, %v", ns, got, err)
 	}
-	if sysctlList(nodeSysctls) != "net.ipv4.ip_forward=1" {
-		t.Fatalf("sysctlList = %s", sysctlList(nodeSysctls))
+	if sysctl.List(nodeSysctls) != "net.ipv4.ip_forward=1" {
+		t.Fatalf("sysctl.List = %s", sysctl.List(nodeSysctls))
 	}
-}
-
-// readIn reads /proc/sys/key on a throw-away thread inside the namespace.
-func readIn(nsPath, key string, out *string) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer func() { _ = h.Close() }()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		b, err := os.ReadFile(filepath.Join("/proc/sys", key))
-		*out = strings.TrimSpace(string(b))
-		errc <- err
-	}()
-	return <-errc
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,11 +26,17 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
 // log is the daemon's logger; controller-runtime's delegating logger, so the
 // command's SetLogger applies.
 var log = crlog.Log.WithName("daemon")
+
+// nodeSysctls are the host settings the daemon needs before any pod: the
+// node routes between pods and the rest of the network. The per-veth
+// settings (proxy_arp, forwarding, IPv6's) are podnet's, written per pod.
+var nodeSysctls = []sysctl.Setting{{Key: "net/ipv4/ip_forward", Value: "1"}}
 
 // Run runs the node daemon until ctx ends or a part of it fails. It returns
 // nil after a clean stop on ctx's end.
@@ -41,10 +46,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	log.Info("starting", "node", cfg.NodeName, "hostNetns", cfg.HostNetns)
-	if err := writeSysctls(cfg.HostNetns, nodeSysctls); err != nil {
+	if err := sysctl.Write(cfg.HostNetns, nodeSysctls); err != nil {
 		return fmt.Errorf("node sysctls: %w", err)
 	}
-	log.Info("node sysctls set", "sysctls", sysctlList(nodeSysctls))
+	log.Info("node sysctls set", "sysctls", sysctl.List(nodeSysctls))
 
 	ctx, cancel := context.WithCancel(ctx)
 	parts := newRunning()
@@ -176,12 +181,4 @@ func startHealth(ctx context.Context, cfg Config, parts *running) error {
 	parts.goFunc("health probe", func() error { return <-done })
 	log.Info("serving health probe", "address", addr, "path", "/healthz")
 	return nil
-}
-
-func sysctlList(s []sysctl) string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = v.String()
-	}
-	return strings.Join(out, ",")
 }

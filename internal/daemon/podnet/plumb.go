@@ -11,6 +11,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
 // plumbing is one attachment's view of the host and pod namespaces.
@@ -72,11 +73,11 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 // first, while both ends are down, so no packet sees them unset.
 func (p *plumbing) configure(addrs []Address) error {
 	v6 := hasFamily(addrs, state.IPv6)
-	if err := writeSysctls(p.hostNS, p.hostSysctls(v6)); err != nil {
+	if err := sysctl.Write(p.hostNS, p.hostSysctls(v6)); err != nil {
 		return p.errorf("host side %s: %w", p.hostVeth, err)
 	}
 	if v6 {
-		if err := writeSysctls(p.a.Netns, p.podSysctls()); err != nil {
+		if err := sysctl.Write(p.a.Netns, p.podSysctls()); err != nil {
 			return p.errorf("pod side %s: %w", p.a.IfName, err)
 		}
 	}
@@ -100,19 +101,19 @@ func (p *plumbing) configure(addrs []Address) error {
 // hostSysctls: proxy ARP/NDP and forwarding on the host side, and forwarding
 // for the namespace (the reference ptp plugin's convention). IPv6 DAD is off
 // on the host side so its link-local gateway address is usable at once.
-func (p *plumbing) hostSysctls(v6 bool) []sysctl {
+func (p *plumbing) hostSysctls(v6 bool) []sysctl.Setting {
 	dev := p.hostVeth
-	s := []sysctl{
-		{"net/ipv4/ip_forward", "1"},
-		{"net/ipv4/conf/" + dev + "/forwarding", "1"},
-		{"net/ipv4/conf/" + dev + "/proxy_arp", "1"},
+	s := []sysctl.Setting{
+		{Key: "net/ipv4/ip_forward", Value: "1"},
+		{Key: "net/ipv4/conf/" + dev + "/forwarding", Value: "1"},
+		{Key: "net/ipv4/conf/" + dev + "/proxy_arp", Value: "1"},
 	}
 	if v6 {
 		s = append(s,
-			sysctl{"net/ipv6/conf/all/forwarding", "1"},
-			sysctl{"net/ipv6/conf/" + dev + "/accept_dad", "0"},
-			sysctl{"net/ipv6/conf/" + dev + "/forwarding", "1"},
-			sysctl{"net/ipv6/conf/" + dev + "/proxy_ndp", "1"},
+			sysctl.Setting{Key: "net/ipv6/conf/all/forwarding", Value: "1"},
+			sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/accept_dad", Value: "0"},
+			sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/forwarding", Value: "1"},
+			sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/proxy_ndp", Value: "1"},
 		)
 	}
 	return s
@@ -120,8 +121,8 @@ func (p *plumbing) hostSysctls(v6 bool) []sysctl {
 
 // podSysctls: no DAD on the pod side, so its address works at once (it is a
 // /128 on a point-to-point link: nothing else can hold it).
-func (p *plumbing) podSysctls() []sysctl {
-	return []sysctl{{"net/ipv6/conf/" + p.a.IfName + "/accept_dad", "0"}}
+func (p *plumbing) podSysctls() []sysctl.Setting {
+	return []sysctl.Setting{{Key: "net/ipv6/conf/" + p.a.IfName + "/accept_dad", Value: "0"}}
 }
 
 // configurePod writes the pod's addresses, the permanent neighbour for each

@@ -1,0 +1,100 @@
+// Package sysctl writes kernel settings under /proc/sys in a given network
+// namespace without moving the caller's thread into it.
+//
+// /proc/sys/net shows the namespace of the thread that opens it, so writes for
+// another namespace run on a fresh goroutine whose locked thread enters that
+// namespace and is never handed back: the runtime discards the thread with the
+// goroutine, and no caller's thread ever changes namespace.
+package sysctl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netns"
+)
+
+// Setting is one value under /proc/sys, keyed by its path there, e.g.
+// {"net/ipv4/ip_forward", "1"}.
+type Setting struct {
+	Key, Value string
+}
+
+// String renders the setting as sysctl(8) does: net.ipv4.ip_forward=1.
+func (s Setting) String() string {
+	return strings.ReplaceAll(s.Key, "/", ".") + "=" + s.Value
+}
+
+// List renders settings for a log line.
+func List(settings []Setting) string {
+	parts := make([]string, len(settings))
+	for i, s := range settings {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Write sets each setting in the network namespace at nsPath (the process's
+// own namespace when nsPath is empty), skipping those that already hold their
+// value. It reports every failure, not just the first.
+func Write(nsPath string, settings []Setting) error {
+	return in(nsPath, func() error { return apply(settings) })
+}
+
+// Read returns the value of key (a path under /proc/sys) in the network
+// namespace at nsPath (the process's own when empty).
+func Read(nsPath, key string) (string, error) {
+	var v string
+	err := in(nsPath, func() error {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", key)) // #nosec G304 -- a /proc/sys path
+		if err != nil {
+			return fmt.Errorf("sysctl %s: %w", strings.ReplaceAll(key, "/", "."), err)
+		}
+		v = strings.TrimSpace(string(b))
+		return nil
+	})
+	return v, err
+}
+
+// in runs fn in the network namespace at nsPath on a throw-away locked
+// thread, or directly when nsPath is empty.
+func in(nsPath string, fn func() error) error {
+	if nsPath == "" {
+		return fn()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		target, err := netns.GetFromPath(nsPath)
+		if err != nil {
+			errc <- fmt.Errorf("open network namespace %s: %w", nsPath, err)
+			return
+		}
+		defer func() { _ = target.Close() }()
+		if err := netns.Set(target); err != nil {
+			errc <- fmt.Errorf("enter network namespace %s: %w", nsPath, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+func apply(settings []Setting) error {
+	var errs []error
+	for _, s := range settings {
+		path := filepath.Join("/proc/sys", s.Key)
+		cur, err := os.ReadFile(path) // #nosec G304 -- keys are fixed /proc/sys paths
+		if err == nil && strings.TrimSpace(string(cur)) == s.Value {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(s.Value), 0o644); err != nil { // #nosec G306 -- a /proc/sys file
+			errs = append(errs, fmt.Errorf("sysctl %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}
