@@ -7,87 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/vishvananda/netns"
 )
-
-// inNS runs fn on a fresh goroutine whose locked thread has entered the
-// network namespace at path; the thread is discarded afterwards. Sockets fn
-// creates stay in that namespace wherever they are used later.
-func inNS(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromPath(path)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer func() { _ = h.Close() }()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-// udpEcho proves a round trip: a datagram from a socket in fromNS to dst,
-// answered by a socket bound to dst in dstNS.
-func udpEcho(fromNS, dstNS string, dst netip.Addr) error {
-	var srv *net.UDPConn
-	if err := inNS(dstNS, func() (err error) {
-		srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: dst.AsSlice()})
-		return err
-	}); err != nil {
-		return fmt.Errorf("listen on %s: %w", dst, err)
-	}
-	defer func() { _ = srv.Close() }()
-	go echo(srv)
-	var cli *net.UDPConn
-	if err := inNS(fromNS, func() (err error) {
-		cli, err = net.DialUDP("udp", nil, srv.LocalAddr().(*net.UDPAddr))
-		return err
-	}); err != nil {
-		return fmt.Errorf("dial %s: %w", dst, err)
-	}
-	defer func() { _ = cli.Close() }()
-	msg := []byte("estuary")
-	buf := make([]byte, 64)
-	var err error
-	for range 3 {
-		if _, err = cli.Write(msg); err != nil {
-			continue
-		}
-		_ = cli.SetReadDeadline(time.Now().Add(time.Second))
-		var n int
-		if n, err = cli.Read(buf); err == nil && bytes.Equal(buf[:n], msg) {
-			return nil
-		}
-	}
-	return fmt.Errorf("no echo from %s: %w", dst, err)
-}
-
-func echo(c *net.UDPConn) {
-	buf := make([]byte, 64)
-	for {
-		n, from, err := c.ReadFromUDP(buf)
-		if err != nil {
-			return
-		}
-		_, _ = c.WriteToUDP(buf[:n], from)
-	}
-}
 
 // cniCall is one execution of the plugin binary as a runtime makes it.
 type cniCall struct {

@@ -107,7 +107,7 @@ func (n *node) testInstalled(t *testing.T) {
 		t.Fatalf("socket %s: %v, %v; want a 0600 socket", n.cfg.SocketPath, fi, err)
 	}
 	var fwd string
-	if err := inNS(n.host, func() error {
+	if err := nstest.Do(n.host, func() error {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 		fwd = strings.TrimSpace(string(b))
 		return err
@@ -156,7 +156,7 @@ func (n *node) testAddDelRelease(t *testing.T) {
 	}
 	contains(t, "pod addresses", ipCmd(t, podNS, "-o", "addr", "show", "dev", "eth0"), "inet "+want.String()+"/32")
 	contains(t, "pod routes", ipCmd(t, podNS, "route", "show"), "default via 169.254.1.1 dev eth0")
-	if err := udpEcho(n.host, podNS, want); err != nil {
+	if err := nstest.UDPRoundTrip(n.host, want, podNS); err != nil {
 		t.Fatalf("fake host -> pod: %v", err)
 	}
 

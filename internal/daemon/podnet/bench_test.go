@@ -62,7 +62,7 @@ func benchPTP(b *testing.B) {
 		c.Stdin = bytes.NewReader([]byte(conf))
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out
-		if err := inNS(e.host, c.Run); err != nil {
+		if err := nstest.Do(e.host, c.Run); err != nil {
 			b.Fatalf("ptp %s: %v\n%s", cmd, err, out.String())
 		}
 	}

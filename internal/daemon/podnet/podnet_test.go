@@ -314,7 +314,7 @@ func TestCheck(t *testing.T) {
 	}
 	ping(t, e.host, "10.0.0.13", a.Netns)
 	ipCmd(t, e.host, "route", "del", "10.0.0.13/32", "table", "1000")
-	if err := udpRoundTrip(e.host, netip.MustParseAddr("10.0.0.13"), []string{a.Netns}); err == nil {
+	if err := nstest.UDPRoundTrip(e.host, netip.MustParseAddr("10.0.0.13"), a.Netns); err == nil {
 		t.Error("host reached the pod without its route")
 	}
 	err := e.b.Check(context.Background(), a, ep)
