@@ -12,10 +12,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"github.com/vishvananda/netns"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 // Setting is one value under /proc/sys, keyed by its path there, e.g.
@@ -42,14 +41,14 @@ func List(settings []Setting) string {
 // own namespace when nsPath is empty), skipping those that already hold their
 // value. It reports every failure, not just the first.
 func Write(nsPath string, settings []Setting) error {
-	return in(nsPath, func() error { return apply(settings) })
+	return nsrun.Do(nsPath, func() error { return apply(settings) })
 }
 
 // Read returns the value of key (a path under /proc/sys) in the network
 // namespace at nsPath (the process's own when empty).
 func Read(nsPath, key string) (string, error) {
 	var v string
-	err := in(nsPath, func() error {
+	err := nsrun.Do(nsPath, func() error {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", key)) // #nosec G304 -- a /proc/sys path
 		if err != nil {
 			return fmt.Errorf("sysctl %s: %w", strings.ReplaceAll(key, "/", "."), err)
@@ -58,30 +57,6 @@ func Read(nsPath, key string) (string, error) {
 		return nil
 	})
 	return v, err
-}
-
-// in runs fn in the network namespace at nsPath on a throw-away locked
-// thread, or directly when nsPath is empty.
-func in(nsPath string, fn func() error) error {
-	if nsPath == "" {
-		return fn()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		target, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			errc <- fmt.Errorf("open network namespace %s: %w", nsPath, err)
-			return
-		}
-		defer func() { _ = target.Close() }()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter network namespace %s: %w", nsPath, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 func apply(settings []Setting) error {

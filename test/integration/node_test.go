@@ -26,6 +26,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 // addressTimeout is the daemon's --address-timeout in this test.
@@ -107,7 +108,7 @@ func (n *node) testInstalled(t *testing.T) {
 		t.Fatalf("socket %s: %v, %v; want a 0600 socket", n.cfg.SocketPath, fi, err)
 	}
 	var fwd string
-	if err := nstest.Do(n.host, func() error {
+	if err := nsrun.Do(n.host, func() error {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 		fwd = strings.TrimSpace(string(b))
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 const ptpPath = "/usr/lib/cni/ptp"
@@ -62,7 +63,7 @@ func benchPTP(b *testing.B) {
 		c.Stdin = bytes.NewReader([]byte(conf))
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out
-		if err := nstest.Do(e.host, c.Run); err != nil {
+		if err := nsrun.Do(e.host, c.Run); err != nil {
 			b.Fatalf("ptp %s: %v\n%s", cmd, err, out.String())
 		}
 	}

@@ -5,34 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
-
-// Do runs fn on a fresh goroutine whose locked thread has entered the network
-// namespace at path; the thread is discarded afterwards, so no caller's thread
-// changes namespace. Sockets fn creates stay in that namespace wherever they
-// are used later.
-func Do(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		h, err := netns.GetFromPath(path)
-		if err != nil {
-			errc <- fmt.Errorf("open network namespace %s: %w", path, err)
-			return
-		}
-		defer func() { _ = h.Close() }()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter network namespace %s: %w", path, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
 
 // UDPRoundTrip proves that traffic flows both ways between two namespaces: a
 // datagram sent from a socket in fromNS to dst comes back from an echo socket
@@ -41,7 +17,7 @@ func Do(path string, fn func() error) error {
 func UDPRoundTrip(fromNS string, dst netip.Addr, holders ...string) error {
 	var srv *net.UDPConn
 	for _, ns := range holders {
-		if err := Do(ns, func() (err error) {
+		if err := nsrun.Do(ns, func() (err error) {
 			srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: dst.AsSlice()})
 			return err
 		}); err == nil {
@@ -54,7 +30,7 @@ func UDPRoundTrip(fromNS string, dst netip.Addr, holders ...string) error {
 	defer func() { _ = srv.Close() }()
 	go echo(srv)
 	var cli *net.UDPConn
-	if err := Do(fromNS, func() (err error) {
+	if err := nsrun.Do(fromNS, func() (err error) {
 		cli, err = net.DialUDP("udp", nil, srv.LocalAddr().(*net.UDPAddr))
 		return err
 	}); err != nil {

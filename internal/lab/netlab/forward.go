@@ -3,6 +3,7 @@ package netlab
 import (
 	"context"
 	"fmt"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 	"io"
 	"net"
 	"sync"
@@ -17,7 +18,7 @@ const ForwardCommand = "_forward"
 func Dialer(nsPath string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var c net.Conn
-		err := Do(nsPath, func() error {
+		err := nsrun.Do(nsPath, func() error {
 			var err error
 			d := net.Dialer{Timeout: 5 * time.Second}
 			c, err = d.DialContext(ctx, network, addr)

@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -28,26 +29,6 @@ const NSDir = "/var/run/netns"
 
 // Path returns the pin path of the named namespace.
 func Path(name string) string { return filepath.Join(NSDir, name) }
-
-// Do runs fn on a dedicated OS thread that has entered the namespace at nsPath.
-func Do(nsPath string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		h, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			errc <- fmt.Errorf("open netns %s: %w", nsPath, err)
-			return
-		}
-		defer func() { _ = h.Close() }()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", nsPath, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
 
 // Create makes the named namespace (an existing one is kept) and brings up its loopback.
 func Create(name string) error {
@@ -234,7 +215,7 @@ func Route(ns string, dst netip.Prefix, gw netip.Addr) error {
 // Sysctl writes value to /proc/sys/<key> (dots or slashes) inside ns.
 func Sysctl(ns, key, value string) error {
 	p := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
-	return Do(Path(ns), func() error {
+	return nsrun.Do(Path(ns), func() error {
 		if err := os.WriteFile(p, []byte(value), 0o600); err != nil {
 			return fmt.Errorf("sysctl %s=%s in %s: %w", key, value, ns, err)
 		}
