@@ -37,3 +37,11 @@ const (
 	LabelNode   = "networking.estuary.io/node"
 	LabelSubnet = "networking.estuary.io/subnet"
 )
+
+// Annotations the node daemon writes on its own Node: the address and MAC of
+// the node's VXLAN tunnel endpoint. Every other node reads them to program
+// its forwarding database and to answer neighbour misses for this node's pods.
+const (
+	AnnotationVTEPIP  = "networking.estuary.io/vtep-ip"
+	AnnotationVTEPMAC = "networking.estuary.io/vtep-mac"
+)

@@ -9,6 +9,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -32,6 +33,18 @@ func main() {
 	flag.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	flag.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
 	flag.IntVar(&cfg.MTU, "mtu", 0, "MTU of pod interfaces (0: the kernel's default)")
+	flag.Func("cni-extra-plugins", "comma-separated reference plugin binaries to install into the CNI bin dir (e.g. /plugins/portmap)",
+		func(v string) error {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					cfg.CNIExtraPlugins = append(cfg.CNIExtraPlugins, p)
+				}
+			}
+			return nil
+		})
+	flag.IntVar(&cfg.VXLANPort, "vxlan-port", daemon.DefaultVXLANPort, "UDP port of the overlay's VXLAN tunnel")
+	flag.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
+	flag.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")
 	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz binds to ("0" disables)`)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -4,15 +4,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"net/http"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -60,7 +61,16 @@ func main() {
 		log.Error(err, "set up controllers")
 		os.Exit(1)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	// Live while the manager still hears from the API server: its informers
+	// have synced (a manager that never syncs is restarted).
+	if err := mgr.AddHealthzCheck("informers", func(r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced")
+		}
+		return nil
+	}); err != nil {
 		log.Error(err, "add health check")
 		os.Exit(1)
 	}

@@ -31,6 +31,10 @@ type Config struct {
 	StatePath string
 	// Backend builds and removes interfaces. Required.
 	Backend Backend
+	// OnChange, if set, is called after each change of the endpoint store
+	// (an attachment recorded or removed). It must not block: the node's
+	// data-path reconcile uses it as a trigger.
+	OnChange func()
 }
 
 // Server serves the CNI service on a unix socket.
@@ -38,6 +42,7 @@ type Server struct {
 	cniv1.UnimplementedCNIServer
 
 	backend    Backend
+	onChange   func()
 	store      *store.Store
 	locks      keyLocks
 	grpc       *grpc.Server
@@ -70,6 +75,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		backend:    cfg.Backend,
+		onChange:   cfg.OnChange,
 		store:      st,
 		locks:      keyLocks{m: map[string]*keyLock{}},
 		grpc:       grpc.NewServer(),
@@ -78,6 +84,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	cniv1.RegisterCNIServer(s.grpc, s)
 	return s, nil
+}
+
+// changed calls the OnChange hook, if any.
+func (s *Server) changed() {
+	if s.onChange != nil {
+		s.onChange()
+	}
 }
 
 // Store returns the endpoint store the server writes.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +265,42 @@ func TestRestartSeesPreviousEndpoints(t *testing.T) {
 	}
 	if _, err := dial(t, socket).Check(ctx(t), &cniv1.CheckRequest{Args: args("c1")}); err != nil {
 		t.Fatalf("Check after restart: %v", err)
+	}
+}
+
+func TestOnChangeFollowsStoreChanges(t *testing.T) {
+	backend := cniservertest.NewBackend()
+	socket, state := cniservertest.Paths(t)
+	var changes atomic.Int32
+	srv := cniservertest.StartConfig(t, cniserver.Config{SocketPath: socket, StatePath: state, Backend: backend,
+		OnChange: func() { changes.Add(1) }})
+	client := dial(t, socket)
+	want := func(n int32, after string) {
+		t.Helper()
+		if got := changes.Load(); got != n {
+			t.Fatalf("after %s: OnChange called %d times, want %d", after, got, n)
+		}
+	}
+	if _, err := client.Add(ctx(t), &cniv1.AddRequest{Args: args("c1")}); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	want(1, "Add")
+	if _, err := client.Add(ctx(t), &cniv1.AddRequest{Args: args("c1")}); err != nil {
+		t.Fatalf("repeated Add: %v", err)
+	}
+	want(1, "a repeated Add that changes nothing")
+	if _, err := client.Add(ctx(t), &cniv1.AddRequest{Args: args("c2")}); err != nil {
+		t.Fatalf("Add c2: %v", err)
+	}
+	if _, err := client.Del(ctx(t), &cniv1.DelRequest{Args: args("c1")}); err != nil {
+		t.Fatalf("Del: %v", err)
+	}
+	want(3, "Add c2 and Del c1")
+	if _, err := client.GC(ctx(t), &cniv1.GCRequest{}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	want(4, "GC removing c2")
+	if eps, err := srv.Store().List(); err != nil || len(eps) != 0 {
+		t.Fatalf("store after GC = %v, %v; want empty", eps, err)
 	}
 }

@@ -54,6 +54,7 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 		}
 		return nil, status.Errorf(codes.Internal, "add %s: %v", key, err)
 	}
+	s.changed()
 	return reply, nil
 }
 
@@ -81,6 +82,7 @@ func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelRepl
 	if err := s.store.Delete(key); err != nil {
 		return nil, status.Errorf(codes.Internal, "del %s: %v", key, err)
 	}
+	s.changed()
 	return &cniv1.DelReply{}, nil
 }
 
@@ -147,6 +149,9 @@ func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 			continue
 		}
 		reply.Removed = append(reply.Removed, &cniv1.Attachment{ContainerId: ep.ContainerID, Ifname: ep.IfName})
+	}
+	if len(reply.Removed) > 0 {
+		s.changed()
 	}
 	if len(errs) > 0 {
 		return nil, status.Errorf(codes.Internal, "gc: removed %d, failed %d: %v", len(reply.Removed), len(errs), errors.Join(errs...))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -19,6 +20,9 @@ const (
 	DefaultHostNetns  = "/proc/self/ns/net"
 	DefaultCNIBinDir  = "/opt/cni/bin"
 	DefaultCNIConfDir = "/etc/cni/net.d"
+	// DefaultVXLANPort is the overlay's UDP port, the Linux kernel's
+	// historical VXLAN port (as flannel and hybridnet use).
+	DefaultVXLANPort = 8472
 	// maxSocketPath is the longest path a unix socket address can hold.
 	maxSocketPath = 107
 )
@@ -50,6 +54,17 @@ type Config struct {
 	HostNetns string
 	// MTU of the pod veths; 0 keeps the kernel's default (--mtu).
 	MTU int
+	// CNIExtraPlugins are reference plugin binaries the conflist chains
+	// (portmap), installed into CNIBinDir under their base names
+	// (--cni-extra-plugins).
+	CNIExtraPlugins []string
+	// VXLANPort is the overlay's UDP port (--vxlan-port).
+	VXLANPort int
+	// VXLANParent and VXLANParentRegex choose the tunnel's parent link by
+	// name or by pattern; both empty: the link of the default route
+	// (--vxlan-parent, --vxlan-parent-regex).
+	VXLANParent      string
+	VXLANParentRegex string
 	// HealthAddr serves /healthz (--health-probe-bind-address); empty or
 	// "0" serves nothing.
 	HealthAddr string
@@ -74,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HostNetns == "" {
 		c.HostNetns = DefaultHostNetns
+	}
+	if c.VXLANPort == 0 {
+		c.VXLANPort = DefaultVXLANPort
 	}
 	return c
 }
@@ -102,6 +120,18 @@ func (c Config) Validate() error {
 	}
 	if c.AddressTimeout < time.Second || c.AddressTimeout > maxAddressTimeout {
 		errs = append(errs, fmt.Errorf("--address-timeout: %s is outside 1s..%s", c.AddressTimeout, maxAddressTimeout))
+	}
+	for _, p := range c.CNIExtraPlugins {
+		errs = append(errs, absolute("--cni-extra-plugins", p))
+	}
+	if c.VXLANPort < 1 || c.VXLANPort > 65535 {
+		errs = append(errs, fmt.Errorf("--vxlan-port: %d is outside 1..65535", c.VXLANPort))
+	}
+	if c.VXLANParent != "" && c.VXLANParentRegex != "" {
+		errs = append(errs, errors.New("--vxlan-parent and --vxlan-parent-regex: set at most one"))
+	}
+	if _, err := regexp.Compile(c.VXLANParentRegex); err != nil {
+		errs = append(errs, fmt.Errorf("--vxlan-parent-regex: %w", err))
 	}
 	if c.MTU < 0 || (c.MTU > 0 && c.MTU < 576) || c.MTU > 65535 {
 		errs = append(errs, fmt.Errorf("--mtu: %d is neither 0 nor in 576..65535", c.MTU))

@@ -23,7 +23,7 @@ func TestValidateDefaults(t *testing.T) {
 	c := validConfig().withDefaults()
 	if c.SocketPath != "/run/estuary/cni.sock" || c.StatePath != "/var/lib/estuary/state.db" ||
 		c.CNIBinDir != "/opt/cni/bin" || c.CNIConfDir != "/etc/cni/net.d" ||
-		c.AddressTimeout != 30*time.Second || c.HostNetns != "/proc/self/ns/net" {
+		c.AddressTimeout != 30*time.Second || c.HostNetns != "/proc/self/ns/net" || c.VXLANPort != 8472 {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -35,6 +35,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		want string
 	}{
 		{"no node", func(c *Config) { c.NodeName = "" }, "--node-name: required"},
+		{"relative plugin", func(c *Config) { c.CNIExtraPlugins = []string{"portmap"} }, `--cni-extra-plugins: "portmap" is not an absolute path`},
+		{"port", func(c *Config) { c.VXLANPort = 70000 }, "--vxlan-port: 70000 is outside 1..65535"},
+		{"two parents", func(c *Config) { c.VXLANParent, c.VXLANParentRegex = "eth0", "eth.*" }, "set at most one"},
+		{"bad regex", func(c *Config) { c.VXLANParentRegex = "eth[" }, "--vxlan-parent-regex: error parsing regexp"},
 		{"no kube", func(c *Config) { c.Kube = nil }, "--kubeconfig:"},
 		{"relative socket", func(c *Config) { c.SocketPath = "cni.sock" }, `--socket: "cni.sock" is not an absolute path`},
 		{"long socket", func(c *Config) { c.SocketPath = "/" + strings.Repeat("s", 107) }, "--socket: "},

@@ -1,13 +1,17 @@
 // Package daemon owns the node agent's lifecycle: it wires the pieces of the
 // estuary daemon together, starts them in order and stops them cleanly.
 //
-// Run sets the node sysctls, starts an informer cache of this node's
-// IPInstances and the address waiter over it (ipwait), the pod plumbing
-// backend (podnet), and the CNI server (cniserver) on its unix socket with
-// its endpoint store; then it installs the estuary-cni binary and the
-// conflist the container runtime reads, and serves /healthz. When its context
-// ends it stops the server (the socket is removed, the store closed) and the
-// cache. The installed binary and conflist stay: a restarting daemon must not
+// Run sets the node sysctls, opens the overlay data plane on the node's
+// network namespace, starts an informer cache of the API objects the node
+// needs and the address waiter over it (ipwait), the pod plumbing backend
+// (podnet), the CNI server (cniserver) on its unix socket with its endpoint
+// store, and the data-path loop (netsync) that keeps the tunnel, routes,
+// rules, neighbours, FDB and NAT in line with the API and the store; then it
+// installs the estuary-cni binary, the reference plugins and the conflist
+// the container runtime reads, and serves /healthz. When its context ends it
+// stops the server (the socket is removed, the store closed), the loop and
+// the cache; the kernel state stays, so pods keep their connectivity while
+// the daemon restarts. The installed binary and conflist stay: a restarting daemon must not
 // make the node's network unready.
 package daemon
 
@@ -16,8 +20,8 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,7 +29,9 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
+	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
@@ -58,18 +64,79 @@ func Run(ctx context.Context, cfg Config) error {
 		parts.wait()
 	}()
 
-	waiter, err := startCache(ctx, cfg, parts)
+	agent, err := overlay.NewAgent(cfg.HostNetns)
+	if err != nil {
+		return fmt.Errorf("overlay data plane: %w", err)
+	}
+	defer agent.Close()
+	cfg.MTU = podMTU(cfg, agent)
+
+	c, w, err := startCache(ctx, cfg, parts)
 	if err != nil {
 		return err
 	}
-	srv, err := startServer(cfg, waiter, parts)
+	var syncer *netsync.Syncer
+	srv, err := startServer(cfg, w, func() { syncer.Trigger() })
 	if err != nil {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
+	if syncer, err = newSyncer(ctx, cfg, agent, c, srv.Store()); err != nil {
+		return errors.Join(err, closeServer(srv))
+	}
+	parts.goFunc("cni server", srv.Serve)
+	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
 	stopErr := run(ctx, cfg, parts)
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
+}
+
+// podMTU is the configured pod MTU, or, when none is, the tunnel's: a pod
+// packet must fit the VXLAN device after encapsulation.
+func podMTU(cfg Config, agent *overlay.Agent) int {
+	if cfg.MTU != 0 {
+		return cfg.MTU
+	}
+	p, err := agent.ResolveParent(parentSpec(cfg))
+	if err != nil {
+		log.Error(err, "tunnel parent not found; pod interfaces keep the kernel's default MTU")
+		return 0
+	}
+	mtu := overlay.MTUFor(p.MTU, p.IP.Is6())
+	log.Info("pod MTU from the tunnel parent", "parent", p.Link, "parentMTU", p.MTU, "mtu", mtu)
+	return mtu
+}
+
+func parentSpec(cfg Config) overlay.ParentSpec {
+	return overlay.ParentSpec{Name: cfg.VXLANParent, Regex: cfg.VXLANParentRegex}
+}
+
+// newSyncer builds the data-path loop over the cache and the endpoint store.
+func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, c cache.Cache,
+	eps netsync.Endpoints) (*netsync.Syncer, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	w, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("api client: %w", err)
+	}
+	s, err := netsync.New(ctx, netsync.Options{
+		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
+	}, agent, c, w, eps)
+	if err != nil {
+		return nil, fmt.Errorf("data-path loop: %w", err)
+	}
+	return s, nil
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+		return nil, fmt.Errorf("build scheme: %w", err)
+	}
+	return scheme, nil
 }
 
 // run installs the plugin, serves health and waits for the end.
@@ -89,46 +156,46 @@ func run(ctx context.Context, cfg Config, parts *running) error {
 	}
 }
 
-// startCache builds the cache of this node's IPInstances, registers the
-// address waiter with it and starts it.
-func startCache(ctx context.Context, cfg Config, parts *running) (*ipwait.Waiter, error) {
-	scheme := runtime.NewScheme()
-	if err := estuaryv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("build scheme: %w", err)
-	}
-	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
-		&estuaryv1.IPInstance{}: {Label: labels.SelectorFromSet(labels.Set{estuaryv1.LabelNode: cfg.NodeName})},
-	}})
+// startCache builds the cache of the API objects the node needs (every
+// IPInstance, Node, Network and Subnet: the data path routes to pods on
+// other nodes), registers the address waiter with it and starts it.
+func startCache(ctx context.Context, cfg Config, parts *running) (cache.Cache, *ipwait.Waiter, error) {
+	scheme, err := newScheme()
 	if err != nil {
-		return nil, fmt.Errorf("ipinstance cache: %w", err)
+		return nil, nil, err
 	}
-	w, err := ipwait.New(ctx, c)
+	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
-		return nil, fmt.Errorf("address waiter: %w", err)
+		return nil, nil, fmt.Errorf("api cache: %w", err)
 	}
-	parts.goFunc("ipinstance cache", func() error { return c.Start(ctx) })
+	w, err := ipwait.New(ctx, c, cfg.NodeName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("address waiter: %w", err)
+	}
+	parts.goFunc("api cache", func() error { return c.Start(ctx) })
 	go func() {
 		if c.WaitForCacheSync(ctx) {
-			log.Info("ipinstance cache synced")
+			log.Info("api cache synced")
 			close(parts.synced)
 		}
 	}()
-	return w, nil
+	return c, w, nil
 }
 
-// startServer opens the CNI server over the podnet backend and serves it.
-func startServer(cfg Config, addrs podnet.Addresses, parts *running) (*cniserver.Server, error) {
+// startServer opens the CNI server over the podnet backend; the caller
+// serves it. onChange is called after each change of the endpoint store.
+func startServer(cfg Config, addrs podnet.Addresses, onChange func()) (*cniserver.Server, error) {
 	backend, err := podnet.New(podnet.Config{
 		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod network backend: %w", err)
 	}
-	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend})
+	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend,
+		OnChange: onChange})
 	if err != nil {
 		return nil, fmt.Errorf("cni server: %w", err)
 	}
-	parts.goFunc("cni server", srv.Serve)
 	return srv, nil
 }
 
@@ -146,6 +213,13 @@ func install(cfg Config) error {
 		return fmt.Errorf("install cni binary: %w", err)
 	}
 	log.Info("cni binary installed", "from", cfg.CNIBinarySource, "dir", cfg.CNIBinDir, "name", PluginType, "changed", wrote)
+	n, err := InstallPlugins(cfg.CNIExtraPlugins, cfg.CNIBinDir)
+	if err != nil {
+		return fmt.Errorf("install reference plugins: %w", err)
+	}
+	if len(cfg.CNIExtraPlugins) > 0 {
+		log.Info("reference plugins installed", "plugins", cfg.CNIExtraPlugins, "dir", cfg.CNIBinDir, "written", n)
+	}
 	wrote, err = InstallConflist(cfg.CNIConfDir, NewConflist(cfg.SocketPath, cfg.AddressTimeout))
 	if err != nil {
 		return fmt.Errorf("install conflist: %w", err)

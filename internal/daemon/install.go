@@ -122,6 +122,27 @@ func InstallBinary(src, dir string) (bool, error) {
 	return writeAtomic(filepath.Join(dir, PluginType), b, 0o755)
 }
 
+// InstallPlugins copies each binary in srcs to dir under its base name (the
+// reference plugins the conflist chains, e.g. portmap), atomically, skipping
+// those already identical. It reports how many it wrote.
+func InstallPlugins(srcs []string, dir string) (int, error) {
+	wrote := 0
+	for _, src := range srcs {
+		b, err := os.ReadFile(src) // #nosec G304 -- operator-configured binary
+		if err != nil {
+			return wrote, fmt.Errorf("read plugin %s: %w", src, err)
+		}
+		w, err := writeAtomic(filepath.Join(dir, filepath.Base(src)), b, 0o755)
+		if err != nil {
+			return wrote, fmt.Errorf("install plugin %s: %w", src, err)
+		}
+		if w {
+			wrote++
+		}
+	}
+	return wrote, nil
+}
+
 // writeAtomic makes path hold data with mode: skipped when it already does,
 // else written to a temporary file in the same directory, synced and renamed
 // over path, so a reader (the runtime executing the plugin, or loading the

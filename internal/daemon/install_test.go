@@ -180,3 +180,25 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 		t.Fatalf("%s holds %v, want %v", dir, got, names)
 	}
 }
+
+func TestInstallPluginsByBaseNameIdempotent(t *testing.T) {
+	srcDir := t.TempDir()
+	loopback, portmap := filepath.Join(srcDir, "loopback"), filepath.Join(srcDir, "portmap")
+	writeFile(t, loopback, "lo", 0o600)
+	writeFile(t, portmap, "pm", 0o600)
+	dir := filepath.Join(t.TempDir(), "bin")
+
+	if n, err := InstallPlugins([]string{loopback, portmap}, dir); err != nil || n != 2 {
+		t.Fatalf("first install wrote %d, err %v; want 2, nil", n, err)
+	}
+	assertFile(t, filepath.Join(dir, "loopback"), "lo", 0o755)
+	assertFile(t, filepath.Join(dir, "portmap"), "pm", 0o755)
+	if n, err := InstallPlugins([]string{loopback, portmap}, dir); err != nil || n != 0 {
+		t.Fatalf("second install wrote %d, err %v; want 0, nil", n, err)
+	}
+	_, err := InstallPlugins([]string{filepath.Join(srcDir, "bandwidth")}, dir)
+	if err == nil || !strings.Contains(err.Error(), "bandwidth") {
+		t.Fatalf("error = %v, want one naming the missing plugin", err)
+	}
+	assertOnly(t, dir, "loopback", "portmap")
+}

@@ -134,7 +134,13 @@ func Paths(tb testing.TB) (socket, state string) {
 // Start runs a server with backend on the given paths until the test ends.
 func Start(tb testing.TB, backend cniserver.Backend, socket, state string) *cniserver.Server {
 	tb.Helper()
-	srv, err := cniserver.New(cniserver.Config{SocketPath: socket, StatePath: state, Backend: backend})
+	return StartConfig(tb, cniserver.Config{SocketPath: socket, StatePath: state, Backend: backend})
+}
+
+// StartConfig is Start with the whole server configuration.
+func StartConfig(tb testing.TB, cfg cniserver.Config) *cniserver.Server {
+	tb.Helper()
+	srv, err := cniserver.New(cfg)
 	if err != nil {
 		tb.Fatalf("start CNI server: %v", err)
 	}

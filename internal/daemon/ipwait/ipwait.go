@@ -25,6 +25,7 @@ import (
 // Waiter implements podnet.Addresses over an IPInstance informer.
 type Waiter struct {
 	reader client.Reader
+	node   string
 
 	mu      sync.Mutex
 	waiting map[string][]chan struct{} // by namespace/pod
@@ -32,15 +33,16 @@ type Waiter struct {
 
 var _ podnet.Addresses = (*Waiter)(nil)
 
-// New registers with c's IPInstance informer. c should be restricted to this
-// node's records (label networking.estuary.io/node=<node>) and must be started
-// by the caller; Wait reads it, so a Wait before the cache syncs just waits.
-func New(ctx context.Context, c cache.Cache) (*Waiter, error) {
+// New registers with c's IPInstance informer and serves the records bound to
+// node (label networking.estuary.io/node=<node>); c may hold other nodes'
+// records too (the daemon's data path needs them) and must be started by the
+// caller. Wait reads it, so a Wait before the cache syncs just waits.
+func New(ctx context.Context, c cache.Cache, node string) (*Waiter, error) {
 	inf, err := c.GetInformer(ctx, &estuaryv1.IPInstance{})
 	if err != nil {
 		return nil, fmt.Errorf("ipinstance informer: %w", err)
 	}
-	w := &Waiter{reader: c, waiting: map[string][]chan struct{}{}}
+	w := &Waiter{reader: c, node: node, waiting: map[string][]chan struct{}{}}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    w.changed,
 		UpdateFunc: func(_, obj any) { w.changed(obj) },
@@ -118,7 +120,7 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 // working on this pod.
 func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
 	var list estuaryv1.IPInstanceList
-	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod})
+	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,17 +49,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The daemon's view: only this node's records.
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
-		&estuaryv1.IPInstance{}: {Label: labels.SelectorFromSet(labels.Set{estuaryv1.LabelNode: "node-a"})},
-	}})
+	// The daemon's view: every node's records; the waiter serves node-a's.
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if waiter, err = New(ctx, c); err != nil {
+	if waiter, err = New(ctx, c, "node-a"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -17,47 +17,14 @@ import (
 // be empty; localIP may be invalid.
 func (h *Handle) EnsureVXLAN(name string, vni uint32, port int, parent string, localIP netip.Addr,
 	mtu int) (net.HardwareAddr, error) {
-	want := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, VxlanId: int(vni), Port: port}
-	if parent != "" {
-		p, err := h.nl.LinkByName(parent)
-		if err != nil {
-			return nil, fmt.Errorf("ensure vxlan %s: parent %s: %w", name, parent, err)
-		}
-		want.VtepDevIndex = p.Attrs().Index
-	}
-	if localIP.IsValid() {
-		want.SrcAddr = net.IP(localIP.AsSlice())
-	}
-	link, err := h.nl.LinkByName(name)
-	if err == nil && !sameVXLAN(link, want) {
-		if err := h.nl.LinkDel(link); err != nil {
-			return nil, fmt.Errorf("ensure vxlan %s: delete mismatched device: %w", name, err)
-		}
-		link, err = nil, netlink.LinkNotFoundError{}
-	}
-	if errors.As(err, &netlink.LinkNotFoundError{}) {
-		if err := h.nl.LinkAdd(want); err != nil {
-			return nil, fmt.Errorf("ensure vxlan %s: create: %w", name, err)
-		}
-		link, err = h.nl.LinkByName(name)
-	}
+	mac, err := h.EnsureVXLANDevice(VXLAN{Name: name, VNI: vni, Port: port, Parent: parent, LocalIP: localIP, MTU: mtu})
 	if err != nil {
+		return nil, err
+	}
+	if err := h.SetLinkUp(name); err != nil {
 		return nil, fmt.Errorf("ensure vxlan %s: %w", name, err)
 	}
-	if err := h.setMTUAndUp(link, mtu); err != nil {
-		return nil, fmt.Errorf("ensure vxlan %s: %w", name, err)
-	}
-	return link.Attrs().HardwareAddr, nil
-}
-
-func sameVXLAN(link netlink.Link, want *netlink.Vxlan) bool {
-	have, ok := link.(*netlink.Vxlan)
-	if !ok {
-		return false
-	}
-	sameSrc := have.SrcAddr.Equal(want.SrcAddr) || (len(have.SrcAddr) == 0 && len(want.SrcAddr) == 0)
-	return have.VxlanId == want.VxlanId && have.Port == want.Port && have.VtepDevIndex == want.VtepDevIndex &&
-		sameSrc && !have.Learning
+	return mac, nil
 }
 
 // EnsureVeth makes a veth pair name <-> peer exist, with both ends up and the

@@ -20,6 +20,7 @@ import (
 // Handle talks netlink to one network namespace.
 type Handle struct {
 	nl *netlink.Handle
+	ns string // the namespace's path; "" for the process's own
 }
 
 // Open returns a handle for the network namespace at nsPath (for example
@@ -42,7 +43,7 @@ func Open(nsPath string) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open netlink handle in %s: %w", nsPath, err)
 	}
-	return &Handle{nl: h}, nil
+	return &Handle{nl: h, ns: nsPath}, nil
 }
 
 // handleAt creates the netlink sockets inside ns. The library enters ns on

@@ -24,14 +24,21 @@ const ProtocolEstuary uint8 = 0xE5
 //     keeps no other per-address owner, and estuary writes no other kind.
 //
 // A device is owned if its name starts with DevicePrefix or is in Devices.
+//
+// Two fields narrow the rules above for a reconcile that manages only part of
+// estuary's state beside another part (the overlay beside the pod plumbing):
+// RoutesByTable makes a route owned only by its table, whatever its
+// protocol, and NoAddrs makes no address owned.
 type Ownership struct {
-	Protocol     uint8
-	TableMin     int
-	TableMax     int
-	PriorityMin  int
-	PriorityMax  int
-	DevicePrefix string
-	Devices      []string
+	Protocol      uint8
+	TableMin      int
+	TableMax      int
+	PriorityMin   int
+	PriorityMax   int
+	DevicePrefix  string
+	Devices       []string
+	RoutesByTable bool
+	NoAddrs       bool
 }
 
 // DefaultOwnership is estuary's ownership: protocol 0xE5, tables and rule
@@ -61,7 +68,11 @@ func (o Ownership) OwnsDevice(name string) bool {
 
 // OwnsRoute reports whether r is estuary's.
 func (o Ownership) OwnsRoute(r Route) bool {
-	return r.Protocol == o.Protocol || (r.Table >= o.TableMin && r.Table <= o.TableMax)
+	inTables := r.Table >= o.TableMin && r.Table <= o.TableMax
+	if o.RoutesByTable {
+		return inTables
+	}
+	return r.Protocol == o.Protocol || inTables
 }
 
 // OwnsRule reports whether r is estuary's.
@@ -77,8 +88,10 @@ func (o Ownership) OwnsNeigh(n Neigh) bool {
 // OwnsFDB reports whether e is estuary's.
 func (o Ownership) OwnsFDB(e FDB) bool { return o.OwnsDevice(e.Dev) }
 
-// OwnsAddr reports whether a carries estuary's mark.
-func (Ownership) OwnsAddr(a Addr) bool { return a.Scope == ScopeLink && a.NoPrefixRoute }
+// OwnsAddr reports whether a carries estuary's mark (and o owns addresses).
+func (o Ownership) OwnsAddr(a Addr) bool {
+	return !o.NoAddrs && a.Scope == ScopeLink && a.NoPrefixRoute
+}
 
 // Unowned returns the objects of s that o does not own.
 func (o Ownership) Unowned(s State) State {

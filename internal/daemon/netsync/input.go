@@ -1,0 +1,171 @@
+package netsync
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// DefaultVNI is the overlay's VNI when its Network sets no netID.
+const DefaultVNI = 4
+
+// Objects is what the API says that the data path depends on.
+type Objects struct {
+	Networks    []estuaryv1.Network
+	Subnets     []estuaryv1.Subnet
+	Nodes       []corev1.Node
+	IPInstances []estuaryv1.IPInstance
+}
+
+// OverlayNetwork returns the cluster's Overlay network: the first by name
+// if (against the admission rules) there are several.
+func OverlayNetwork(nets []estuaryv1.Network) (estuaryv1.Network, bool) {
+	var found []estuaryv1.Network
+	for _, n := range nets {
+		if n.Spec.Type == estuaryv1.NetworkTypeOverlay && n.DeletionTimestamp == nil {
+			found = append(found, n)
+		}
+	}
+	if len(found) == 0 {
+		return estuaryv1.Network{}, false
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
+	return found[0], true
+}
+
+// VNI returns the overlay network's VXLAN network identifier.
+func VNI(n estuaryv1.Network) uint32 {
+	if n.Spec.NetID == nil || *n.Spec.NetID <= 0 || *n.Spec.NetID > 1<<24-1 {
+		return DefaultVNI
+	}
+	return uint32(*n.Spec.NetID) // #nosec G115 -- bounded to 24 bits above
+}
+
+// BuildInput computes the overlay's desired input for node self: cfg is the
+// tunnel device's configuration, endpoints the pods plumbed on this node.
+// Objects it cannot read (a node with a malformed VTEP annotation, a subnet
+// with a malformed CIDR) are skipped and reported in the error; the rest of
+// the input is still valid, so one bad object never cuts the others off.
+func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Objects,
+	endpoints []store.Endpoint) (overlay.Input, error) {
+	in := overlay.Input{Config: cfg}
+	var errs []error
+	for _, sn := range objs.Subnets {
+		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("subnet %s: spec.range.cidr: %w", sn.Name, err))
+			continue
+		}
+		in.ClusterPrefixes = append(in.ClusterPrefixes, p.Masked())
+		if sn.Spec.Network == ovl.Name {
+			nat := sn.Spec.NATOutgoing == nil || *sn.Spec.NATOutgoing
+			in.Subnets = append(in.Subnets, overlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: nat})
+		}
+	}
+	for _, n := range objs.Nodes {
+		if n.Name == self {
+			in.NodeIPs = nodeIPs(n)
+			continue
+		}
+		r, ok, err := remoteOf(n)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			in.Remotes = append(in.Remotes, r)
+		}
+	}
+	in.LocalPods, errs = localPods(endpoints, errs)
+	sort.Slice(in.Remotes, func(i, j int) bool { return in.Remotes[i].Node < in.Remotes[j].Node })
+	return in, errors.Join(errs...)
+}
+
+// remoteOf reads a node's published tunnel endpoint. A node that has not
+// published one yet is not an error: it has no daemon running yet.
+func remoteOf(n corev1.Node) (overlay.Remote, bool, error) {
+	ipS, macS := n.Annotations[estuaryv1.AnnotationVTEPIP], n.Annotations[estuaryv1.AnnotationVTEPMAC]
+	if ipS == "" || macS == "" {
+		return overlay.Remote{}, false, nil
+	}
+	ip, err := netip.ParseAddr(ipS)
+	if err != nil {
+		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPIP, err)
+	}
+	mac, err := state.ParseMAC(macS)
+	if err != nil {
+		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPMAC, err)
+	}
+	return overlay.Remote{Node: n.Name, VTEP: ip.Unmap(), MAC: mac, NodeIPs: nodeIPs(n)}, true, nil
+}
+
+// nodeIPs returns a node's internal addresses, sorted.
+func nodeIPs(n corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(out, ip.Unmap()) {
+			out = append(out, ip.Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// localPods returns the addresses of the attachments recorded on this node.
+func localPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error) {
+	var out []netip.Addr
+	for _, ep := range endpoints {
+		for _, s := range ep.IPs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("endpoint %s: address %q: %w", ep.Key, s, err))
+				continue
+			}
+			if !slices.Contains(out, p.Addr()) {
+				out = append(out, p.Addr())
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, errs
+}
+
+// NeighTable maps every address a neighbour request on the tunnel may ask
+// for (other nodes' pods and the other nodes themselves) to the MAC of the
+// tunnel endpoint that owns it. This node's own pods are not in it: they are
+// answered by the kernel's proxy entries.
+func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
+	macs := map[string]state.MAC{}
+	out := map[netip.Addr]state.MAC{}
+	for _, n := range objs.Nodes {
+		r, ok, err := remoteOf(n)
+		if err != nil || !ok || n.Name == self {
+			continue
+		}
+		macs[n.Name] = r.MAC
+		for _, ip := range r.NodeIPs {
+			out[ip] = r.MAC
+		}
+	}
+	for _, ipi := range objs.IPInstances {
+		mac, ok := macs[ipi.Labels[estuaryv1.LabelNode]]
+		if !ok || ipi.Status.Phase != estuaryv1.IPInstanceBound {
+			continue
+		}
+		if p, err := netip.ParsePrefix(ipi.Spec.Address.IP); err == nil {
+			out[p.Addr()] = mac
+		}
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+// Package netsync owns the node daemon's data-path loop. It turns what the
+// API says (the Overlay network and its subnets, the other nodes' tunnel
+// endpoints, every pod's address) and what the node's state DB says (the
+// pods plumbed here) into the overlay package's Input and applies it: on
+// start, on every change of any of them, and periodically. It publishes
+// this node's tunnel endpoint on its Node and answers the kernel's
+// neighbour misses on the tunnel device from the same cache.
+//
+// # Design
+//
+// Level-triggered. Every event only pokes a one-slot trigger; the loop then
+// recomputes the whole input from the cache and the state DB and hands it to
+// the data plane, which diffs it against the kernel. A burst of events costs
+// one reconcile, a missed event is repaired by the next one (or by the
+// periodic resync), and a restarted daemon converges the same way without
+// history. A failed reconcile is retried with a capped backoff.
+//
+// Failure isolation. One malformed object (a bad annotation, a bad CIDR) is
+// reported and skipped; it does not stop the other nodes' pods from being
+// reachable. Until an Overlay network exists the loop does nothing.
+package netsync
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// Dataplane is what the loop needs from the node's kernel.
+type Dataplane interface {
+	ResolveParent(spec overlay.ParentSpec) (overlay.Parent, error)
+	Apply(ctx context.Context, in overlay.Input) (state.Plan, error)
+	Answer(ctx context.Context, device string, lookup func(netip.Addr) (state.MAC, bool)) error
+}
+
+// Endpoints lists the attachments plumbed on this node.
+type Endpoints interface {
+	List() ([]store.Endpoint, error)
+}
+
+// Options configure a Syncer.
+type Options struct {
+	Node   string
+	Port   int
+	Parent overlay.ParentSpec
+	// Resync is the period of the unconditional reconcile (default 30s).
+	Resync time.Duration
+	Log    logr.Logger
+}
+
+// Syncer runs the node's data-path loop.
+type Syncer struct {
+	opts    Options
+	dp      Dataplane
+	reader  client.Reader
+	writer  client.Client
+	eps     Endpoints
+	trigger chan struct{}
+	neigh   atomic.Pointer[map[netip.Addr]state.MAC]
+	device  string // the device the answerer serves; the loop's goroutine only
+}
+
+// New returns a Syncer reading c (which must cache Nodes, Networks, Subnets
+// and IPInstances and be started by the caller) and patching this node's
+// annotations through w. It registers its triggers with c's informers.
+func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w client.Client, eps Endpoints) (*Syncer, error) {
+	if opts.Resync <= 0 {
+		opts.Resync = 30 * time.Second
+	}
+	s := &Syncer{opts: opts, dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1)}
+	empty := map[netip.Addr]state.MAC{}
+	s.neigh.Store(&empty)
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.Trigger() },
+		UpdateFunc: func(any, any) { s.Trigger() },
+		DeleteFunc: func(any) { s.Trigger() },
+	}
+	for _, obj := range []client.Object{&corev1.Node{}, &estuaryv1.Network{}, &estuaryv1.Subnet{}, &estuaryv1.IPInstance{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return nil, fmt.Errorf("watch %T: %w", obj, err)
+		}
+	}
+	return s, nil
+}
+
+// Trigger asks for a reconcile soon. It never blocks.
+func (s *Syncer) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles until ctx ends. It returns nil on ctx's end: reconcile
+// failures are logged and retried, never fatal, because the data path that
+// is already in the kernel keeps working without the daemon.
+func (s *Syncer) Run(ctx context.Context) error {
+	tick := time.NewTicker(s.opts.Resync)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	var retry <-chan time.Time
+	s.Trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.trigger:
+		case <-tick.C:
+		case <-retry:
+		}
+		retry = nil
+		if err := s.sync(ctx); err != nil {
+			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
+			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", backoff)
+			retry = time.After(backoff)
+			continue
+		}
+		backoff = 0
+	}
+}
+
+// Lookup answers a neighbour miss: the tunnel MAC of the node that owns ip.
+func (s *Syncer) Lookup(ip netip.Addr) (state.MAC, bool) {
+	m, ok := (*s.neigh.Load())[ip.Unmap()]
+	return m, ok
+}

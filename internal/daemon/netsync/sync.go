@@ -1,0 +1,123 @@
+package netsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+)
+
+// sync is one reconcile: read, compute, publish, apply.
+func (s *Syncer) sync(ctx context.Context) error {
+	objs, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	table := NeighTable(s.opts.Node, objs)
+	s.neigh.Store(&table)
+	ovl, ok := OverlayNetwork(objs.Networks)
+	if !ok {
+		return nil
+	}
+	cfg, err := s.tunnel(ovl)
+	if err != nil {
+		return err
+	}
+	if err := s.publish(ctx, cfg); err != nil {
+		return err
+	}
+	eps, err := s.eps.List()
+	if err != nil {
+		return fmt.Errorf("list local endpoints: %w", err)
+	}
+	in, inputErr := BuildInput(s.opts.Node, cfg, ovl, objs, eps)
+	if inputErr != nil {
+		s.opts.Log.Error(inputErr, "objects skipped while computing the data path")
+	}
+	start := time.Now()
+	plan, err := s.dp.Apply(ctx, in)
+	if err != nil {
+		return fmt.Errorf("apply overlay %s (device %s): %w", ovl.Name, cfg.Device, err)
+	}
+	if !plan.Empty() {
+		s.opts.Log.Info("data path reconciled", "network", ovl.Name, "device", cfg.Device,
+			"changes", plan.Len(), "took", time.Since(start), "pods", len(in.LocalPods), "remotes", len(in.Remotes))
+	}
+	s.answer(ctx, cfg.Device)
+	return nil
+}
+
+// read lists everything the data path depends on from the cache.
+func (s *Syncer) read(ctx context.Context) (Objects, error) {
+	var (
+		nets  estuaryv1.NetworkList
+		subs  estuaryv1.SubnetList
+		nodes corev1.NodeList
+		ipis  estuaryv1.IPInstanceList
+	)
+	err := errors.Join(s.reader.List(ctx, &nets), s.reader.List(ctx, &subs), s.reader.List(ctx, &nodes),
+		s.reader.List(ctx, &ipis))
+	if err != nil {
+		return Objects{}, fmt.Errorf("read the cache: %w", err)
+	}
+	return Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes.Items, IPInstances: ipis.Items}, nil
+}
+
+// tunnel computes the VXLAN device's configuration on this node.
+func (s *Syncer) tunnel(ovl estuaryv1.Network) (overlay.Config, error) {
+	p, err := s.dp.ResolveParent(s.opts.Parent)
+	if err != nil {
+		return overlay.Config{}, fmt.Errorf("overlay %s: tunnel parent: %w", ovl.Name, err)
+	}
+	vni := VNI(ovl)
+	return overlay.Config{
+		Device: overlay.DeviceName(vni), VNI: vni, Port: s.opts.Port, Parent: p.Link, LocalIP: p.IP,
+		MTU: overlay.MTUFor(p.MTU, p.IP.Is6()), MAC: overlay.StableMAC(s.opts.Node),
+	}, nil
+}
+
+// publish writes this node's tunnel endpoint on its Node when it differs.
+func (s *Syncer) publish(ctx context.Context, cfg overlay.Config) error {
+	var node corev1.Node
+	if err := s.reader.Get(ctx, client.ObjectKey{Name: s.opts.Node}, &node); err != nil {
+		return fmt.Errorf("node %s: %w", s.opts.Node, err)
+	}
+	ip, mac := cfg.LocalIP.String(), cfg.MAC.String()
+	if node.Annotations[estuaryv1.AnnotationVTEPIP] == ip && node.Annotations[estuaryv1.AnnotationVTEPMAC] == mac {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		estuaryv1.AnnotationVTEPIP, ip, estuaryv1.AnnotationVTEPMAC, mac)
+	if err := s.writer.Patch(ctx, &node, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		return fmt.Errorf("node %s: publish tunnel endpoint %s %s: %w", s.opts.Node, ip, mac, err)
+	}
+	s.opts.Log.Info("published tunnel endpoint", "node", s.opts.Node, "ip", ip, "mac", mac)
+	return nil
+}
+
+// answer starts the neighbour-miss answerer for device once.
+func (s *Syncer) answer(ctx context.Context, device string) {
+	if s.device == device {
+		return
+	}
+	s.device = device
+	go func() {
+		for ctx.Err() == nil {
+			err := s.dp.Answer(ctx, device, s.Lookup)
+			if ctx.Err() != nil {
+				return
+			}
+			s.opts.Log.Error(err, "neighbour-miss answerer stopped; restarting in 1s", "device", device)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+}

@@ -1,0 +1,208 @@
+package netsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// fakeDataplane records what the loop asks of the kernel. The loop's own
+// logic is what is under test here; the kernel side has its own tests in
+// internal/dataplane/overlay and the lab's end-to-end suite.
+type fakeDataplane struct {
+	mu       sync.Mutex
+	inputs   []overlay.Input
+	failNext int
+	answered []string
+}
+
+func (f *fakeDataplane) ResolveParent(overlay.ParentSpec) (overlay.Parent, error) {
+	return overlay.Parent{Link: "eth0", IP: netip.MustParseAddr("10.77.0.11"), MTU: 1500}, nil
+}
+
+func (f *fakeDataplane) Apply(_ context.Context, in overlay.Input) (state.Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failNext > 0 {
+		f.failNext--
+		return state.Plan{}, errors.New("injected failure")
+	}
+	f.inputs = append(f.inputs, in)
+	return state.Plan{}, nil
+}
+
+func (f *fakeDataplane) Answer(ctx context.Context, device string, _ func(netip.Addr) (state.MAC, bool)) error {
+	f.mu.Lock()
+	f.answered = append(f.answered, device)
+	f.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+func (f *fakeDataplane) last() (overlay.Input, int, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.inputs) == 0 {
+		return overlay.Input{}, 0, nil
+	}
+	return f.inputs[len(f.inputs)-1], len(f.inputs), append([]string(nil), f.answered...)
+}
+
+type fakeEndpoints struct {
+	mu  sync.Mutex
+	eps []store.Endpoint
+}
+
+func (f *fakeEndpoints) List() ([]store.Endpoint, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]store.Endpoint(nil), f.eps...), nil
+}
+
+func (f *fakeEndpoints) set(eps ...store.Endpoint) {
+	f.mu.Lock()
+	f.eps = eps
+	f.mu.Unlock()
+}
+
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startEnv(t *testing.T) (client.Client, cache.Cache, *runtime.Scheme) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k8s, c, scheme
+}
+
+func create(t *testing.T, k8s client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(context.Background(), o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
+	k8s, c, _ := startEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	dp := &fakeDataplane{failNext: 1}
+	eps := &fakeEndpoints{}
+	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard()}, dp, c, k8s, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+
+	a, b := node("node-a", "", "", "10.77.0.11"), node("node-b", "10.77.0.12", "0e:00:00:00:00:0b", "10.77.0.12")
+	create(t, k8s, &a, &b)
+	ovl := network("overlay", estuaryv1.NetworkTypeOverlay, 4)
+	yes := true
+	sn := subnet("overlay-v4", "overlay", "10.78.0.0/16", &yes)
+	sn.Spec.Range.Version = 4
+	create(t, k8s, &ovl, &sn)
+
+	eventually(t, "node-a publishes its tunnel endpoint", func() error {
+		var n corev1.Node
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "node-a"}, &n); err != nil {
+			return err
+		}
+		ip, mac := n.Annotations[estuaryv1.AnnotationVTEPIP], n.Annotations[estuaryv1.AnnotationVTEPMAC]
+		if ip != "10.77.0.11" || mac != overlay.StableMAC("node-a").String() {
+			return fmt.Errorf("annotations %q %q", ip, mac)
+		}
+		return nil
+	})
+	eventually(t, "an input with node-b as remote and the subnet, after the injected failure", func() error {
+		in, n, answered := dp.last()
+		if n == 0 || len(in.Remotes) != 1 || in.Remotes[0].Node != "node-b" || len(in.Subnets) != 1 ||
+			in.Device != overlay.DeviceName(4) || in.VNI != 4 || in.Port != 8472 || in.MTU != overlay.MTUFor(1500, false) {
+			return fmt.Errorf("last input %+v", in)
+		}
+		if len(answered) != 1 || answered[0] != overlay.DeviceName(4) {
+			return fmt.Errorf("answerer started for %v", answered)
+		}
+		return nil
+	})
+
+	ipi := instance("10.78.0.7/32", "node-b", estuaryv1.IPInstanceBound)
+	ipi.Name, ipi.Namespace = "ip-10-78-0-7", "default"
+	ipi.Spec.Network, ipi.Spec.Subnet, ipi.Spec.Address.Version = "overlay", "overlay-v4", 4
+	ipi.Spec.Binding = estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "p", UID: "u"}, PodName: "p"}
+	create(t, k8s, &ipi)
+	eventually(t, "a pod address on node-b resolves to node-b's tunnel MAC", func() error {
+		if m, ok := s.Lookup(netip.MustParseAddr("10.78.0.7")); !ok || m != state.MustParseMAC("0e:00:00:00:00:0b") {
+			return fmt.Errorf("lookup = %s, %v", m, ok)
+		}
+		return nil
+	})
+
+	eps.set(store.Endpoint{Key: store.Key{ContainerID: "c", IfName: "eth0"}, IPs: []string{"10.78.0.3/32"}})
+	s.Trigger()
+	eventually(t, "a recorded local pod reaches the input", func() error {
+		in, _, _ := dp.last()
+		if len(in.LocalPods) != 1 || in.LocalPods[0] != netip.MustParseAddr("10.78.0.3") {
+			return fmt.Errorf("local pods %v", in.LocalPods)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+}

@@ -1,0 +1,274 @@
+package ops
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// nftables objects estuary owns. The table is estuary's wholly, one per
+// family; nothing outside it is read or written.
+const (
+	NATTable     = "estuary"
+	natChain     = "postrouting"
+	natSources   = "nat-sources"
+	natCluster   = "cluster"
+	natTagPrefix = "estuary/masquerade/v1 oifname!="
+)
+
+// NAT writes estuary's source NAT into the nftables of one namespace.
+type NAT struct {
+	conn *nftables.Conn
+	ns   netns.NsHandle
+}
+
+// OpenNAT returns a NAT writer for the network namespace at nsPath (the
+// process's own when empty). Each call opens its own netlink socket inside
+// that namespace; the caller's thread never moves.
+func OpenNAT(nsPath string) (*NAT, error) {
+	n := &NAT{ns: netns.None()}
+	var opts []nftables.ConnOption
+	if nsPath != "" {
+		ns, err := netns.GetFromPath(nsPath)
+		if err != nil {
+			return nil, fmt.Errorf("open network namespace %s: %w", nsPath, err)
+		}
+		n.ns = ns
+		opts = append(opts, nftables.WithNetNSFd(int(ns)))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("open nftables in %q: %w", nsPath, err)
+	}
+	n.conn = c
+	return n, nil
+}
+
+// Close releases the namespace handle.
+func (n *NAT) Close() {
+	if n.ns.IsOpen() {
+		_ = n.ns.Close()
+	}
+}
+
+var natFamilies = []struct {
+	fam state.Family
+	tf  nftables.TableFamily
+}{{state.IPv4, nftables.TableFamilyIPv4}, {state.IPv6, nftables.TableFamilyIPv6}}
+
+// Ensure makes estuary's table of each family hold exactly want: a table
+// whose family is empty in want is deleted. A table that already matches is
+// left untouched; one that differs in anything (chain, rule, set elements,
+// an extra object) is rewritten in a single atomic batch, so no packet ever
+// sees a half-written table. It returns the families it changed.
+func (n *NAT) Ensure(want state.NAT) ([]state.Family, error) {
+	var changed []state.Family
+	for _, f := range natFamilies {
+		wf := want.Family(f.fam).Canonical()
+		have, present, err := n.readImage(f.tf)
+		if err != nil {
+			return changed, err
+		}
+		if (!present && wf.Empty()) || (present && !wf.Empty() && have == natImage(wf, f.fam)) {
+			continue
+		}
+		if err := n.write(f.tf, f.fam, wf, present); err != nil {
+			return changed, err
+		}
+		changed = append(changed, f.fam)
+	}
+	return changed, nil
+}
+
+func (n *NAT) write(tf nftables.TableFamily, fam state.Family, f state.NATFamily, present bool) error {
+	t := &nftables.Table{Name: NATTable, Family: tf}
+	if present {
+		n.conn.DelTable(t)
+	}
+	if !f.Empty() {
+		if err := n.addTable(t, fam, f); err != nil {
+			return fmt.Errorf("nftables table %s ipv%d: %w", NATTable, fam, err)
+		}
+	}
+	if err := n.conn.Flush(); err != nil {
+		return fmt.Errorf("write nftables table %s ipv%d: %w", NATTable, fam, err)
+	}
+	return nil
+}
+
+func (n *NAT) addTable(t *nftables.Table, fam state.Family, f state.NATFamily) error {
+	t = n.conn.AddTable(t)
+	ch := n.conn.AddChain(&nftables.Chain{
+		Name: natChain, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
+	})
+	key := nftables.TypeIPAddr
+	if fam == state.IPv6 {
+		key = nftables.TypeIP6Addr
+	}
+	src := &nftables.Set{Table: t, Name: natSources, KeyType: key, Interval: true}
+	if err := n.conn.AddSet(src, setElements(f.Sources, fam)); err != nil {
+		return fmt.Errorf("set %s: %w", natSources, err)
+	}
+	cl := &nftables.Set{Table: t, Name: natCluster, KeyType: key, Interval: true}
+	if err := n.conn.AddSet(cl, setElements(f.Exempt, fam)); err != nil {
+		return fmt.Errorf("set %s: %w", natCluster, err)
+	}
+	n.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: masqExprs(fam, f.Device, src, cl),
+		UserData: []byte(natTagPrefix + f.Device)})
+	return nil
+}
+
+// masqExprs: saddr @nat-sources, daddr != @cluster, oifname != dev, masquerade.
+func masqExprs(fam state.Family, dev string, src, cl *nftables.Set) []expr.Any {
+	saddr, daddr, size := uint32(12), uint32(16), uint32(4)
+	if fam == state.IPv6 {
+		saddr, daddr, size = 8, 24, 16
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: size},
+		&expr.Lookup{SourceRegister: 1, SetName: src.Name, SetID: src.ID},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: size},
+		&expr.Lookup{SourceRegister: 1, SetName: cl.Name, SetID: cl.ID, Invert: true},
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifname(dev)},
+		&expr.Masq{},
+	}
+}
+
+// ifname pads a link name with NULs to IFNAMSIZ, as the kernel compares it.
+func ifname(s string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, s)
+	return b
+}
+
+// setElements turns prefixes into interval-set elements: a start key per
+// range and an interval-end key just past it (none for a range that reaches
+// the top of the address space), plus, as nft writes it, an interval end at
+// the zero address when the first range does not start there.
+func setElements(ps []netip.Prefix, fam state.Family) []nftables.SetElement {
+	rs := state.Ranges(ps)
+	if len(rs) == 0 {
+		return nil
+	}
+	var els []nftables.SetElement
+	if !rs[0].From.IsUnspecified() {
+		els = append(els, nftables.SetElement{Key: zeroAddr(fam).AsSlice(), IntervalEnd: true})
+	}
+	for _, r := range rs {
+		els = append(els, nftables.SetElement{Key: r.From.AsSlice()})
+		if next := r.To.Next(); next.IsValid() {
+			els = append(els, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return els
+}
+
+func zeroAddr(fam state.Family) netip.Addr {
+	if fam == state.IPv6 {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
+}
+
+// natImage renders what the table should hold in the form readImage renders
+// the kernel's, so that one string comparison says whether they differ.
+func natImage(f state.NATFamily, fam state.Family) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", natChain, nftables.ChainTypeNAT,
+		*nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource)
+	fmt.Fprintf(&b, "rule %s\n", natTagPrefix+f.Device)
+	b.WriteString(setImage(natCluster, setElements(f.Exempt, fam)))
+	b.WriteString(setImage(natSources, setElements(f.Sources, fam)))
+	return b.String()
+}
+
+func setImage(name string, els []nftables.SetElement) string {
+	keys := make([]string, 0, len(els))
+	for _, e := range els {
+		a, _ := netip.AddrFromSlice(e.Key)
+		k := a.String()
+		if e.IntervalEnd {
+			k = "end " + k
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return fmt.Sprintf("set %s interval {%s}\n", name, strings.Join(keys, ", "))
+}
+
+// readImage renders estuary's table of family tf as it is in the kernel.
+func (n *NAT) readImage(tf nftables.TableFamily) (string, bool, error) {
+	ts, err := n.conn.ListTablesOfFamily(tf)
+	if err != nil {
+		return "", false, fmt.Errorf("list nftables tables: %w", err)
+	}
+	i := slices.IndexFunc(ts, func(t *nftables.Table) bool { return t.Name == NATTable })
+	if i < 0 {
+		return "", false, nil
+	}
+	t := ts[i]
+	var b strings.Builder
+	if err := n.chainsImage(&b, t); err != nil {
+		return "", true, err
+	}
+	if err := n.setsImage(&b, t); err != nil {
+		return "", true, err
+	}
+	return b.String(), true, nil
+}
+
+func (n *NAT) chainsImage(b *strings.Builder, t *nftables.Table) error {
+	cs, err := n.conn.ListChainsOfTableFamily(t.Family)
+	if err != nil {
+		return fmt.Errorf("list chains of nftables table %s: %w", t.Name, err)
+	}
+	for _, c := range cs {
+		if c.Table.Name != t.Name {
+			continue
+		}
+		var hook, prio int64 = -1, -1
+		if c.Hooknum != nil && c.Priority != nil {
+			hook, prio = int64(*c.Hooknum), int64(*c.Priority)
+		}
+		fmt.Fprintf(b, "chain %s type %s hook %d prio %d\n", c.Name, c.Type, hook, prio)
+		rs, err := n.conn.GetRules(t, c)
+		if err != nil {
+			return fmt.Errorf("list rules of nftables chain %s %s: %w", t.Name, c.Name, err)
+		}
+		for _, r := range rs {
+			fmt.Fprintf(b, "rule %s\n", bytes.TrimRight(r.UserData, "\x00"))
+		}
+	}
+	return nil
+}
+
+func (n *NAT) setsImage(b *strings.Builder, t *nftables.Table) error {
+	ss, err := n.conn.GetSets(t)
+	if err != nil {
+		return fmt.Errorf("list sets of nftables table %s: %w", t.Name, err)
+	}
+	slices.SortFunc(ss, func(x, y *nftables.Set) int { return strings.Compare(x.Name, y.Name) })
+	for _, s := range ss {
+		els, err := n.conn.GetSetElements(s)
+		if err != nil {
+			return fmt.Errorf("list elements of nftables set %s %s: %w", t.Name, s.Name, err)
+		}
+		if !s.Interval {
+			b.WriteString("not interval ")
+		}
+		b.WriteString(setImage(s.Name, els))
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package ops
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/internal/sysctl"
+)
+
+func TestEnsureVXLANDeviceMAC(t *testing.T) {
+	h := newNS(t)
+	newVXLAN(t, h, 42)
+	mac := state.MustParseMAC("02:11:22:33:44:55")
+	v := VXLAN{Name: "estvx", VNI: 42, Port: 4789, Parent: "eth1", LocalIP: ip("192.168.50.1"), MTU: 1450, MAC: mac}
+	got, err := h.EnsureVXLANDevice(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != mac.String() {
+		t.Fatalf("MAC %s, want %s", got, mac)
+	}
+	v.VNI = 43 // re-created: the MAC must survive
+	if got, err = h.EnsureVXLANDevice(v); err != nil || got.String() != mac.String() {
+		t.Fatalf("after re-creation: MAC %s err %v, want %s", got, err, mac)
+	}
+	if l, _ := h.Link("estvx"); l.Up {
+		t.Error("a re-created device came up before its settings were written")
+	}
+}
+
+func TestParentLookups(t *testing.T) {
+	h := newNS(t)
+	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
+	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "" {
+		t.Fatalf("no default route: %q, %v", name, err)
+	}
+	if err := h.AddOnlinkRoute(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "eth1" {
+		t.Fatalf("default route link %q, %v; want eth1", name, err)
+	}
+	la, err := h.LinkWithAddrs("eth1")
+	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) || la.MTU != 1500 {
+		t.Fatalf("eth1 = %+v, %v", la, err)
+	}
+	ls, err := h.LinksWithAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(ls, func(l LinkAddrs) bool { return l.Name == "lo" }); i < 0 || len(ls[i].Addrs) != 0 {
+		t.Errorf("lo must be listed without global addresses: %+v", ls)
+	}
+}
+
+func TestWatchNeighMisses(t *testing.T) {
+	h := newNS(t)
+	newVXLAN(t, h, 42)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	misses := make(chan netip.Addr, 8)
+	done := make(chan error, 1)
+	go func() { done <- h.WatchNeighMisses(ctx, "estvx", func(a netip.Addr) { misses <- a }) }()
+	// A datagram to an unresolved on-link address makes the kernel ask.
+	if err := sysctl.Write(h.ns, []sysctl.Setting{{Key: "net/ipv4/neigh/estvx/app_solicit", Value: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, h, state.Plan{AddRoutes: []state.Route{{Dst: pfx("10.244.0.0/16"), Dev: "estvx", Scope: state.ScopeLink}}})
+	target := ip("10.244.7.7")
+	deadline := time.After(10 * time.Second)
+	for got := false; !got; {
+		if err := nsrun.Do(h.ns, func() error { return sendUDP(target) }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-misses:
+			got = a == target
+		case <-time.After(200 * time.Millisecond): // the subscription may not be up yet
+		case <-deadline:
+			t.Fatal("no miss reported")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WatchNeighMisses after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WatchNeighMisses did not return after its context ended")
+	}
+}
+
+func natOf(dev string, src []string, exempt ...string) state.NATFamily {
+	f := state.NATFamily{Device: dev}
+	for _, s := range src {
+		f.Sources = append(f.Sources, pfx(s))
+	}
+	for _, s := range exempt {
+		f.Exempt = append(f.Exempt, pfx(s))
+	}
+	return f
+}
+
+func TestNATEnsure(t *testing.T) {
+	path := nstest.New(t)
+	n, err := OpenNAT(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	foreign := &nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4}
+	n.conn.AddTable(foreign)
+	if err := n.conn.Flush(); err != nil {
+		t.Skipf("kernel lacks nf_tables: %v", err)
+	}
+	want := state.NAT{
+		IPv4: natOf("estvx1", []string{"10.244.0.0/16", "10.245.0.0/16"}, "10.244.0.0/15", "10.96.0.0/12", "0.0.0.0/32"),
+		IPv6: natOf("estvx1", []string{"fd00::/64"}, "fd00::/48"),
+	}
+	ensure := func(w state.NAT, changed ...state.Family) {
+		t.Helper()
+		got, err := n.Ensure(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, changed) {
+			t.Fatalf("changed %v, want %v", got, changed)
+		}
+	}
+	ensure(want, state.IPv4, state.IPv6)
+	ensure(want)
+	want.IPv4.Exempt = append(want.IPv4.Exempt, pfx("192.0.2.0/24"))
+	ensure(want, state.IPv4)
+	want.IPv4.Device = "estvx2"
+	ensure(want, state.IPv4)
+	ensure(want)
+	ensure(state.NAT{IPv4: want.IPv4}, state.IPv6)
+	ensure(state.NAT{}, state.IPv4)
+	ensure(state.NAT{})
+	ts, err := n.conn.ListTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || ts[0].Name != "kube-proxy" {
+		t.Fatalf("tables left: %v", ts)
+	}
+}
+
+func sendUDP(dst netip.Addr) error {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	_, err = c.Write([]byte("x"))
+	return err
+}

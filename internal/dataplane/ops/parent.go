@@ -1,0 +1,101 @@
+package ops
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// LinkAddrs is a link with its MTU and its global unicast addresses.
+type LinkAddrs struct {
+	Name  string
+	Index int
+	MTU   int
+	// Addrs holds the link's global unicast addresses, IPv4 first, each
+	// family in the kernel's order.
+	Addrs []netip.Addr
+}
+
+// LinksWithAddrs lists every link in index order with its global unicast
+// addresses.
+func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
+	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LinkAddrs, 0, len(ls))
+	for _, link := range ls {
+		la, err := h.linkAddrs(link)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, la)
+	}
+	slices.SortFunc(out, func(a, b LinkAddrs) int { return a.Index - b.Index })
+	return out, nil
+}
+
+// LinkWithAddrs returns the named link with its global unicast addresses.
+func (h *Handle) LinkWithAddrs(name string) (LinkAddrs, error) {
+	link, err := h.nl.LinkByName(name)
+	if err != nil {
+		return LinkAddrs{}, fmt.Errorf("link %s: %w", name, err)
+	}
+	return h.linkAddrs(link)
+}
+
+func (h *Handle) linkAddrs(link netlink.Link) (LinkAddrs, error) {
+	a := link.Attrs()
+	la := LinkAddrs{Name: a.Name, Index: a.Index, MTU: a.MTU}
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		as, err := retryDump("addresses of "+a.Name, func() ([]netlink.Addr, error) { return h.nl.AddrList(link, fam) })
+		if err != nil {
+			return LinkAddrs{}, err
+		}
+		for _, ad := range as {
+			if ip := addrOf(ad.IP); ip.IsGlobalUnicast() {
+				la.Addrs = append(la.Addrs, ip)
+			}
+		}
+	}
+	return la, nil
+}
+
+// DefaultRouteLink returns the name of the link of the main table's default
+// route of family fam; "" when there is none. A multipath default route
+// gives the link of its first next hop.
+func (h *Handle) DefaultRouteLink(fam state.Family) (string, error) {
+	kfam := unix.AF_INET
+	if fam == state.IPv6 {
+		kfam = unix.AF_INET6
+	}
+	rs, err := retryDump("default routes", func() ([]netlink.Route, error) {
+		return h.nl.RouteListFiltered(kfam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, r := range rs {
+		if prefixOf(r.Dst, kfam).Bits() != 0 || (r.Type != 0 && r.Type != unix.RTN_UNICAST) {
+			continue
+		}
+		idx := r.LinkIndex
+		if idx == 0 && len(r.MultiPath) > 0 {
+			idx = r.MultiPath[0].LinkIndex
+		}
+		if idx == 0 {
+			continue
+		}
+		link, err := h.nl.LinkByIndex(idx)
+		if err != nil {
+			return "", fmt.Errorf("link %d of the default route: %w", idx, err)
+		}
+		return link.Attrs().Name, nil
+	}
+	return "", nil
+}

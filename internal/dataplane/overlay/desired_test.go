@@ -1,0 +1,238 @@
+package overlay
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
+
+var (
+	macA = state.MustParseMAC("02:00:00:00:00:0a")
+	macB = state.MustParseMAC("02:00:00:00:00:0b")
+)
+
+func baseInput() Input {
+	return Input{
+		Config: Config{Device: "estvx4", VNI: 4, LocalIP: ip("10.0.0.1"), MTU: 1450, MAC: macA},
+		Remotes: []Remote{
+			{Node: "b", VTEP: ip("10.0.0.2"), MAC: macB, NodeIPs: []netip.Addr{ip("10.0.0.2"), ip("fd10::2")}},
+			{Node: "self", VTEP: ip("10.0.0.1"), MAC: macA, NodeIPs: []netip.Addr{ip("10.0.0.1")}},
+		},
+		ClusterPrefixes: []netip.Prefix{pfx("10.96.0.0/12"), pfx("fd96::/108")},
+	}
+}
+
+func route(table int, dst string) state.Route {
+	return state.Route{Table: table, Dst: pfx(dst), Dev: "estvx4", Scope: state.ScopeLink, Protocol: state.ProtocolEstuary}
+}
+
+func TestDesired(t *testing.T) {
+	v4 := Subnet{Name: "a", CIDR: pfx("10.244.0.0/16"), NATOutgoing: true}
+	v6 := Subnet{Name: "b", CIDR: pfx("fd00::/64"), NATOutgoing: true}
+	flood := state.FDB{Dev: "estvx4", Dst: ip("10.0.0.2")}
+	uni := state.FDB{Dev: "estvx4", MAC: macB, Dst: ip("10.0.0.2")}
+	for _, tc := range []struct {
+		name      string
+		edit      func(*Input)
+		routes    []state.Route
+		rules     []state.Rule
+		neighs    []state.Neigh
+		fdb       []state.FDB
+		nat4      []netip.Prefix
+		nat6      []netip.Prefix
+		exempt4   []netip.Prefix
+		noRemotes bool
+	}{
+		{
+			name:   "v4",
+			edit:   func(in *Input) { in.Subnets = []Subnet{v4}; in.LocalPods = []netip.Addr{ip("10.244.3.3")} },
+			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
+				{Priority: 1001, Table: 1001, Family: state.IPv4},
+			},
+			neighs:  []state.Neigh{{Dev: "estvx4", IP: ip("10.244.3.3"), Proxy: true}},
+			fdb:     []state.FDB{flood, uni},
+			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
+			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
+		},
+		{
+			name: "v6",
+			edit: func(in *Input) {
+				in.Subnets = []Subnet{v6}
+				in.LocalPods = []netip.Addr{ip("fd00::5")}
+				in.NodeIPs = []netip.Addr{ip("10.0.0.1"), ip("fd10::1")}
+			},
+			routes: []state.Route{route(1001, "fd00::/64"), route(1002, "fd10::2/128")},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
+				{Priority: 1001, Table: 1001, Family: state.IPv6},
+			},
+			neighs: []state.Neigh{{Dev: "estvx4", IP: ip("fd00::5"), Proxy: true}, {Dev: "estvx4", IP: ip("fd10::1"), Proxy: true}},
+			fdb:    []state.FDB{flood, uni},
+			nat6:   []netip.Prefix{pfx("fd00::/64")},
+		},
+		{
+			name: "dual stack, NAT off for v6",
+			edit: func(in *Input) {
+				s6 := v6
+				s6.NATOutgoing = false
+				in.Subnets = []Subnet{v4, s6}
+			},
+			routes: []state.Route{
+				route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32"),
+				route(1001, "fd00::/64"), route(1002, "fd10::2/128"),
+			},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
+				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
+				{Priority: 1001, Table: 1001, Family: state.IPv4},
+				{Priority: 1001, Table: 1001, Family: state.IPv6},
+			},
+			fdb:     []state.FDB{flood, uni},
+			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
+			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
+		},
+		{
+			name: "no remotes, NAT off",
+			edit: func(in *Input) {
+				s := v4
+				s.NATOutgoing = false
+				in.Subnets, in.Remotes = []Subnet{s}, nil
+			},
+			routes: []state.Route{route(1001, "10.244.0.0/16")},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
+				{Priority: 1001, Table: 1001, Family: state.IPv4},
+			},
+		},
+		{
+			name:   "no flood",
+			edit:   func(in *Input) { in.Subnets = []Subnet{v4}; in.NoFlood = true },
+			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
+				{Priority: 1001, Table: 1001, Family: state.IPv4},
+			},
+			fdb:     []state.FDB{uni},
+			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
+			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := baseInput()
+			tc.edit(&in)
+			s, nat := Desired(in)
+			same(t, "routes", s.Routes, tc.routes)
+			same(t, "rules", s.Rules, tc.rules)
+			same(t, "neighbours", s.Neighs, tc.neighs)
+			same(t, "fdb", s.FDB, tc.fdb)
+			if len(s.Addrs) != 0 {
+				t.Errorf("addresses = %v, want none", s.Addrs)
+			}
+			same(t, "nat4 sources", nat.IPv4.Sources, tc.nat4)
+			same(t, "nat6 sources", nat.IPv6.Sources, tc.nat6)
+			if tc.exempt4 != nil {
+				same(t, "nat4 exempt", nat.IPv4.Exempt, tc.exempt4)
+			}
+			for _, f := range []state.NATFamily{nat.IPv4, nat.IPv6} {
+				if !f.Empty() && f.Device != "estvx4" {
+					t.Errorf("nat device = %q", f.Device)
+				}
+			}
+			s2, nat2 := Desired(in)
+			if !slices.Equal(s.Routes, s2.Routes) || !nat.IPv4.Equal(nat2.IPv4) {
+				t.Error("Desired is not deterministic")
+			}
+		})
+	}
+}
+
+func same[T comparable](t *testing.T, what string, got, want []T) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+		return
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s = %v, lacks %v", what, got, w)
+		}
+	}
+}
+
+func TestDeviceName(t *testing.T) {
+	for _, tc := range []struct {
+		id   uint32
+		want string
+	}{{0, "estvx0"}, {4, "estvx4"}, {4096, "estvx4096"}, {^uint32(0), "estvx4294967295"}} {
+		if got := DeviceName(tc.id); got != tc.want || len(got) > 15 {
+			t.Errorf("DeviceName(%d) = %q, want %q", tc.id, got, tc.want)
+		}
+	}
+}
+
+func TestStableMAC(t *testing.T) {
+	seen := map[state.MAC]string{}
+	for _, n := range []string{"node-1", "node-2", "worker-a", "", strings.Repeat("x", 300)} {
+		m := StableMAC(n)
+		if m != StableMAC(n) {
+			t.Errorf("StableMAC(%q) not stable", n)
+		}
+		if m[0]&0x02 == 0 || m.IsMulticast() || m.IsZero() {
+			t.Errorf("StableMAC(%q) = %s: want locally administered unicast", n, m)
+		}
+		if other, dup := seen[m]; dup {
+			t.Errorf("StableMAC(%q) = StableMAC(%q)", n, other)
+		}
+		seen[m] = n
+	}
+}
+
+func TestMTUFor(t *testing.T) {
+	for _, tc := range []struct {
+		parent int
+		v6     bool
+		want   int
+	}{{1500, false, 1450}, {1500, true, 1430}, {9000, false, 8950}, {9000, true, 8930}} {
+		if got := MTUFor(tc.parent, tc.v6); got != tc.want {
+			t.Errorf("MTUFor(%d, %v) = %d, want %d", tc.parent, tc.v6, got, tc.want)
+		}
+	}
+}
+
+// TestOwnership: the overlay owns its tables, rules and device, and none of
+// podnet's objects even though they carry estuary's protocol.
+func TestOwnership(t *testing.T) {
+	o := Ownership()
+	podRoute := state.Route{Table: 1000, Dst: pfx("10.244.1.1/32"), Dev: "est0123456789a", Protocol: state.ProtocolEstuary}
+	podDefault := state.Route{Table: state.MainTable, Dst: pfx("0.0.0.0/0"), Protocol: state.ProtocolEstuary}
+	for _, r := range []state.Route{podRoute, podDefault} {
+		if o.OwnsRoute(r) {
+			t.Errorf("owns %v", r)
+		}
+	}
+	if !o.OwnsRoute(state.Route{Table: 1001, Dst: pfx("10.0.0.0/8")}) || !o.OwnsRoute(route(1002, "10.0.0.2/32")) {
+		t.Error("does not own its tables")
+	}
+	if o.OwnsRule(state.Rule{Priority: 1000, Table: 1000}) || !o.OwnsRule(state.Rule{Priority: 1001, Table: 1001}) {
+		t.Error("rule ownership wrong")
+	}
+	if o.OwnsNeigh(state.Neigh{Dev: "est0123456789a", IP: ip("10.244.1.1"), Proxy: true}) ||
+		!o.OwnsNeigh(state.Neigh{Dev: "estvx4", IP: ip("10.244.1.1"), Proxy: true}) {
+		t.Error("neighbour ownership wrong")
+	}
+	if o.OwnsAddr(state.Addr{Dev: "estvx4", Prefix: pfx("10.1.1.1/24"), Scope: state.ScopeLink, NoPrefixRoute: true}) {
+		t.Error("owns an address")
+	}
+	plan := o.Diff(state.State{}, state.State{Routes: []state.Route{podRoute}, Rules: []state.Rule{{Priority: 1000, Table: 1000}}})
+	if !plan.Empty() {
+		t.Errorf("diff deletes podnet's objects:\n%s", plan)
+	}
+}

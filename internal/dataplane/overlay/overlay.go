@@ -1,0 +1,190 @@
+// Package overlay computes and applies the VXLAN data path of a node: the
+// overlay network's device, the routes and rules that steer pod traffic into
+// it, the proxy neighbours and FDB entries that let remote nodes reach local
+// pods, the answers to the kernel's neighbour misses, and the source NAT of
+// traffic that leaves the cluster. Desired is pure; Agent applies.
+//
+// # Design
+//
+// Pods without per-node blocks. Pods hold /32 (/128) addresses from subnets
+// that span every node, so no route can say "this block is behind that
+// node". Instead every overlay subnet is routed onto the VXLAN device as an
+// on-link destination (table 1001, `<cidr> dev estvxN scope link`, rule 1001
+// `from all lookup 1001`): the kernel resolves the destination pod's address
+// itself, with ARP or NDP on the VXLAN device. Local pods are matched first
+// by podnet's table 1000 (rule 1000), so only remote pods reach table 1001.
+//
+// Who answers. Each node puts a proxy neighbour entry on its VXLAN device
+// for every local pod, so a request for a pod arriving through the tunnel is
+// answered by the pod's node with its VTEP MAC; the FDB (`<remote MAC> dst
+// <remote VTEP>`) then carries the frame to that node. The device's MAC is
+// StableMAC(node name), not random, so a re-created device (daemon upgrade,
+// parent change) keeps the MAC other nodes have cached and published.
+// proxy_delay is 0: the kernel otherwise delays proxy replies to broadcast
+// requests by up to 0.8 s. forwarding must be on for the device to proxy,
+// and rp_filter off, because a request from a remote node's address arrives
+// on a device with no address of its own.
+//
+// Two ways to resolve. app_solicit=1 makes the kernel's first probe for an
+// address a netlink message to user space instead of a broadcast; Answer
+// replies to it at once from the cluster's view (pod IP -> node -> VTEP MAC)
+// with a REACHABLE entry, never PERMANENT, so a pod that moves is resolved
+// afresh once the entry ages. Unknown addresses, and every address while no
+// answerer runs, fall through to the kernel's next probe, a broadcast that
+// the all-zero FDB entries (one per remote VTEP, head-end replication)
+// deliver to every node, where the proxy entry answers. The data path
+// therefore works with the daemon down; the answerer only removes the
+// broadcast and its one-second wait.
+//
+// Replies through the tunnel. A node reaching a remote pod sends from its own
+// address; without more, the pod's reply (source: an overlay address) would
+// leave its node through the physical network, which neither expects nor
+// routes overlay sources, and the sending node, whose route to that source
+// is the tunnel, would drop it under rp_filter. Rule 1002 `from <overlay
+// cidr> lookup 1002` sends traffic from overlay pods to any other node's
+// address (table 1002: `<node IP>/32 dev estvxN scope link`) through the
+// tunnel instead, where the remote node answers ARP for its own address
+// (for IPv6, whose neighbour discovery answers only for addresses on the
+// receiving device, each node proxies its own addresses: Input.NodeIPs).
+// The node -> pod path keeps the node's source address: it is not NATed.
+// The rule keys on the source rather than on a connection mark, so it
+// needs no conntrack state and also covers connections pods open to nodes.
+//
+// SNAT. One nftables table per family, `estuary`, wholly estuary's: a nat
+// postrouting chain (priority 100) with one rule masquerading packets from
+// a NATOutgoing overlay subnet to a destination outside every estuary
+// subnet that do not leave through the tunnel. Sets, not one rule per
+// subnet, keep the rule constant while subnets change; the table is
+// compared with what is wanted and, when it differs, rewritten in one
+// atomic batch. kube-proxy's tables (iptables or nftables) are never read
+// or written.
+//
+// Ownership. The overlay reconcile shares the host namespace with podnet,
+// whose table-1000 routes carry estuary's protocol too. It therefore owns
+// routes by table alone (tables 1001-1999), rules at priorities 1001-1999,
+// neighbours and FDB entries on devices named estvx*, and no addresses; the
+// host veths, rule 1000 and table 1000 are podnet's. Tables 1100 and up are
+// planned for per-subnet routing; whoever writes them must either join this
+// reconcile's desired state or narrow Ownership's range.
+//
+// Order of Apply. The device is created down, its sysctls are written, and
+// only then is it brought up, so no packet meets it half configured; the
+// reconcile then fills tables before adding the rules that point at them
+// (dataplane.Reconciler's order), and the NAT table is rewritten last.
+package overlay
+
+import (
+	"crypto/sha256"
+	"net/netip"
+	"strconv"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+// Routing constants of the overlay (architecture.md, "Policy routing").
+const (
+	// SubnetsTable holds every overlay subnet on the VXLAN device.
+	SubnetsTable = 1001
+	// SubnetsPriority is the priority of `from all lookup 1001`.
+	SubnetsPriority = 1001
+	// NodesTable holds every remote node address on the VXLAN device.
+	NodesTable = 1002
+	// NodesPriority is the priority of `from <overlay cidr> lookup 1002`.
+	NodesPriority = 1002
+	// DevicePrefix starts the VXLAN device's name.
+	DevicePrefix = "estvx"
+	// DefaultPort is the VXLAN UDP port (the Linux kernel's, flannel's).
+	DefaultPort = 8472
+)
+
+// Remote is another node's VTEP and its node addresses.
+type Remote struct {
+	Node    string
+	VTEP    netip.Addr
+	MAC     state.MAC
+	NodeIPs []netip.Addr
+}
+
+// Subnet is an overlay subnet (v4 or v6).
+type Subnet struct {
+	Name        string
+	CIDR        netip.Prefix
+	NATOutgoing bool
+}
+
+// Config is the VXLAN device of the overlay network.
+type Config struct {
+	Device  string     // DeviceName(netID)
+	VNI     uint32     //
+	Port    int        // UDP port, DefaultPort when 0
+	Parent  string     // parent link name (resolved by ResolveParent)
+	LocalIP netip.Addr // VTEP address on the parent
+	MTU     int        // device MTU, see MTUFor
+	MAC     state.MAC  // StableMAC(nodeName): survives device re-creation
+}
+
+// Input is everything the overlay data path of a node depends on.
+type Input struct {
+	Config
+	LocalPods       []netip.Addr   // addresses of pods plumbed on this node
+	Remotes         []Remote       // other nodes; an entry with VTEP == LocalIP is skipped
+	Subnets         []Subnet       // all overlay subnets
+	ClusterPrefixes []netip.Prefix // every estuary subnet CIDR: never SNATed as destination
+	// NodeIPs are this node's own addresses. Its IPv6 ones get a proxy
+	// entry on the device: the kernel answers neighbour solicitations only
+	// for addresses on the receiving device, so without one a remote pod's
+	// reply to this node (rule 1002) could not resolve it. IPv4 needs
+	// none: ARP answers for any local address.
+	NodeIPs []netip.Addr
+	// NoFlood leaves out the all-zero FDB entries, so that only the
+	// answerer resolves remote addresses (tests; diagnosis).
+	NoFlood bool
+}
+
+// DeviceName returns the VXLAN device's name for netID: "estvx" and netID
+// in decimal, at most 15 bytes.
+func DeviceName(netID uint32) string {
+	return DevicePrefix + strconv.FormatUint(uint64(netID), 10)
+}
+
+// StableMAC returns a locally administered unicast MAC derived from the
+// node's name, so a node's VTEP MAC is the same across device re-creations.
+func StableMAC(node string) state.MAC {
+	sum := sha256.Sum256([]byte("estuary-vtep/" + node))
+	var m state.MAC
+	copy(m[:], sum[:len(m)])
+	m[0] = (m[0] | 0x02) &^ 0x01
+	return m
+}
+
+// VXLAN header overheads: outer IP + UDP + VXLAN + inner Ethernet.
+const (
+	overhead4 = 20 + 8 + 8 + 14
+	overhead6 = 40 + 8 + 8 + 14
+)
+
+// MTUFor returns the VXLAN device's MTU on a parent of MTU parentMTU: 50
+// bytes less for an IPv4 underlay, 70 for IPv6.
+func MTUFor(parentMTU int, underlay6 bool) int {
+	if underlay6 {
+		return parentMTU - overhead6
+	}
+	return parentMTU - overhead4
+}
+
+// Ownership is what the overlay reconcile owns: routes in tables 1001-1999
+// whatever their protocol, rules at priorities 1001-1999, neighbours and
+// FDB entries on estvx* devices, no addresses. It never claims podnet's
+// table 1000, rule 1000 or host veths.
+func Ownership() state.Ownership {
+	return state.Ownership{
+		Protocol:      state.ProtocolEstuary,
+		TableMin:      1001,
+		TableMax:      1999,
+		PriorityMin:   1001,
+		PriorityMax:   1999,
+		DevicePrefix:  DevicePrefix,
+		RoutesByTable: true,
+		NoAddrs:       true,
+	}
+}

@@ -1,0 +1,56 @@
+package overlay
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+)
+
+func TestResolveParent(t *testing.T) {
+	ns := nstest.New(t)
+	ipn(t, ns, "link", "set", "lo", "up")
+	for _, l := range []string{"bond0", "uplink0", "uplink1"} {
+		ipn(t, ns, "link", "add", l, "type", "veth", "peer", "name", "p"+l)
+		ipn(t, ns, "link", "set", l, "up")
+	}
+	ipn(t, ns, "addr", "add", "192.168.7.2/24", "dev", "uplink1")
+	ipn(t, ns, "addr", "add", "10.1.0.5/24", "dev", "bond0")
+	ipn(t, ns, "link", "set", "bond0", "mtu", "9000")
+	a, err := NewAgent(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	if _, err := a.ResolveParent(ParentSpec{}); err == nil || !strings.Contains(err.Error(), "default route") {
+		t.Errorf("no default route: err = %v", err)
+	}
+	ipn(t, ns, "route", "add", "default", "via", "10.1.0.1", "dev", "bond0")
+	for _, tc := range []struct {
+		spec ParentSpec
+		want Parent
+	}{
+		{ParentSpec{}, Parent{Link: "bond0", IP: ip("10.1.0.5"), MTU: 9000}},
+		{ParentSpec{Name: "uplink1"}, Parent{Link: "uplink1", IP: ip("192.168.7.2"), MTU: 1500}},
+		{ParentSpec{Regex: "^uplink"}, Parent{Link: "uplink1", IP: ip("192.168.7.2"), MTU: 1500}},
+	} {
+		got, err := a.ResolveParent(tc.spec)
+		if err != nil || got != tc.want {
+			t.Errorf("ResolveParent(%+v) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		spec ParentSpec
+		want string
+	}{
+		{ParentSpec{Name: "uplink0"}, `parent "uplink0": link uplink0 has no global unicast address`},
+		{ParentSpec{Name: "nope"}, `parent "nope"`},
+		{ParentSpec{Regex: "^wan"}, `parent matching "^wan"`},
+		{ParentSpec{Regex: "("}, `parent matching "("`},
+	} {
+		if _, err := a.ResolveParent(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ResolveParent(%+v) err = %v, want it to contain %q", tc.spec, err, tc.want)
+		}
+	}
+}
