@@ -13,6 +13,9 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM_VERSION ?= v3.22.0
+# Where `make images` writes the image archives.
+IMAGES_DIR ?= $(CURDIR)/_output/images
 
 GO_TEST_FLAGS ?= -count=1
 # Packages that need root and the lab cluster run separately (see test-lab).
@@ -35,17 +38,22 @@ $(GOLANGCI_LINT):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/golangci-lint $@
 
+.PHONY: helm
+helm: ## Install helm $(HELM_VERSION) into ./bin (bin/helm links to it).
+	@HELM_VERSION=$(HELM_VERSION) BIN=$(BIN) bash hack/helm.sh >/dev/null
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, and the CNI gRPC code.
 	$(CONTROLLER_GEN) object paths=./api/v1/...
 	$(CONTROLLER_GEN) crd paths=./api/v1/... output:crd:artifacts:config=config/crd
+	cp config/crd/*.yaml charts/estuary/crds/
 	bash hack/gen-proto.sh
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config/crd charts/estuary/crds)" ]; then \
 		echo "generated files are out of date; run 'make generate' and commit:"; \
-		git status --porcelain -- api config/crd; git --no-pager diff --stat -- api config/crd; exit 1; fi
+		git status --porcelain -- api config/crd charts/estuary/crds; git --no-pager diff --stat -- api config/crd charts/estuary/crds; exit 1; fi
 	@echo "generated files are up to date"
 
 .PHONY: lint
@@ -60,7 +68,7 @@ kube-binaries: ## Build kube-apiserver, kubectl and etcd for envtest (cached out
 test: test-unit test-integration test-lab ## Unit, fuzz-seed, envtest, node-path and lab tests.
 
 .PHONY: test-unit
-test-unit: ## Unit and fuzz-seed tests, and the envtest suites against a real kube-apiserver.
+test-unit: helm ## Unit and fuzz-seed tests, and the envtest suites against a real kube-apiserver.
 	@assets=$$(bash hack/kube-binaries.sh kube-apiserver kubectl etcd | tail -n 1) && \
 	echo "KUBEBUILDER_ASSETS=$$assets" && \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) $(UNIT_PKGS)
@@ -72,12 +80,16 @@ test-integration: ## The node path (manager, daemon, real CNI binary) on a real 
 
 .PHONY: test-lab
 test-lab: ## End-to-end tests on the lab cluster (root).
-	@if [ -d test/lab ]; then go test $(GO_TEST_FLAGS) -tags lab -timeout 45m -v ./test/lab/... ; \
+	@if [ -d test/lab ]; then go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (results go to docs/benchmarks.md).
 	go test -run '^$$' -bench . -benchmem ./pkg/...
+
+.PHONY: bench-cni
+bench-cni: ## CNI ADD latency, estuary vs ptp + host-local, on the node path (root; COUNT runs, default 3).
+	bash hack/bench-cni.sh
 
 .PHONY: fuzz
 fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
@@ -88,6 +100,10 @@ fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
 lab: ## Build the lab tool.
 	@mkdir -p $(BIN)
 	go build -o $(BIN)/estuary-lab ./cmd/estuary-lab
+
+.PHONY: images
+images: ## Build the estuary-manager and estuary-daemon images as docker-archive tarballs into IMAGES_DIR.
+	go run ./cmd/estuary-lab images --out $(IMAGES_DIR)
 
 .PHONY: lab-deps
 lab-deps: ## Install the Debian packages the lab needs.

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(containerd runc containernetworking-plugins iproute2 iptables nftables
-      conntrack ipset bird2 iperf3 tcpdump util-linux procps)
+      conntrack ipset bird2 iperf3 iputils-ping tcpdump util-linux procps)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -42,6 +42,7 @@ func main() {
 			}
 			return nil
 		})
+	flag.StringVar(&cfg.CNIVersion, "cni-version", daemon.CNIVersion, "cniVersion of the installed conflist: 1.1.0, or 1.0.0 for runtimes that cannot parse 1.1 results (containerd 1.6)")
 	flag.IntVar(&cfg.VXLANPort, "vxlan-port", daemon.DefaultVXLANPort, "UDP port of the overlay's VXLAN tunnel")
 	flag.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
 	flag.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -69,7 +70,7 @@ func root() *cobra.Command {
 		SilenceErrors: false,
 	}
 	c.PersistentFlags().StringVar(&opts.StateDir, "state-dir", stateDir, "lab state directory (env ESTUARY_LAB_STATE)")
-	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts))
+	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts))
 	return c
 }
 
@@ -182,6 +183,40 @@ func execCmd(opts *lab.Options) *cobra.Command {
 			return c.Run()
 		},
 	}
+}
+
+func imagesCmd(opts *lab.Options) *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "images --out DIR",
+		Short: "Build the estuary-manager and estuary-daemon images as docker-archive tarballs into DIR",
+		Long: "Builds static estuary-manager, estuary-daemon and estuary-cni binaries and the reference loopback and\n" +
+			"portmap plugins, packs them into estuary.local/estuary-manager:<hash> and estuary.local/estuary-daemon:<hash>\n" +
+			"(<hash> changes with their content) and writes DIR/estuary-manager.tar, DIR/estuary-daemon.tar (for\n" +
+			"`ctr -n k8s.io images import`) and DIR/values-images.yaml (for `helm install -f`).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("--out: required")
+			}
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			img, err := l.ExportImages(out)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n%s\t%s\n%s\n", img.Manager.Tag, filepath.Join(out, "estuary-manager.tar"),
+				img.Daemon.Tag, filepath.Join(out, "estuary-daemon.tar"), filepath.Join(out, "values-images.yaml"))
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&out, "out", "", "directory to write the archives into")
+	f.StringVar(&opts.CacheDir, "cache-dir", envOr("ESTUARY_CACHE", lab.DefaultCacheDir), "binary and image cache (env ESTUARY_CACHE)")
+	f.StringVar(&opts.RepoDir, "repo", "", "estuary checkout (default: found from the working directory)")
+	return c
 }
 
 func envOr(key, def string) string {

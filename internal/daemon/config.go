@@ -58,6 +58,10 @@ type Config struct {
 	// (portmap), installed into CNIBinDir under their base names
 	// (--cni-extra-plugins).
 	CNIExtraPlugins []string
+	// CNIVersion is the conflist's cniVersion (--cni-version): 1.1.0, or
+	// 1.0.0 for runtimes whose CNI library predates 1.1 (containerd 1.6
+	// fails to parse a 1.1.0 result). CNIVersion if empty.
+	CNIVersion string
 	// VXLANPort is the overlay's UDP port (--vxlan-port).
 	VXLANPort int
 	// VXLANParent and VXLANParentRegex choose the tunnel's parent link by
@@ -93,6 +97,9 @@ func (c Config) withDefaults() Config {
 	if c.VXLANPort == 0 {
 		c.VXLANPort = DefaultVXLANPort
 	}
+	if c.CNIVersion == "" {
+		c.CNIVersion = CNIVersion
+	}
 	return c
 }
 
@@ -123,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	for _, p := range c.CNIExtraPlugins {
 		errs = append(errs, absolute("--cni-extra-plugins", p))
+	}
+	if c.CNIVersion != "1.0.0" && c.CNIVersion != "1.1.0" {
+		errs = append(errs, fmt.Errorf("--cni-version: %q is neither 1.0.0 nor 1.1.0", c.CNIVersion))
 	}
 	if c.VXLANPort < 1 || c.VXLANPort > 65535 {
 		errs = append(errs, fmt.Errorf("--vxlan-port: %d is outside 1..65535", c.VXLANPort))

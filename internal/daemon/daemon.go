@@ -220,7 +220,9 @@ func install(cfg Config) error {
 	if len(cfg.CNIExtraPlugins) > 0 {
 		log.Info("reference plugins installed", "plugins", cfg.CNIExtraPlugins, "dir", cfg.CNIBinDir, "written", n)
 	}
-	wrote, err = InstallConflist(cfg.CNIConfDir, NewConflist(cfg.SocketPath, cfg.AddressTimeout))
+	list := NewConflist(cfg.SocketPath, cfg.AddressTimeout)
+	list.CNIVersion = cfg.CNIVersion
+	wrote, err = InstallConflist(cfg.CNIConfDir, list)
 	if err != nil {
 		return fmt.Errorf("install conflist: %w", err)
 	}

@@ -60,9 +60,10 @@ func (l *Lab) nodeStatuses(ctx context.Context, bin string) ([]NodeStatus, error
 	return res, nil
 }
 
-// waitNodes waits until every planned node is registered and Ready, recording each
-// node's pod CIDR on its Node object the first time it is seen.
-func (l *Lab) waitNodes(ctx context.Context, bin string) ([]NodeStatus, error) {
+// waitNodes waits until every planned node is registered (and Ready, with
+// wantReady), recording each node's pod CIDR on its Node object the first time it
+// is seen.
+func (l *Lab) waitNodes(ctx context.Context, bin string, wantReady bool) ([]NodeStatus, error) {
 	patched := map[string]bool{}
 	var last []NodeStatus
 	var lastErr error
@@ -82,7 +83,7 @@ func (l *Lab) waitNodes(ctx context.Context, bin string) ([]NodeStatus, error) {
 						patched[n.Name] = true
 					}
 				}
-				if n.Ready {
+				if _, planned := l.plan.Node(n.Name); planned && (n.Ready || !wantReady) {
 					ready++
 				}
 			}
@@ -92,7 +93,11 @@ func (l *Lab) waitNodes(ctx context.Context, bin string) ([]NodeStatus, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return last, fmt.Errorf("nodes not Ready (%v, last error %w): %w; see %s", last, lastErr, ctx.Err(), l.paths.Logs())
+			what := "registered"
+			if wantReady {
+				what = "Ready"
+			}
+			return last, fmt.Errorf("nodes not %s (%v, last error %w): %w; see %s", what, last, lastErr, ctx.Err(), l.paths.Logs())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

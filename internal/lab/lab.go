@@ -165,11 +165,14 @@ func (l *Lab) checkCNI(repo string) error {
 	case "bridge":
 		return nil
 	case "estuary":
-		chart := filepath.Join(repo, "charts", "estuary")
+		chart := filepath.Join(repo, "charts", "estuary", "Chart.yaml")
 		if _, err := os.Stat(chart); err != nil {
-			return fmt.Errorf("--cni estuary: the estuary install (%s) does not exist yet; use --cni bridge", chart)
+			return fmt.Errorf("--cni estuary: the estuary chart: %w", err)
 		}
-		return fmt.Errorf("--cni estuary: installing %s is not implemented in the lab yet", chart)
+		if _, err := exec.LookPath("go"); err != nil {
+			return fmt.Errorf("--cni estuary: the go tool builds the estuary images: %w", err)
+		}
+		return nil
 	default:
 		return fmt.Errorf("--cni %q: want bridge or estuary", l.opts.CNI)
 	}

@@ -11,17 +11,18 @@ import (
 // State is the record of a lab, written to <state>/state.json when up starts and
 // updated when it ends. Cleanup uses it when present but never depends on it.
 type State struct {
-	Phase             string    `json:"phase"` // starting, running
-	Nodes             int       `json:"nodes"`
-	CNI               string    `json:"cni"`
-	KubernetesVersion string    `json:"kubernetesVersion"`
-	ProxyMode         string    `json:"proxyMode"`
-	HostAPIPort       int       `json:"hostAPIPort"`
-	BinDir            string    `json:"binDir"`
-	Images            []string  `json:"images"`
-	Namespaces        []string  `json:"namespaces"`
-	StartedAt         time.Time `json:"startedAt"`
-	ReadyAt           time.Time `json:"readyAt,omitzero"`
+	Phase             string        `json:"phase"` // starting, running
+	Nodes             int           `json:"nodes"`
+	CNI               string        `json:"cni"`
+	KubernetesVersion string        `json:"kubernetesVersion"`
+	ProxyMode         string        `json:"proxyMode"`
+	HostAPIPort       int           `json:"hostAPIPort"`
+	BinDir            string        `json:"binDir"`
+	Images            []string      `json:"images"`
+	Estuary           *EstuaryState `json:"estuary,omitempty"` // with --cni estuary
+	Namespaces        []string      `json:"namespaces"`
+	StartedAt         time.Time     `json:"startedAt"`
+	ReadyAt           time.Time     `json:"readyAt,omitzero"`
 }
 
 func loadState(path string) (*State, error) {

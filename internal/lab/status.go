@@ -32,6 +32,7 @@ type Status struct {
 	PodCIDR           string              `json:"podCIDR"`
 	ServiceCIDR       string              `json:"serviceCIDR"`
 	Images            map[string]string   `json:"images"`
+	Estuary           *EstuaryState       `json:"estuary,omitempty"`
 	Components        []Component         `json:"components"`
 	Capabilities      netlab.Capabilities `json:"kernelCapabilities"`
 	Memory            *MemoryStatus       `json:"memory,omitempty"`
@@ -112,6 +113,10 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 	}
 	s.Phase, s.KubernetesVersion, s.CNI, s.ProxyMode = st.Phase, st.KubernetesVersion, st.CNI, st.ProxyMode
 	s.BinDir = st.BinDir
+	if e := st.Estuary; e != nil {
+		s.Estuary = e
+		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images.Manager.Tag, e.Images.Daemon.Tag
+	}
 	s.Components = l.components()
 	if cg, rss, err := Memory(); err == nil {
 		s.Memory = &MemoryStatus{CgroupBytes: cg, RSSBytes: rss, Processes: len(proc.CgroupPIDs(Prefix))}
@@ -165,6 +170,10 @@ func (s *Status) WriteTable(w io.Writer) error {
 	pf("external:     %s on %s via %s (netns %s)\n", s.External.Address, s.External.Subnet, s.Router.ExternalLink, s.External.Namespace)
 	pf("control-plane %s (netns %s)\n", s.ControlPlane.Address, s.ControlPlane.Namespace)
 	pf("pods %s  services %s\n", s.PodCIDR, s.ServiceCIDR)
+	if e := s.Estuary; e != nil {
+		pf("estuary:      chart %s, release %s in %s, images %s %s\n", e.ChartVersion, e.Release, e.Namespace,
+			e.Images.Manager.Tag, e.Images.Daemon.Tag)
+	}
 	pf("kernel:       802.1Q VLAN %v, VXLAN %v %s\n\n", s.Capabilities.VLAN, s.Capabilities.VXLAN, s.Capabilities.Detail)
 	rows := [][]string{{"NODE", "ADDRESS", "POD CIDR", "READY", "NETNS"}}
 	for _, n := range s.Nodes {

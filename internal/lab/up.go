@@ -80,6 +80,12 @@ func (l *Lab) prepare(repo string) (*State, error) {
 	if st.Images, err = l.images(repo, bin); err != nil {
 		return nil, err
 	}
+	if l.opts.CNI == "estuary" {
+		if st.Estuary, err = l.prepareEstuary(repo); err != nil {
+			return nil, err
+		}
+		st.Images = append(st.Images, st.Estuary.Images.Manager.Archive, st.Estuary.Images.Daemon.Archive)
+	}
 	l.step("credentials (CA, certificates, kubeconfigs)")
 	if err := l.credentials(); err != nil {
 		return nil, err
@@ -140,11 +146,16 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 	return nil
 }
 
-// finish waits for the nodes and the default ServiceAccount, records the lab as
-// running and prints how to use it.
+// finish installs estuary (with --cni estuary), waits for the nodes and the default
+// ServiceAccount, records the lab as running and prints how to use it.
 func (l *Lab) finish(ctx context.Context, st *State) error {
+	if st.Estuary != nil {
+		if err := l.installEstuary(ctx, st); err != nil {
+			return err
+		}
+	}
 	l.step("waiting for %d nodes to be Ready", len(l.plan.Nodes))
-	nodes, err := l.waitNodes(ctx, st.BinDir)
+	nodes, err := l.waitNodes(ctx, st.BinDir, true)
 	if err != nil {
 		return err
 	}
@@ -159,6 +170,10 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 	for _, n := range nodes {
 		m, _ := l.plan.Node(n.Name)
 		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, m.PodCIDR, n.Version)
+	}
+	if e := st.Estuary; e != nil {
+		l.p.printf("  estuary chart %s (release %s in %s)\n  images %s, %s\n", e.ChartVersion, e.Release, e.Namespace,
+			e.Images.Manager.Tag, e.Images.Daemon.Tag)
 	}
 	l.p.printf("\nexport KUBECONFIG=%s\n", l.paths.Kubeconfig())
 	return nil

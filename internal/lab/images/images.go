@@ -1,7 +1,7 @@
-// Package images owns the lab's container images: it packs a static binary into a
+// Package images owns the lab's container images: it packs static binaries into a
 // single-layer docker-archive tarball (the format `ctr images import` reads), builds
-// the pause program from source, and caches both by content hash so nothing is ever
-// pulled from a registry.
+// the pause program and estuary's own binaries from source, and caches both by
+// content hash so nothing is ever pulled from a registry.
 package images
 
 import (
@@ -14,30 +14,52 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 )
 
-// Image describes a single-binary image.
+// File is one executable file of an image.
+type File struct {
+	Source string // path of the file on this machine
+	Path   string // absolute path inside the image, e.g. /plugins/portmap
+}
+
+// Image describes an image of static binaries: Binary at Path (the single-binary
+// form), then Files.
 type Image struct {
 	Tag        string   // e.g. estuary-lab.local/pause:<hash>
 	Binary     string   // path of the static binary on this machine
 	Path       string   // path of the binary inside the image, e.g. /pause
-	Entrypoint []string // defaults to [Path]
+	Files      []File   // further files
+	Entrypoint []string // defaults to the path of the first file
+}
+
+// files returns every file of img, Binary first.
+func (img Image) files() []File {
+	var fs []File
+	if img.Binary != "" {
+		fs = append(fs, File{Source: img.Binary, Path: img.Path})
+	}
+	return append(fs, img.Files...)
 }
 
 // WriteArchive writes img as a docker-archive tarball to out (atomically).
 func WriteArchive(img Image, out string) error {
-	layer, err := layerTar(img.Binary, img.Path)
+	files := img.files()
+	if len(files) == 0 {
+		return fmt.Errorf("image %s: no files", img.Tag)
+	}
+	layer, err := layerTar(files)
 	if err != nil {
-		return err
+		return fmt.Errorf("image %s: %w", img.Tag, err)
 	}
 	diffID := sha256.Sum256(layer)
 	ep := img.Entrypoint
 	if len(ep) == 0 {
-		ep = []string{img.Path}
+		ep = []string{files[0].Path}
 	}
 	cfg, err := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
@@ -74,20 +96,56 @@ func WriteArchive(img Image, out string) error {
 	return atomicWrite(out, buf.Bytes())
 }
 
-func layerTar(binary, inImage string) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Clean(binary))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", binary, err)
-	}
+// layerTar packs files, with the directories above them, into one layer.
+func layerTar(files []File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := addFile(tw, filepath.Base(inImage), data, 0o755); err != nil {
-		return nil, err
+	dirs := map[string]bool{}
+	for _, f := range files {
+		name, err := layerName(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range parents(name) {
+			if dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			hdr := &tar.Header{Name: d + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Unix(0, 0)}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return nil, fmt.Errorf("tar header %s: %w", d, err)
+			}
+		}
+		data, err := os.ReadFile(filepath.Clean(f.Source))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f.Source, err)
+		}
+		if err := addFile(tw, name, data, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("close layer: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// layerName turns an absolute path inside the image into a tar entry name.
+func layerName(p string) (string, error) {
+	clean := path.Clean(p)
+	if !path.IsAbs(p) || clean == "/" {
+		return "", fmt.Errorf("path %q in image: want an absolute file path", p)
+	}
+	return strings.TrimPrefix(clean, "/"), nil
+}
+
+// parents lists the directories above name, outermost first.
+func parents(name string) []string {
+	var out []string
+	for d := path.Dir(name); d != "."; d = path.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
 }
 
 func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {

@@ -7,16 +7,20 @@
 // host mounts still show through. Then it bind-mounts one directory per standard
 // host path from the node's state directory over that path (/etc/cni/net.d,
 // /opt/cni/bin, /var/lib/kubelet, /var/lib/containerd, /run/containerd, /var/run/netns,
-// /var/log/pods, /var/lib/cni, /var/lib/estuary, and the few other places kubelet,
+// /var/log/pods, /var/lib/cni, /var/lib/estuary, /run/estuary, and the few other places kubelet,
 // containerd and mount(8) write: /var/log/containers, /opt/containerd, /run/mount) and
 // marks each rshared, the
 // propagation kubelet expects for its root directory and that mount propagation of
 // volumes relies on. Finally it mounts a sysfs of the node's own network namespace
-// on /sys and moves the host's cgroup hierarchies back under /sys/fs/cgroup. The
-// node's daemons enter the holder's namespaces (nsenter), so a DaemonSet hostPath
-// and every kubelet or containerd default path resolve per node exactly as on a
-// separate machine. The namespaces live as long as the holder; killing it and the
-// daemons removes every mount at once.
+// on /sys, moves the host's cgroup hierarchies back under /sys/fs/cgroup, and marks
+// / itself shared (in a peer group of its own, so still nothing reaches the host),
+// as / is on a systemd machine: containerd accepts a HostToContainer volume only
+// below a shared or slave mount and looks the mount up by the unresolved path, so
+// /var/run/netns (/var/run being a symlink) is judged by /, which would otherwise
+// stay private on a host whose / is private. The node's daemons enter the holder's
+// namespaces (nsenter), so a DaemonSet hostPath and every kubelet or containerd
+// default path resolve per node exactly as on a separate machine. The namespaces
+// live as long as the holder; killing it and the daemons removes every mount at once.
 package nodens
 
 import (
@@ -52,6 +56,7 @@ var Mounts = []Mount{
 	{"/var/log/pods", "var-log-pods"},
 	{"/var/lib/cni", "var-lib-cni"},
 	{"/var/lib/estuary", "var-lib-estuary"},
+	{"/run/estuary", "run-estuary"},               // the estuary daemon's CNI socket
 	{"/var/log/containers", "var-log-containers"}, // kubelet's log symlinks
 	{"/opt/containerd", "opt-containerd"},         // containerd's "opt" plugin
 	{"/run/mount", "run-mount"},                   // libmount's utab, written by mount(8)
@@ -122,7 +127,15 @@ func Setup(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, CreatedFile), []byte(strings.Join(created, "\n")), 0o600); err != nil {
 		return fmt.Errorf("record created mount points: %w", err)
 	}
-	return remountSys(filepath.Join(dir, ".cgroup-staging"))
+	if err := remountSys(filepath.Join(dir, ".cgroup-staging")); err != nil {
+		return err
+	}
+	// Last: while / is shared, unmounting the cgroup staging bind would propagate
+	// to its copies under /sys/fs/cgroup.
+	if err := unix.Mount("", "/", "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("make / shared: %w", err)
+	}
+	return nil
 }
 
 // remountSys mounts a sysfs that shows the node's network namespace on /sys and

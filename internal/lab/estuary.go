@@ -1,0 +1,282 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/estuary-cni/estuary/internal/lab/images"
+)
+
+// The estuary install of `up --cni estuary`: the chart in the checkout, installed
+// with the checkout's helm as one release in kube-system.
+const (
+	EstuaryRelease   = "estuary"
+	EstuaryNamespace = "kube-system"
+	// Names the chart gives the workloads (charts/estuary).
+	estuaryDaemonSet  = "estuary-daemon"
+	estuaryDeployment = "estuary-manager"
+)
+
+// EstuaryState records the estuary install of a lab.
+type EstuaryState struct {
+	Chart        string         `json:"chart"`
+	ChartVersion string         `json:"chartVersion"`
+	Release      string         `json:"release"`
+	Namespace    string         `json:"namespace"`
+	Values       string         `json:"values"` // the values file the release was installed with
+	Helm         string         `json:"helm"`
+	Images       images.Estuary `json:"images"`
+	InstalledAt  time.Time      `json:"installedAt,omitzero"`
+}
+
+// estuaryDir holds the values file and helm's own cache, config and data.
+func (p Paths) estuaryDir() string { return filepath.Join(p.Root, "estuary") }
+
+// EstuaryValues returns the chart values the lab installs estuary with: the images
+// it built (imported into every node, never pulled) and the lab's pod range as the
+// default overlay subnet.
+func EstuaryValues(plan *Plan, img images.Estuary) ([]byte, error) {
+	image := func(b images.Built) map[string]any {
+		return map[string]any{"repository": b.Repository(), "tag": b.Version()}
+	}
+	v := map[string]any{
+		"imagePullPolicy": "Never",
+		"manager":         map[string]any{"image": image(img.Manager)},
+		// Debian's containerd 1.6 vendors a CNI library that parses results up
+		// to 1.0.0 only.
+		"daemon": map[string]any{"image": image(img.Daemon), "cniVersion": "1.0.0"},
+		"defaultNetwork": map[string]any{
+			"enabled": true,
+			"subnets": []map[string]any{{"name": "overlay-v4", "cidr": plan.Pods.String(), "natOutgoing": true}},
+		},
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode estuary values: %w", err)
+	}
+	return b, nil
+}
+
+// prepareEstuary builds the estuary images (cached by content), installs helm into
+// the checkout's bin directory and returns what the install will use.
+func (l *Lab) prepareEstuary(repo string) (*EstuaryState, error) {
+	l.step("estuary images (build ./cmd/estuary-{manager,daemon,cni}, CNI plugins %s)", images.CNIPluginsVersion)
+	img, err := images.BuildEstuary(repo, filepath.Join(l.opts.CacheDir, "lab", "images"))
+	if err != nil {
+		return nil, err
+	}
+	l.p.printf("           %s\n           %s\n", img.Manager.Tag, img.Daemon.Tag)
+	l.step("helm (hack/helm.sh)")
+	helm, err := l.runScript(filepath.Join(repo, "hack", "helm.sh"))
+	if err != nil {
+		return nil, err
+	}
+	chart := filepath.Join(repo, "charts", "estuary")
+	version, err := chartVersion(chart)
+	if err != nil {
+		return nil, err
+	}
+	return &EstuaryState{Chart: chart, ChartVersion: version, Release: EstuaryRelease, Namespace: EstuaryNamespace,
+		Values: filepath.Join(l.paths.estuaryDir(), "values.yaml"), Helm: helm, Images: img}, nil
+}
+
+// runScript runs a bash script of the checkout and returns the last line it printed.
+func (l *Lab) runScript(script string, env ...string) (string, error) {
+	cmd := exec.Command("bash", script) //nolint:gosec // G204: runs programs the lab located itself
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = io.MultiWriter(&stderr, prefixWriter{l.p})
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", script, err, lastLines(stderr.String(), 15))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+func chartVersion(chart string) (string, error) {
+	p := filepath.Join(chart, "Chart.yaml")
+	b, err := os.ReadFile(filepath.Clean(p))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	var c struct{ Version string }
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return "", fmt.Errorf("parse %s: %w", p, err)
+	}
+	if c.Version == "" {
+		return "", fmt.Errorf("%s has no version", p)
+	}
+	return c.Version, nil
+}
+
+// installEstuary installs the chart once every node has registered, then waits for
+// the daemon on every node and for the manager.
+func (l *Lab) installEstuary(ctx context.Context, st *State) error {
+	e := st.Estuary
+	l.step("waiting for %d nodes to register", len(l.plan.Nodes))
+	if _, err := l.waitNodes(ctx, st.BinDir, false); err != nil {
+		return err
+	}
+	values, err := EstuaryValues(l.plan, e.Images)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(l.paths.estuaryDir(), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", l.paths.estuaryDir(), err)
+	}
+	if err := os.WriteFile(e.Values, values, 0o600); err != nil {
+		return fmt.Errorf("write estuary values %s: %w", e.Values, err)
+	}
+	l.step("installing estuary: helm upgrade --install %s %s -n %s -f %s", e.Release, e.Chart, e.Namespace, e.Values)
+	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--namespace", e.Namespace,
+		"--values", e.Values, "--timeout", "5m"); err != nil {
+		return err
+	}
+	l.step("waiting for DaemonSet %s on every node and Deployment %s", estuaryDaemonSet, estuaryDeployment)
+	for _, w := range []string{"daemonset/" + estuaryDaemonSet, "deployment/" + estuaryDeployment} {
+		if err := l.rolloutStatus(ctx, st.BinDir, w); err != nil {
+			return err
+		}
+	}
+	e.InstalledAt = time.Now()
+	return st.save(l.paths.StateFile())
+}
+
+// helm runs the checkout's helm against the lab, keeping helm's files in the state
+// directory.
+func (l *Lab) helm(ctx context.Context, e *EstuaryState, args ...string) error {
+	home := filepath.Join(l.paths.estuaryDir(), "helm")
+	cmd := exec.CommandContext(ctx, e.Helm, append(args, "--kubeconfig", l.paths.Kubeconfig())...) //nolint:gosec // G204: runs programs the lab located itself
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	out, err := cmd.CombinedOutput()
+	logPath := l.paths.Log("helm")
+	_ = os.WriteFile(logPath, out, 0o600)
+	if err != nil {
+		return fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
+	}
+	return nil
+}
+
+// rolloutStatus waits for a workload in the estuary namespace. It gives up early
+// when a pod of the install stays in a state that does not fix itself (see
+// stuckPods); the error then shows the namespace's pods, the reason, and the last
+// log lines of the pods not ready.
+func (l *Lab) rolloutStatus(ctx context.Context, bin, workload string) error {
+	seen := map[string]int{}
+	for {
+		_, err := l.kubectl(ctx, bin, "rollout", "status", workload, "-n", EstuaryNamespace, "--timeout", "15s")
+		if err == nil {
+			return nil
+		}
+		stuck := l.stuckPods(ctx, bin, seen)
+		if ctx.Err() == nil && stuck == "" {
+			continue
+		}
+		if stuck != "" {
+			err = errors.New(stuck)
+		}
+		diag, _ := l.kubectl(context.WithoutCancel(ctx), bin, "get", "pods", "-n", EstuaryNamespace, "-o", "wide")
+		logs := l.unreadyLogs(context.WithoutCancel(ctx), bin)
+		return fmt.Errorf("%s in %s did not become ready: %w\n%s%s", workload, EstuaryNamespace, err, diag, logs)
+	}
+}
+
+// stuckReasons are container waiting reasons that retrying does not fix.
+var stuckReasons = map[string]bool{
+	"CreateContainerError": true, "CreateContainerConfigError": true, "ErrImageNeverPull": true,
+	"InvalidImageName": true, "CrashLoopBackOff": true, "RunContainerError": true,
+}
+
+// stuckPodChecks is how many consecutive checks (about 15s apart) a pod may wait
+// for a stuck reason before the install is given up.
+const stuckPodChecks = 4
+
+// stuckPods returns a description of a pod of the install whose container has
+// waited for one of stuckReasons in the last stuckPodChecks checks (counted in seen).
+func (l *Lab) stuckPods(ctx context.Context, bin string, seen map[string]int) string {
+	out, err := l.kubectl(ctx, bin, "get", "pods", "-n", EstuaryNamespace, "-l", "app.kubernetes.io/part-of=estuary",
+		"-o", `jsonpath={range .items[*]}{.metadata.name}{"\t"}{.status.containerStatuses[0].state.waiting.reason}{"\t"}{.status.containerStatuses[0].state.waiting.message}{"\n"}{end}`)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) < 2 || !stuckReasons[f[1]] {
+			if len(f) > 0 {
+				delete(seen, f[0])
+			}
+			continue
+		}
+		if seen[f[0]]++; seen[f[0]] >= stuckPodChecks {
+			msg := ""
+			if len(f) == 3 {
+				msg = f[2]
+			}
+			return fmt.Sprintf("pod %s: %s: %s", f[0], f[1], msg)
+		}
+	}
+	return ""
+}
+
+// unreadyLogs returns the last log lines of every estuary pod that is not ready.
+func (l *Lab) unreadyLogs(ctx context.Context, bin string) string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := l.kubectl(ctx, bin, "get", "pods", "-n", EstuaryNamespace, "-l", "app.kubernetes.io/part-of=estuary",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || (len(f) == 2 && f[1] == "true") {
+			continue
+		}
+		logs, _ := l.kubectl(ctx, bin, "logs", "-n", EstuaryNamespace, f[0], "--tail", "15", "--all-containers")
+		fmt.Fprintf(&b, "--- %s:\n%s\n", f[0], strings.TrimSpace(logs))
+	}
+	return b.String()
+}
+
+// ExportImages builds estuary's images and writes them to dir as
+// estuary-manager.tar and estuary-daemon.tar (for `ctr -n k8s.io images import`),
+// with values-images.yaml setting the chart's image repositories and tags.
+func (l *Lab) ExportImages(dir string) (images.Estuary, error) {
+	repo, err := l.repoDir()
+	if err != nil {
+		return images.Estuary{}, err
+	}
+	img, err := images.BuildEstuary(repo, filepath.Join(l.opts.CacheDir, "lab", "images"))
+	if err != nil {
+		return images.Estuary{}, err
+	}
+	for name, b := range map[string]images.Built{"estuary-manager.tar": img.Manager, "estuary-daemon.tar": img.Daemon} {
+		if err := copyFile(b.Archive, filepath.Join(dir, name), 0o644); err != nil {
+			return images.Estuary{}, err
+		}
+	}
+	values, err := yaml.Marshal(map[string]any{
+		"manager": map[string]any{"image": map[string]any{"repository": img.Manager.Repository(), "tag": img.Manager.Version()}},
+		"daemon":  map[string]any{"image": map[string]any{"repository": img.Daemon.Repository(), "tag": img.Daemon.Version()}},
+	})
+	if err != nil {
+		return images.Estuary{}, fmt.Errorf("encode image values: %w", err)
+	}
+	p := filepath.Join(dir, "values-images.yaml")
+	if err := os.WriteFile(p, values, 0o644); err != nil { //nolint:gosec // G306: a build output meant to be shared
+		return images.Estuary{}, fmt.Errorf("write %s: %w", p, err)
+	}
+	return img, nil
+}

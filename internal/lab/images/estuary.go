@@ -1,0 +1,130 @@
+package images
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Repositories and build inputs of estuary's own images.
+const (
+	ManagerRepo = "estuary.local/estuary-manager"
+	DaemonRepo  = "estuary.local/estuary-daemon"
+	// CNIPluginsModule and CNIPluginsVersion pin the reference plugins the daemon
+	// image carries (loopback, portmap) and installs on every node.
+	CNIPluginsModule  = "github.com/containernetworking/plugins"
+	CNIPluginsVersion = "v1.9.1"
+)
+
+// cniPlugins are the reference plugins in the daemon image, by package below
+// CNIPluginsModule.
+var cniPlugins = map[string]string{
+	"loopback": "plugins/main/loopback",
+	"portmap":  "plugins/meta/portmap",
+}
+
+// Estuary is the pair of images an estuary install runs.
+type Estuary struct {
+	Manager Built `json:"manager"` // /estuary-manager
+	Daemon  Built `json:"daemon"`  // /estuary-daemon, /estuary-cni, /plugins/loopback, /plugins/portmap
+}
+
+// BuildEstuary builds static binaries of estuary-manager, estuary-daemon and
+// estuary-cni from the checkout at repo (the Go build cache makes an unchanged
+// tree cheap), installs the reference plugins once per version into cacheDir,
+// and returns the two images, tagged and cached in cacheDir by content.
+func BuildEstuary(repo, cacheDir string) (Estuary, error) {
+	if err := os.MkdirAll(cacheDir, 0o750); err != nil {
+		return Estuary{}, fmt.Errorf("create %s: %w", cacheDir, err)
+	}
+	plugins, err := buildPlugins(cacheDir)
+	if err != nil {
+		return Estuary{}, err
+	}
+	work, err := os.MkdirTemp(cacheDir, ".estuary-build-")
+	if err != nil {
+		return Estuary{}, fmt.Errorf("create build dir in %s: %w", cacheDir, err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", work + string(filepath.Separator),
+		"./cmd/estuary-manager", "./cmd/estuary-daemon", "./cmd/estuary-cni"}
+	if err := goCommand(repo, nil, args...); err != nil {
+		return Estuary{}, fmt.Errorf("build estuary binaries in %s: %w", repo, err)
+	}
+	bin := func(name string) string { return filepath.Join(work, name) }
+	var e Estuary
+	if e.Manager, err = CachedImage(cacheDir, ManagerRepo,
+		[]File{{Source: bin("estuary-manager"), Path: "/estuary-manager"}}, nil); err != nil {
+		return Estuary{}, err
+	}
+	if e.Daemon, err = CachedImage(cacheDir, DaemonRepo, []File{
+		{Source: bin("estuary-daemon"), Path: "/estuary-daemon"},
+		{Source: bin("estuary-cni"), Path: "/estuary-cni"},
+		{Source: filepath.Join(plugins, "loopback"), Path: "/plugins/loopback"},
+		{Source: filepath.Join(plugins, "portmap"), Path: "/plugins/portmap"},
+	}, nil); err != nil {
+		return Estuary{}, err
+	}
+	return e, nil
+}
+
+// buildPlugins installs the reference plugins at CNIPluginsVersion into
+// cacheDir/cni-plugins-<version> unless they are there, and returns that directory.
+func buildPlugins(cacheDir string) (string, error) {
+	dir := filepath.Join(cacheDir, "cni-plugins-"+CNIPluginsVersion)
+	complete := true
+	for name := range cniPlugins {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			complete = false
+		}
+	}
+	if complete {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".cni-plugins-")
+	if err != nil {
+		return "", fmt.Errorf("create plugin build dir in %s: %w", cacheDir, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	args := []string{"install", "-trimpath", "-ldflags=-s -w"}
+	for _, pkg := range cniPlugins {
+		args = append(args, CNIPluginsModule+"/"+pkg+"@"+CNIPluginsVersion)
+	}
+	if err := goCommand(tmp, []string{"GOBIN=" + tmp}, args...); err != nil {
+		return "", fmt.Errorf("install CNI plugins %s: %w", CNIPluginsVersion, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("remove %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	for name := range cniPlugins {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("move plugin %s into %s: %w", name, dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// goCommand runs the go tool in dir, linking statically, with extraEnv added to
+// the environment.
+func goCommand(dir string, extraEnv []string, args ...string) error {
+	cmd := exec.Command("go", args...) //nolint:gosec // G204: runs the go tool on arguments the lab built
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local"), extraEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 30))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

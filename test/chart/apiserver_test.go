@@ -1,0 +1,163 @@
+package chart
+
+import (
+	"fmt"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func ensureNamespace(t *testing.T) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := k8s.Create(ctx(t), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", namespace, err)
+	}
+}
+
+// TestRenderedObjectsAccepted submits every rendered object to the API server
+// (dry run, strict field validation): the workloads against the built-in
+// schemas and admission, the default Network and Subnets against the CRDs'
+// schema and CEL rules.
+func TestRenderedObjectsAccepted(t *testing.T) {
+	ensureNamespace(t)
+	for name, objs := range renders(t) {
+		kinds := map[string]int{}
+		for _, o := range objs {
+			kinds[o.GetKind()]++
+			if err := k8s.Create(ctx(t), o.DeepCopy(), client.DryRunAll); err != nil {
+				t.Errorf("%s: %s %s refused: %v", name, o.GetKind(), o.GetName(), err)
+			}
+		}
+		wantSubnets := 1
+		if name == "dual-stack" {
+			wantSubnets = 2
+		}
+		if kinds["Network"] != 1 || kinds["Subnet"] != wantSubnets || kinds["DaemonSet"] != 1 || kinds["Deployment"] != 1 {
+			t.Errorf("%s: rendered kinds %v", name, kinds)
+		}
+	}
+}
+
+type access struct {
+	verb, group, resource, subresource, namespace string
+}
+
+func (a access) String() string {
+	r := a.resource
+	if a.subresource != "" {
+		r += "/" + a.subresource
+	}
+	if a.group != "" {
+		r += "." + a.group
+	}
+	if a.namespace != "" {
+		r += " in " + a.namespace
+	}
+	return a.verb + " " + r
+}
+
+const estuaryGroup = "networking.estuary.io"
+
+// grants lists, per service account, what the component's code calls and what
+// it must not be able to do.
+var grants = map[string]struct{ allowed, denied []access }{
+	"estuary-manager": {
+		allowed: []access{
+			{"get", "", "pods", "", "default"}, {"list", "", "pods", "", ""}, {"watch", "", "pods", "", ""},
+			{"patch", "", "pods", "", "default"},
+			{"get", "", "namespaces", "", ""}, {"list", "", "namespaces", "", ""}, {"watch", "", "namespaces", "", ""},
+			{"get", "apps", "statefulsets", "", "default"}, {"list", "apps", "statefulsets", "", ""}, {"watch", "apps", "statefulsets", "", ""},
+			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
+			{"get", estuaryGroup, "subnets", "", ""}, {"get", estuaryGroup, "networks", "", ""},
+			{"patch", estuaryGroup, "networks", "status", ""}, {"patch", estuaryGroup, "subnets", "status", ""},
+			{"update", estuaryGroup, "subnets", "status", ""},
+			{"create", estuaryGroup, "ipinstances", "", "default"}, {"update", estuaryGroup, "ipinstances", "", "default"},
+			{"delete", estuaryGroup, "ipinstances", "", "default"}, {"list", estuaryGroup, "ipinstances", "", ""},
+			{"watch", estuaryGroup, "ipinstances", "", ""}, {"patch", estuaryGroup, "ipinstances", "status", "default"},
+			{"create", "", "events", "", "default"}, {"create", "events.k8s.io", "events", "", "default"},
+			{"get", "coordination.k8s.io", "leases", "", namespace}, {"create", "coordination.k8s.io", "leases", "", namespace},
+			{"update", "coordination.k8s.io", "leases", "", namespace},
+		},
+		denied: []access{
+			{"get", "", "secrets", "", namespace}, {"delete", "", "pods", "", "default"}, {"create", "", "pods", "", "default"},
+			{"patch", "", "nodes", "", ""}, {"update", estuaryGroup, "networks", "", ""}, {"delete", estuaryGroup, "subnets", "", ""},
+			{"update", "coordination.k8s.io", "leases", "", "default"}, {"update", "apps", "statefulsets", "", "default"},
+		},
+	},
+	"estuary-daemon": {
+		allowed: []access{
+			{"get", "", "nodes", "", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "nodes", "", ""}, {"patch", "", "nodes", "", ""},
+			{"list", estuaryGroup, "ipinstances", "", ""}, {"watch", estuaryGroup, "ipinstances", "", ""},
+			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
+		},
+		denied: []access{
+			{"get", "", "pods", "", "default"}, {"list", "", "pods", "", ""},
+			{"create", "", "events", "", "default"}, {"create", "events.k8s.io", "events", "", "default"},
+			{"get", "", "secrets", "", namespace}, {"create", estuaryGroup, "ipinstances", "", "default"},
+			{"update", estuaryGroup, "ipinstances", "", "default"}, {"patch", "", "pods", "", "default"},
+			{"delete", "", "nodes", "", ""}, {"update", "", "nodes", "", ""}, {"patch", estuaryGroup, "subnets", "status", ""},
+			{"create", "coordination.k8s.io", "leases", "", namespace},
+		},
+	},
+}
+
+// TestRBACGrants installs the chart's RBAC and asks the API server's authorizer
+// what each service account may do.
+func TestRBACGrants(t *testing.T) {
+	ensureNamespace(t)
+	for _, o := range render(t) {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		default:
+			continue
+		}
+		obj := o.DeepCopy()
+		if err := k8s.Create(ctx(t), obj); err != nil {
+			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx(t), obj) })
+	}
+	for sa, g := range grants {
+		user := fmt.Sprintf("system:serviceaccount:%s:%s", namespace, sa)
+		for _, a := range g.allowed {
+			if !allowed(t, user, a) {
+				t.Errorf("%s may not %s; the chart must grant it", sa, a)
+			}
+		}
+		for _, a := range g.denied {
+			if allowed(t, user, a) {
+				t.Errorf("%s may %s; the chart must not grant it", sa, a)
+			}
+		}
+	}
+}
+
+func allowed(t *testing.T, user string, a access) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace,
+		},
+	}}
+	if err := k8s.Create(ctx(t), sar); err != nil {
+		t.Fatalf("access review %s for %s: %v", a, user, err)
+	}
+	return sar.Status.Allowed
+}
+
+// TestInvalidNetworkRefused shows the dry runs above are checked against the
+// CRDs: a VXLAN network without a VNI is refused.
+func TestInvalidNetworkRefused(t *testing.T) {
+	n := find(t, render(t, "--set", "defaultNetwork.netID=0"), "Network", "overlay")
+	err := k8s.Create(ctx(t), n, client.DryRunAll)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("Network with netID 0: %v; want Invalid", err)
+	}
+}

@@ -1,0 +1,8 @@
+// Package chart proves charts/estuary: it renders the chart with the checkout's
+// helm (bin/helm, installed by `make helm`) for the default values, the lab's values
+// and a dual-stack network, checks the names, labels, scheduling and RBAC other
+// components rely on, and submits every rendered object to a real kube-apiserver
+// (envtest, with the chart's CRDs) so the default Network and Subnets are checked
+// against the CRD schema and CEL rules and the RBAC against the calls the manager
+// and the daemon make.
+package chart

@@ -1,0 +1,161 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir = "../../charts/estuary"
+	// namespace is the release namespace of every render.
+	namespace = "estuary-chart"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test-unit`, or point it at the "+
+			"directory printed by `hack/kube-binaries.sh kube-apiserver kubectl etcd`")
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
+		}
+	}()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		fmt.Fprintf(os.Stderr, "scheme: %v\n", err)
+		return 1
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "client: %v\n", err)
+		return 1
+	}
+	// Strict: a field the schema does not know fails the write instead of being
+	// pruned, so a misspelt field in a template cannot pass.
+	k8s = client.WithFieldValidation(c, metav1.FieldValidationStrict)
+	return m.Run()
+}
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// helmBinary is $HELM or the checkout's bin/helm.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if h := os.Getenv("HELM"); h != "" {
+		return h
+	}
+	h, err := filepath.Abs("../../bin/helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(h); err != nil {
+		t.Fatalf("helm is not installed (%v): run `make helm`, or set HELM", err)
+	}
+	return h
+}
+
+// render runs `helm template` on the chart with extra arguments and returns the
+// rendered objects.
+func render(t *testing.T, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(helmBinary(t), append([]string{"template", "estuary", chartDir, "--namespace", namespace}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(out), "\n---") {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatalf("parse rendered object: %v\n%s", err, doc)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// valuesFile writes values into a file for helm's --values.
+func valuesFile(t *testing.T, values []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(p, values, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// find returns the rendered object of a kind and name, failing when it is missing.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// convert turns a rendered object into a typed one.
+func convert(t *testing.T, obj *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, into, true); err != nil {
+		t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+	}
+}
