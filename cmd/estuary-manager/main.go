@@ -1,24 +1,31 @@
 // Command estuary-manager runs estuary's cluster-wide controllers: pod
 // address allocation and release, StatefulSet address retention, and Subnet
 // and Network status. One replica leads at a time (a Lease); the others wait.
+// With --webhook-port it also serves the admission webhook, on every replica.
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
+	"github.com/estuary-cni/estuary/internal/webhook"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -29,8 +36,14 @@ func main() {
 		leaderElect = flag.Bool("leader-elect", true, "elect a leader so that one replica allocates at a time")
 		leaseNS     = flag.String("leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
 		workers     = flag.Int("workers", 4, "pods served in parallel")
+		webhookPort = flag.Int("webhook-port", 0, "port the admission webhook serves on; 0 disables the webhook")
+		webhookCfg  = webhookFlags{}
 		zapOpts     = zap.Options{}
 	)
+	flag.StringVar(&webhookCfg.certDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key (default: controller-runtime's)")
+	flag.StringVar(&webhookCfg.secret, "webhook-cert-secret", "", "namespace/name of an existing Secret in which to create and rotate the webhook's certificate; it must be mounted at --webhook-cert-dir (required with it). Empty: the certificate in --webhook-cert-dir is provided")
+	flag.StringVar(&webhookCfg.service, "webhook-service", "estuary-webhook", "the webhook's Service, in the namespace of --webhook-cert-secret, named in its certificate")
+	flag.StringVar(&webhookCfg.configuration, "webhook-configuration", webhook.ConfigurationName, "name of the validating and mutating webhook configurations the CA is injected into")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -41,7 +54,7 @@ func main() {
 		log.Error(err, "build scheme")
 		os.Exit(1)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress:  *probeAddr,
@@ -51,7 +64,11 @@ func main() {
 		// A new leader must not allocate while the old one might: release
 		// the lease on a clean stop, and otherwise wait it out.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	if *webhookPort != 0 {
+		opts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Port: *webhookPort, CertDir: webhookCfg.certDir})
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), opts)
 	if err != nil {
 		log.Error(err, "create manager")
 		os.Exit(1)
@@ -60,6 +77,13 @@ func main() {
 	if err != nil {
 		log.Error(err, "set up controllers")
 		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if *webhookPort != 0 {
+		if err := setupWebhook(ctx, mgr, webhookCfg); err != nil {
+			log.Error(err, "set up webhook")
+			os.Exit(1)
+		}
 	}
 	// Live while the manager still hears from the API server: its informers
 	// have synced (a manager that never syncs is restarted).
@@ -88,8 +112,44 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+type webhookFlags struct {
+	certDir, secret, service, configuration string
+}
+
+// setupWebhook registers the admission webhook. With a certificate Secret,
+// a rotator creates and renews the certificate and the webhook server starts
+// once it is mounted. The replica is ready only once the server answers.
+func setupWebhook(ctx context.Context, mgr manager.Manager, f webhookFlags) error {
+	var registered <-chan struct{}
+	if f.secret == "" {
+		if err := webhook.Setup(ctx, mgr); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		close(done)
+		registered = done
+	} else {
+		ns, name, ok := strings.Cut(f.secret, "/")
+		if !ok {
+			return fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.secret)
+		}
+		var err error
+		registered, err = webhook.SetupWithRotation(ctx, mgr, webhook.CertRotation{
+			Secret:  types.NamespacedName{Namespace: ns, Name: name},
+			Service: f.service, Configuration: f.configuration, CertDir: f.certDir,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddReadyzCheck("webhook", webhook.ReadyCheck(mgr, registered)); err != nil {
+		return fmt.Errorf("add readiness check: %w", err)
+	}
+	return nil
 }

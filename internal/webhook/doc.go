@@ -1,0 +1,47 @@
+// Package webhook is estuary's admission webhook: the rules about Networks,
+// Subnets and pods that need other objects to decide, which the CRD schema's
+// CEL rules (one object at a time) cannot express.
+//
+// Validating rules:
+//
+//   - Network: at most one Overlay network; two Underlay networks never
+//     share a node (their nodeSelectors must not both match any Node, and
+//     must not be identical even while no Node matches); a BGP network has a
+//     peer; a network that still has subnets cannot be deleted.
+//   - Subnet: its network exists; subnets do not overlap anywhere in the
+//     cluster, except that subnets of one network may share an identical CIDR
+//     when their start-end ranges are disjoint and neither range holds the
+//     other's gateway; a subnet of a VLAN network has a gateway; only a VLAN
+//     network's subnets override the VLAN id; range.version matches the CIDR;
+//     a subnet that still has IPInstances cannot be deleted.
+//   - Pod (create): the network, subnets and network type it asks for through
+//     its annotations, or its namespace's, parse, exist and agree.
+//
+// Mutating rule (pod create): a pod whose network is an Underlay network gets
+// required node affinity for the network's nodeSelector, ANDed into each of
+// its own node selector terms, so it is only scheduled inside the network's
+// domain.
+//
+// Design: every rule is a pure function over plain values (the object and
+// the lists of Networks, Subnets, Nodes or IPInstances it is checked against)
+// and returns a *Denial, or several joined with errors.Join, that names the
+// object, the field and the other object involved. The admission handlers
+// only read those lists from the manager's cache and call the rules, so the
+// manager can re-check the same rules before it allocates. The cache is
+// eventually consistent and two concurrent requests can each pass alone
+// (two Overlay networks created at once, for example); the webhook narrows
+// the window in which a bad object can be written, and the re-check in the
+// manager is what makes a bypassed or raced webhook harmless.
+//
+// Serving: Setup registers the handlers on the manager's webhook server
+// (paths Path*) for a certificate provided in its CertDir; SetupWithRotation
+// lets cert-controller's rotator create and renew the certificate in a
+// Secret and inject its CA into the configurations that Configurations
+// builds, and starts serving once the Secret is mounted. The pod webhooks
+// skip kube-system and the webhook's own namespace, so the webhook cannot
+// keep its own pods from starting.
+//
+// Updates are checked only when the spec changes, so metadata-only writes
+// (finalizers, labels) always pass, even on objects stored before a rule
+// existed or while the webhook was bypassed.
+package webhook

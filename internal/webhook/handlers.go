@@ -1,0 +1,205 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// NetworkValidator admits Networks. Reader is the manager's cache.
+type NetworkValidator struct {
+	Reader client.Reader
+}
+
+// ValidateCreate applies ValidateNetwork.
+func (v *NetworkValidator) ValidateCreate(ctx context.Context, n *estuaryv1.Network) (admission.Warnings, error) {
+	return nil, v.validate(ctx, n)
+}
+
+// ValidateUpdate applies ValidateNetwork when the spec changes.
+func (v *NetworkValidator) ValidateUpdate(ctx context.Context, old, n *estuaryv1.Network) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, n.Spec) {
+		return nil, nil
+	}
+	return nil, v.validate(ctx, n)
+}
+
+// ValidateDelete applies ValidateNetworkDelete.
+func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Network) (admission.Warnings, error) {
+	var subnets estuaryv1.SubnetList
+	if err := v.Reader.List(ctx, &subnets, client.MatchingFields{IndexSubnetNetwork: n.Name}); err != nil {
+		return nil, internal("list subnets", err)
+	}
+	return nil, ValidateNetworkDelete(n, subnets.Items)
+}
+
+func (v *NetworkValidator) validate(ctx context.Context, n *estuaryv1.Network) error {
+	var networks estuaryv1.NetworkList
+	if err := v.Reader.List(ctx, &networks); err != nil {
+		return internal("list networks", err)
+	}
+	var nodes corev1.NodeList
+	if n.Spec.Type == estuaryv1.NetworkTypeUnderlay {
+		if err := v.Reader.List(ctx, &nodes); err != nil {
+			return internal("list nodes", err)
+		}
+	}
+	return ValidateNetwork(n, networks.Items, nodes.Items)
+}
+
+// SubnetValidator admits Subnets. Reader is the manager's cache.
+type SubnetValidator struct {
+	Reader client.Reader
+}
+
+// ValidateCreate applies ValidateSubnet.
+func (v *SubnetValidator) ValidateCreate(ctx context.Context, s *estuaryv1.Subnet) (admission.Warnings, error) {
+	return nil, v.validate(ctx, s)
+}
+
+// ValidateUpdate applies ValidateSubnet when the spec changes.
+func (v *SubnetValidator) ValidateUpdate(ctx context.Context, old, s *estuaryv1.Subnet) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, s.Spec) {
+		return nil, nil
+	}
+	return nil, v.validate(ctx, s)
+}
+
+// ValidateDelete applies ValidateSubnetDelete.
+func (v *SubnetValidator) ValidateDelete(ctx context.Context, s *estuaryv1.Subnet) (admission.Warnings, error) {
+	var instances estuaryv1.IPInstanceList
+	if err := v.Reader.List(ctx, &instances, client.MatchingFields{IndexIPInstanceSubnet: s.Name}); err != nil {
+		return nil, internal("list ipinstances", err)
+	}
+	return nil, ValidateSubnetDelete(s, instances.Items)
+}
+
+func (v *SubnetValidator) validate(ctx context.Context, s *estuaryv1.Subnet) error {
+	var networks estuaryv1.NetworkList
+	if err := v.Reader.List(ctx, &networks); err != nil {
+		return internal("list networks", err)
+	}
+	var subnets estuaryv1.SubnetList
+	if err := v.Reader.List(ctx, &subnets); err != nil {
+		return internal("list subnets", err)
+	}
+	return ValidateSubnet(s, networks.Items, subnets.Items)
+}
+
+// PodValidator admits pods (on create). Reader is the manager's cache.
+type PodValidator struct {
+	Reader client.Reader
+}
+
+// ValidateCreate applies ValidatePod.
+func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
+	if pod.Spec.HostNetwork {
+		return nil, nil
+	}
+	pod.Namespace = podNamespace(ctx, pod)
+	in, err := readPodInputs(ctx, v.Reader, pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return nil, ValidatePod(pod, in.ns, in.networks, in.subnets)
+}
+
+// ValidateUpdate admits every update: a pod's annotations are read once, when
+// its addresses are allocated.
+func (v *PodValidator) ValidateUpdate(context.Context, *corev1.Pod, *corev1.Pod) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateDelete admits every delete.
+func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// PodDefaulter adds node affinity for a pod's Underlay network domain (see
+// AddDomainAffinity). Reader is the manager's cache.
+type PodDefaulter struct {
+	Reader client.Reader
+}
+
+// Default resolves the pod's network and, if it is an Underlay network,
+// adds its domain to the pod's required node affinity. A pod whose network
+// cannot be resolved is left alone; the validating webhook refuses it.
+func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Spec.HostNetwork {
+		return nil
+	}
+	in, err := readPodInputs(ctx, d.Reader, podNamespace(ctx, pod))
+	if err != nil {
+		return err
+	}
+	AddDomainAffinity(pod, in.domain(pod))
+	return nil
+}
+
+type podInputs struct {
+	ns       *corev1.Namespace
+	networks []estuaryv1.Network
+	subnets  []estuaryv1.Subnet
+}
+
+// domain is the node selector of the pod's network if it is an Underlay
+// network, else nil, also when the selection does not parse or resolve
+// (the validating webhook refuses such a pod).
+func (in *podInputs) domain(pod *corev1.Pod) map[string]string {
+	sel, err := SelectionFor(pod, in.ns)
+	if err != nil || sel.Empty() {
+		return nil
+	}
+	n, err := ResolveNetwork(&sel, in.networks, in.subnets)
+	if err != nil {
+		return nil
+	}
+	return DomainSelector(n)
+}
+
+// podNamespace is the pod's namespace, taken from the admission request when
+// the object does not carry it.
+func podNamespace(ctx context.Context, pod *corev1.Pod) string {
+	if pod.Namespace == "" {
+		if req, err := admission.RequestFromContext(ctx); err == nil {
+			return req.Namespace
+		}
+	}
+	return pod.Namespace
+}
+
+// readPodInputs reads the namespace (nil if it is not found) and the
+// cluster's networks and subnets.
+func readPodInputs(ctx context.Context, r client.Reader, namespace string) (podInputs, error) {
+	var in podInputs
+	ns := &corev1.Namespace{}
+	switch err := r.Get(ctx, client.ObjectKey{Name: namespace}, ns); {
+	case err == nil:
+		in.ns = ns
+	case !apierrors.IsNotFound(err):
+		return in, internal("get namespace", err)
+	}
+	var networks estuaryv1.NetworkList
+	if err := r.List(ctx, &networks); err != nil {
+		return in, internal("list networks", err)
+	}
+	var subnets estuaryv1.SubnetList
+	if err := r.List(ctx, &subnets); err != nil {
+		return in, internal("list subnets", err)
+	}
+	in.networks, in.subnets = networks.Items, subnets.Items
+	return in, nil
+}
+
+// internal reports a failure to read the cluster's state as a server error,
+// so the client sees it is not a verdict on the object.
+func internal(what string, err error) error {
+	return apierrors.NewInternalError(fmt.Errorf("%s: %w", what, err))
+}

@@ -1,0 +1,118 @@
+package webhook
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// ValidatePod checks what the pod asks for (see SelectionFor and
+// ResolveNetwork) against the cluster's networks and subnets. A pod that asks
+// for nothing, or runs in the host's network, is not checked.
+func ValidatePod(pod *corev1.Pod, ns *corev1.Namespace, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) error {
+	if pod.Spec.HostNetwork {
+		return nil
+	}
+	sel, err := SelectionFor(pod, ns)
+	if err != nil {
+		return err
+	}
+	_, err = ResolveNetwork(&sel, networks, subnets)
+	return err
+}
+
+// ResolveNetwork returns the network a pod with this selection gets: the
+// named network, else the named subnets' network, else the Overlay network.
+// Named networks and subnets must exist, the subnets must belong to that
+// network and be of different families, and the network's type must be the
+// requested one. It returns nil and no error when the selection is empty and
+// the cluster has no Overlay network.
+func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) (*estuaryv1.Network, error) {
+	name, err := networkOfSubnets(sel, subnets)
+	if err != nil {
+		return nil, err
+	}
+	n, err := findNetwork(sel, name, networks)
+	if n == nil || err != nil {
+		return nil, err
+	}
+	if sel.NetworkType != "" && n.Spec.Type != sel.NetworkType {
+		hint := ""
+		if name == "" {
+			hint = " (no network or subnet is named, so the pod gets the Overlay network)"
+		}
+		return nil, sel.deny(AnnotationNetworkType, "%s does not match %s %q, whose spec.type is %s%s",
+			sel.NetworkType, kindNetwork, n.Name, n.Spec.Type, hint)
+	}
+	return n, nil
+}
+
+// networkOfSubnets checks the named subnets and returns the network they
+// select: the named network, or the subnets' own.
+func networkOfSubnets(sel *Selection, subnets []estuaryv1.Subnet) (string, error) {
+	var first *estuaryv1.Subnet
+	for _, name := range sel.Subnets {
+		s := findSubnet(name, subnets)
+		switch {
+		case s == nil:
+			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q, which does not exist", kindSubnet, name)
+		case sel.Network != "" && s.Spec.Network != sel.Network:
+			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q, whose spec.network is %q, not the requested network %q",
+				kindSubnet, name, s.Spec.Network, sel.Network)
+		case first != nil && s.Spec.Network != first.Spec.Network:
+			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, whose spec.network differ (%q, %q)",
+				kindSubnet, first.Name, kindSubnet, s.Name, first.Spec.Network, s.Spec.Network)
+		case first != nil && sameFamily(first, s):
+			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, both IPv%d (spec.range.version); name at most one per family",
+				kindSubnet, first.Name, kindSubnet, s.Name, s.Spec.Range.Version)
+		case first == nil:
+			first = s
+		}
+	}
+	if sel.Network == "" && first != nil {
+		return first.Spec.Network, nil
+	}
+	return sel.Network, nil
+}
+
+func sameFamily(a, b *estuaryv1.Subnet) bool {
+	pa, errA := netip.ParsePrefix(a.Spec.Range.CIDR)
+	pb, errB := netip.ParsePrefix(b.Spec.Range.CIDR)
+	if errA != nil || errB != nil {
+		return a.Spec.Range.Version == b.Spec.Range.Version
+	}
+	return pa.Addr().Is4() == pb.Addr().Is4()
+}
+
+func findSubnet(name string, subnets []estuaryv1.Subnet) *estuaryv1.Subnet {
+	for i := range subnets {
+		if subnets[i].Name == name {
+			return &subnets[i]
+		}
+	}
+	return nil
+}
+
+// findNetwork returns the named network, or the Overlay network when name
+// is empty.
+func findNetwork(sel *Selection, name string, networks []estuaryv1.Network) (*estuaryv1.Network, error) {
+	for i := range networks {
+		n := &networks[i]
+		if name != "" && n.Name == name || name == "" && n.Spec.Type == estuaryv1.NetworkTypeOverlay {
+			return n, nil
+		}
+	}
+	switch {
+	case name != "" && sel.Network != "":
+		return nil, sel.deny(estuaryv1.AnnotationNetwork, "names %s %q, which does not exist", kindNetwork, name)
+	case name != "":
+		return nil, sel.deny(estuaryv1.AnnotationSubnet, "names a subnet of %s %q, which does not exist", kindNetwork, name)
+	case sel.NetworkType != "":
+		return nil, sel.deny(AnnotationNetworkType, "%s: no network or subnet is named and the cluster has no Overlay network to default to", sel.NetworkType)
+	case !sel.Empty():
+		return nil, sel.deny(estuaryv1.AnnotationNetwork, "is not set and the cluster has no Overlay network to default to")
+	}
+	return nil, nil
+}

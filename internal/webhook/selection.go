@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// AnnotationNetworkType asks for a network of a type (Overlay or Underlay):
+// the pod is refused when the network it would get is of another type.
+const AnnotationNetworkType = "networking.estuary.io/network-type"
+
+// Selection is what a pod asks for through its annotations, each key taken
+// from the pod or, when the pod does not set it, from its namespace. It
+// follows the same inheritance as the manager's allocator. Empty fields mean
+// the default.
+type Selection struct {
+	// Pod is the pod's namespace/name (namespace/generateName before the
+	// API server has named it), for messages.
+	Pod string
+	// Network is the named Network.
+	Network string
+	// Subnets are the named Subnets, at most one per family.
+	Subnets []string
+	// NetworkType is the requested type of the pod's network.
+	NetworkType estuaryv1.NetworkType
+	// IPFamily is IPv4, IPv6 or DualStack.
+	IPFamily string
+	// From says, per annotation key set, whether the value came from the
+	// pod ("") or from its namespace (the namespace's name).
+	From map[string]string
+}
+
+// Empty reports whether the pod asks for nothing at all.
+func (s *Selection) Empty() bool { return len(s.From) == 0 }
+
+// field is the annotation's field path, noting when it was inherited.
+func (s *Selection) field(key string) string {
+	f := "metadata.annotations[" + key + "]"
+	if ns := s.From[key]; ns != "" {
+		f += " (inherited from namespace " + `"` + ns + `")`
+	}
+	return f
+}
+
+func (s *Selection) deny(key, format string, args ...any) *Denial {
+	return deny(kindPod, s.Pod, s.field(key), format, args...)
+}
+
+// SelectionFor reads the pod's network annotations, each falling back to
+// ns's (ns may be nil), and checks that every value parses: object names for
+// the network and subnets (at most two), a NetworkType, an IP family.
+func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
+	sel := Selection{Pod: podName(pod), From: map[string]string{}}
+	get := func(key string) string {
+		if v, ok := pod.Annotations[key]; ok {
+			sel.From[key] = ""
+			return v
+		}
+		if ns != nil {
+			if v, ok := ns.Annotations[key]; ok {
+				sel.From[key] = ns.Name
+				return v
+			}
+		}
+		return ""
+	}
+	if v := get(estuaryv1.AnnotationNetwork); v != "" {
+		if !validName(v) {
+			return sel, sel.deny(estuaryv1.AnnotationNetwork, "%q is not a valid network name", v)
+		}
+		sel.Network = v
+	}
+	if v := get(estuaryv1.AnnotationSubnet); v != "" {
+		subnets, err := parseSubnets(&sel, v)
+		if err != nil {
+			return sel, err
+		}
+		sel.Subnets = subnets
+	}
+	if v := get(AnnotationNetworkType); v != "" {
+		t := estuaryv1.NetworkType(v)
+		if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeUnderlay {
+			return sel, sel.deny(AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
+		}
+		sel.NetworkType = t
+	}
+	if v := get(estuaryv1.AnnotationIPFamily); v != "" {
+		switch v {
+		case estuaryv1.IPFamilyIPv4, estuaryv1.IPFamilyIPv6, estuaryv1.IPFamilyDualStack:
+			sel.IPFamily = v
+		default:
+			return sel, sel.deny(estuaryv1.AnnotationIPFamily, "%q is not one of %s, %s, %s", v,
+				estuaryv1.IPFamilyIPv4, estuaryv1.IPFamilyIPv6, estuaryv1.IPFamilyDualStack)
+		}
+	}
+	return sel, nil
+}
+
+func parseSubnets(sel *Selection, v string) ([]string, error) {
+	var names []string
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if !validName(name) {
+			return nil, sel.deny(estuaryv1.AnnotationSubnet, "%q: %q is not a valid subnet name", v, name)
+		}
+		for _, seen := range names {
+			if seen == name {
+				return nil, sel.deny(estuaryv1.AnnotationSubnet, "%q names subnet %q twice", v, name)
+			}
+		}
+		names = append(names, name)
+	}
+	if len(names) > 2 {
+		return nil, sel.deny(estuaryv1.AnnotationSubnet, "%q names %d subnets; name at most one per family", v, len(names))
+	}
+	return names, nil
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod.Name == "" && pod.GenerateName != "" {
+		return pod.Namespace + "/" + pod.GenerateName
+	}
+	return pod.Namespace + "/" + pod.Name
+}
+
+// validName accepts a Kubernetes object name (DNS subdomain).
+func validName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		inner := (c == '-' || c == '.') && i > 0 && i < len(s)-1
+		if !alnum && !inner {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,169 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// Paths the webhook server serves.
+const (
+	PathValidateNetwork = "/validate-networking-estuary-io-v1-network"
+	PathValidateSubnet  = "/validate-networking-estuary-io-v1-subnet"
+	PathValidatePod     = "/validate-v1-pod"
+	PathMutatePod       = "/mutate-v1-pod"
+)
+
+// ConfigurationName names both the ValidatingWebhookConfiguration and the
+// MutatingWebhookConfiguration that Configurations builds.
+const ConfigurationName = "estuary-webhook"
+
+// Cache field indexes Setup registers and the delete checks list by.
+const (
+	// IndexSubnetNetwork indexes Subnets by spec.network.
+	IndexSubnetNetwork = "spec.network"
+	// IndexIPInstanceSubnet indexes IPInstances by spec.subnet.
+	IndexIPInstanceSubnet = "spec.subnet"
+)
+
+// +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-network,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=networks,verbs=create;update;delete,versions=v1,name=network.validate.estuary.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-subnet,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=subnets,verbs=create;update;delete,versions=v1,name=subnet.validate.estuary.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.validate.estuary.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.mutate.estuary.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+
+// Setup registers the cache indexes the handlers list by and the four
+// handlers on mgr's webhook server: AddIndexes and Register.
+func Setup(ctx context.Context, mgr manager.Manager) error {
+	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	Register(mgr)
+	return nil
+}
+
+// Register adds the four handlers to mgr's webhook server, which it adds to
+// mgr's runnables if it is not already. The handlers read mgr's cache, which
+// must have the indexes of AddIndexes. Register may be called after mgr has
+// started, e.g. once the serving certificate is in place.
+func Register(mgr manager.Manager) {
+	srv, scheme, r := mgr.GetWebhookServer(), mgr.GetScheme(), mgr.GetClient()
+	srv.Register(PathValidateNetwork, admission.WithValidator(scheme, &NetworkValidator{Reader: r}))
+	srv.Register(PathValidateSubnet, admission.WithValidator(scheme, &SubnetValidator{Reader: r}))
+	srv.Register(PathValidatePod, admission.WithValidator(scheme, &PodValidator{Reader: r}))
+	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r}))
+}
+
+// AddIndexes registers IndexSubnetNetwork and IndexIPInstanceSubnet. It
+// must be called before mgr's cache starts.
+func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	err := indexer.IndexField(ctx, &estuaryv1.Subnet{}, IndexSubnetNetwork, func(o client.Object) []string {
+		return []string{o.(*estuaryv1.Subnet).Spec.Network}
+	})
+	if err != nil {
+		return fmt.Errorf("index subnets by network: %w", err)
+	}
+	err = indexer.IndexField(ctx, &estuaryv1.IPInstance{}, IndexIPInstanceSubnet, func(o client.Object) []string {
+		return []string{o.(*estuaryv1.IPInstance).Spec.Subnet}
+	})
+	if err != nil {
+		return fmt.Errorf("index ipinstances by subnet: %w", err)
+	}
+	return nil
+}
+
+// Service is where the API server reaches the webhook: a Service in the
+// cluster, the port it exposes, and the CA bundle that signs its serving
+// certificate (may be empty when something else injects it).
+type Service struct {
+	Namespace, Name string
+	Port            int32
+	CABundle        []byte
+}
+
+// Configurations builds the webhook configurations the markers above
+// describe, pointing at svc, both named ConfigurationName. The pod webhooks
+// skip kube-system and the webhook's own namespace, so that the webhook's
+// own pods (and the cluster's) can start while it is down.
+func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
+	networks := rule([]string{estuaryv1.GroupVersion.Group}, []string{"networks"}, create, update, del)
+	subnets := rule([]string{estuaryv1.GroupVersion.Group}, []string{"subnets"}, create, update, del)
+	pods := rule([]string{""}, []string{"pods"}, create)
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			validatingHook("network.validate.estuary.io", svc, PathValidateNetwork, networks),
+			validatingHook("subnet.validate.estuary.io", svc, PathValidateSubnet, subnets),
+			validatingHook("pod.validate.estuary.io", svc, PathValidatePod, pods),
+		},
+	}
+	validating.Webhooks[2].NamespaceSelector = skipSystem(svc)
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "pod.mutate.estuary.io",
+			ClientConfig:            clientConfig(svc, PathMutatePod),
+			Rules:                   []admissionregistrationv1.RuleWithOperations{pods},
+			NamespaceSelector:       skipSystem(svc),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+			TimeoutSeconds:          ptr.To[int32](10),
+		}},
+	}
+	return validating, mutating
+}
+
+// skipSystem selects every namespace but kube-system and svc's.
+func skipSystem(svc Service) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn,
+		Values: []string{metav1.NamespaceSystem, svc.Namespace},
+	}}}
+}
+
+const (
+	create = admissionregistrationv1.Create
+	update = admissionregistrationv1.Update
+	del    = admissionregistrationv1.Delete
+)
+
+func rule(groups, resources []string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: ops,
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: groups, APIVersions: []string{"v1"}, Resources: resources,
+			Scope: ptr.To(admissionregistrationv1.AllScopes),
+		},
+	}
+}
+
+func validatingHook(name string, svc Service, path string, r admissionregistrationv1.RuleWithOperations) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    name,
+		ClientConfig:            clientConfig(svc, path),
+		Rules:                   []admissionregistrationv1.RuleWithOperations{r},
+		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds:          ptr.To[int32](10),
+	}
+}
+
+func clientConfig(svc Service, path string) admissionregistrationv1.WebhookClientConfig {
+	return admissionregistrationv1.WebhookClientConfig{
+		Service: &admissionregistrationv1.ServiceReference{
+			Namespace: svc.Namespace, Name: svc.Name, Path: ptr.To(path), Port: ptr.To(svc.Port),
+		},
+		CABundle: svc.CABundle,
+	}
+}
