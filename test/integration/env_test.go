@@ -40,7 +40,7 @@ const nodeName = "node-a"
 func bg() context.Context { return context.Background() }
 
 // requirements skips the test unless it runs as root with envtest's binaries.
-func requirements(t *testing.T) {
+func requirements(t testing.TB) {
 	t.Helper()
 	nstest.RequireRoot(t)
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -48,7 +48,7 @@ func requirements(t *testing.T) {
 	}
 }
 
-func newScheme(t *testing.T) *runtime.Scheme {
+func newScheme(t testing.TB) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(s), estuaryv1.AddToScheme(s)); err != nil {
@@ -59,7 +59,7 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 // startAPIServer runs etcd and kube-apiserver with estuary's CRDs until the
 // test ends.
-func startAPIServer(t *testing.T, scheme *runtime.Scheme) (*rest.Config, client.Client) {
+func startAPIServer(t testing.TB, scheme *runtime.Scheme) (*rest.Config, client.Client) {
 	t.Helper()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	env := &envtest.Environment{
@@ -84,7 +84,7 @@ func startAPIServer(t *testing.T, scheme *runtime.Scheme) (*rest.Config, client.
 
 // startManager runs the manager's pod IPAM controllers in-process until the
 // test ends, and waits until they serve pods.
-func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) {
+func startManager(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -115,7 +115,7 @@ func startManager(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) {
 }
 
 // overlay creates an Overlay network with one IPv4 subnet.
-func overlay(t *testing.T, k8s client.Client, name, cidr string) {
+func overlay(t testing.TB, k8s client.Client, name, cidr string) {
 	t.Helper()
 	n := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay, NetID: ptr.To[int64](4242)}}
@@ -130,7 +130,7 @@ func overlay(t *testing.T, k8s client.Client, name, cidr string) {
 
 // newPod creates a pod scheduled on nodeName in a fresh namespace. No
 // kubelet runs: the pod only exists in the API.
-func newPod(t *testing.T, k8s client.Client, name string) *corev1.Pod {
+func newPod(t testing.TB, k8s client.Client, name string) *corev1.Pod {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
 	if err := k8s.Create(bg(), ns); err != nil {
@@ -154,7 +154,7 @@ func instances(k8s client.Client, p *corev1.Pod) ([]estuaryv1.IPInstance, error)
 }
 
 // boundAddress waits for the pod's one Bound IPInstance and returns it.
-func boundAddress(t *testing.T, k8s client.Client, p *corev1.Pod) estuaryv1.IPInstance {
+func boundAddress(t testing.TB, k8s client.Client, p *corev1.Pod) estuaryv1.IPInstance {
 	t.Helper()
 	var got estuaryv1.IPInstance
 	eventually(t, "ipinstance of pod "+p.Name, 30*time.Second, func() error {
@@ -174,7 +174,7 @@ func boundAddress(t *testing.T, k8s client.Client, p *corev1.Pod) estuaryv1.IPIn
 }
 
 // eventually retries check every 50ms until it succeeds or d passes.
-func eventually(t *testing.T, what string, d time.Duration, check func() error) {
+func eventually(t testing.TB, what string, d time.Duration, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -191,7 +191,7 @@ func eventually(t *testing.T, what string, d time.Duration, check func() error) 
 
 // fakeHost makes the namespace the daemon treats as the node's: lo up and an
 // uplink address (10.99.0.1/24 on lan0) for host-originated traffic.
-func fakeHost(t *testing.T) string {
+func fakeHost(t testing.TB) string {
 	t.Helper()
 	host := nstest.New(t)
 	ipCmd(t, host, "link", "set", "lo", "up")
@@ -203,7 +203,7 @@ func fakeHost(t *testing.T) string {
 }
 
 // ipCmd runs `ip -n <ns> args...` and returns its output.
-func ipCmd(t *testing.T, ns string, args ...string) string {
+func ipCmd(t testing.TB, ns string, args ...string) string {
 	t.Helper()
 	out, err := tryIP(ns, args...)
 	if err != nil {
@@ -221,7 +221,7 @@ func tryIP(ns string, args ...string) (string, error) {
 }
 
 // buildCNI builds the real estuary-cni binary.
-func buildCNI(t *testing.T) string {
+func buildCNI(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "estuary-cni")
 	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/estuary-cni") // #nosec G204 -- test
@@ -233,7 +233,7 @@ func buildCNI(t *testing.T) string {
 }
 
 // freeAddr returns a loopback TCP address nothing listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -248,7 +248,7 @@ func freeAddr(t *testing.T) string {
 
 // startDaemon runs daemon.Run against the fake host namespace with every
 // path under a temporary directory; stop ends it and returns Run's result.
-func startDaemon(t *testing.T, cfg daemon.Config) (stop func() error) {
+func startDaemon(t testing.TB, cfg daemon.Config) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(bg())
 	done := make(chan error, 1)

@@ -1,0 +1,15 @@
+//go:build lab
+
+// Package e2e holds estuary's end-to-end tests: they bring up (or reuse) a
+// three-node lab cluster with `estuary-lab up --cni estuary` and prove the
+// overlay data path, address management and the CNI plugin on real nodes:
+// pod-to-pod and node-to-pod traffic without NAT, masquerading to the outside,
+// Services, StatefulSet address retention, churn without duplicate
+// addresses, daemon and manager restarts and crashes, and the CNI verbs run
+// against the installed binary.
+//
+// They need root, and bringing a lab up replaces any lab already running on
+// the machine. Run: go test -tags lab -timeout 60m -v ./test/e2e/
+// ESTUARY_E2E_REUSE=<state-dir> runs them against a lab that is already up
+// (no up, no down); ESTUARY_E2E_KEEP=1 leaves the lab they brought up running.
+package e2e

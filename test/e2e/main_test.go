@@ -1,0 +1,255 @@
+//go:build lab
+
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/internal/lab/netlab"
+)
+
+// The install the tests run against (charts/estuary on `up --cni estuary`).
+const (
+	nodeCount     = 3
+	apiPort       = "36445"
+	systemNS      = "kube-system"
+	daemonSet     = "estuary-daemon"
+	daemonName    = "estuary-daemon"
+	daemonCtr     = "daemon"
+	managerDeploy = "estuary-manager"
+	managerName   = "estuary-manager"
+	nameLabel     = "app.kubernetes.io/name"
+	overlaySubnet = "overlay-v4"
+	vxlanDevice   = "estvx4"
+	podTable      = "1000"
+	vethPrefix    = "est"
+	httpPort      = 8080
+	udpPort       = 8081
+	externalPort  = 8080
+)
+
+// labEnv is the running lab: how to drive it and what it looks like.
+type labEnv struct {
+	bin, repo, tmp, state string
+	reused, keep          bool
+
+	c             client.Client
+	nodes         []string
+	nodeAddr      map[string]string // node -> underlay address
+	nodeNetns     map[string]string // node -> host path of its network namespace
+	externalAddr  string
+	externalNetns string
+}
+
+var (
+	env        *labEnv
+	skipReason string
+)
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		skipReason = "the estuary e2e tests need root (they build a lab of network namespaces, mounts and cgroups)"
+		return m.Run()
+	}
+	ctrllog.SetLogger(logr.Discard())
+	e, err := startLab()
+	if e != nil {
+		defer e.stop()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	env = e
+	return m.Run()
+}
+
+// needLab returns the lab, or skips the test when there is none.
+func needLab(t *testing.T) *labEnv {
+	t.Helper()
+	if env == nil {
+		t.Skip(skipReason)
+	}
+	return env
+}
+
+func startLab() (*labEnv, error) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "estuary-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	e := &labEnv{repo: repo, tmp: tmp, bin: filepath.Join(tmp, "estuary-lab"), keep: os.Getenv("ESTUARY_E2E_KEEP") == "1"}
+	if err := e.build(); err != nil {
+		return e, err
+	}
+	if s := os.Getenv("ESTUARY_E2E_REUSE"); s != "" {
+		e.state, e.reused = s, true
+	} else {
+		e.state = filepath.Join(tmp, "state")
+		if err := e.up(); err != nil {
+			return e, err
+		}
+	}
+	if err := e.load(); err != nil {
+		return e, err
+	}
+	return e, e.waitInstall()
+}
+
+func (e *labEnv) build() error {
+	cmd := exec.Command("go", "build", "-o", e.bin, "./cmd/estuary-lab")
+	cmd.Dir = e.repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build estuary-lab: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (e *labEnv) labArgs(a ...string) []string {
+	return append([]string{"--state-dir", e.state}, a...)
+}
+
+func (e *labEnv) up() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute) // a first up may build every binary
+	defer cancel()
+	args := e.labArgs("up", "--cni", "estuary", "--nodes", fmt.Sprint(nodeCount), "--api-port", apiPort, "--repo", e.repo)
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Dir = e.repo
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("estuary-lab %s: %w", strings.Join(args, " "), err)
+	}
+	fmt.Printf("e2e: lab up in %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+// stop removes the lab the tests brought up, unless it is reused or kept.
+func (e *labEnv) stop() {
+	switch {
+	case e.reused:
+	case e.keep:
+		fmt.Fprintf(os.Stderr, "e2e: lab kept: ESTUARY_E2E_REUSE=%s reuses it; %s --state-dir %s down removes it\n", e.state, e.bin, e.state)
+		return
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, e.bin, e.labArgs("down")...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: estuary-lab down: %v\n%s", err, out)
+		}
+	}
+	_ = os.RemoveAll(e.tmp)
+}
+
+// load reads the lab's status and connects to its API server.
+func (e *labEnv) load() error {
+	out, err := exec.Command(e.bin, e.labArgs("status", "-o", "json")...).Output()
+	if err != nil {
+		return fmt.Errorf("estuary-lab status: %w", err)
+	}
+	var s lab.Status
+	if err := json.Unmarshal(out, &s); err != nil {
+		return fmt.Errorf("parse estuary-lab status: %w", err)
+	}
+	if s.Phase != "running" || s.CNI != "estuary" || len(s.Nodes) < nodeCount {
+		return fmt.Errorf("lab at %s: phase %q, CNI %q, %d nodes; want running, estuary, %d nodes", e.state, s.Phase, s.CNI, len(s.Nodes), nodeCount)
+	}
+	e.nodeAddr, e.nodeNetns = map[string]string{}, map[string]string{}
+	for _, n := range s.Nodes {
+		e.nodes = append(e.nodes, n.Name)
+		e.nodeAddr[n.Name] = n.Address
+		e.nodeNetns[n.Name] = netnsPath(n.Namespace)
+	}
+	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", s.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := estuaryv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	e.c, err = client.New(cfg, client.Options{Scheme: scheme})
+	return err
+}
+
+// waitInstall waits for every node, the daemon on every node, the manager
+// and the default overlay subnet.
+func (e *labEnv) waitInstall() error {
+	return waitFor("estuary installed and ready on the lab", 5*time.Minute, func(ctx context.Context) error {
+		var nodes corev1.NodeList
+		if err := e.c.List(ctx, &nodes); err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if !nodeReady(&n) {
+				return fmt.Errorf("node %s is not Ready", n.Name)
+			}
+		}
+		var ds appsv1.DaemonSet
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: daemonSet}, &ds); err != nil {
+			return fmt.Errorf("daemonset %s/%s: %w", systemNS, daemonSet, err)
+		}
+		if ds.Status.DesiredNumberScheduled < nodeCount || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
+			return fmt.Errorf("daemonset %s: %d of %d ready", daemonSet, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		}
+		var dep appsv1.Deployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: managerDeploy}, &dep); err != nil {
+			return fmt.Errorf("deployment %s/%s: %w", systemNS, managerDeploy, err)
+		}
+		if dep.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("deployment %s has no available replica", managerDeploy)
+		}
+		var sn estuaryv1.Subnet
+		if err := e.c.Get(ctx, client.ObjectKey{Name: overlaySubnet}, &sn); err != nil {
+			return fmt.Errorf("subnet %s: %w", overlaySubnet, err)
+		}
+		return nil
+	})
+}
+
+// netnsPath is the path of a lab namespace the status names.
+func netnsPath(ns string) string {
+	if filepath.IsAbs(ns) {
+		return ns
+	}
+	return netlab.Path(ns)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
