@@ -172,6 +172,11 @@ func startCache(ctx context.Context, cfg Config, parts *running) (cache.Cache, *
 	if err != nil {
 		return nil, nil, fmt.Errorf("address waiter: %w", err)
 	}
+	live, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("api client: %w", err)
+	}
+	w.SetDiagnose(ipwait.ManagerEvents(live))
 	parts.goFunc("api cache", func() error { return c.Start(ctx) })
 	go func() {
 		if c.WaitForCacheSync(ctx) {

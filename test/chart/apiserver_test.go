@@ -94,6 +94,7 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"get", "", "nodes", "", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "nodes", "", ""}, {"patch", "", "nodes", "", ""},
 			{"list", estuaryGroup, "ipinstances", "", ""}, {"watch", estuaryGroup, "ipinstances", "", ""},
 			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
+			{"list", "events.k8s.io", "events", "", "default"},
 		},
 		denied: []access{
 			{"get", "", "pods", "", "default"}, {"list", "", "pods", "", ""},

@@ -220,11 +220,13 @@ func tryIP(ns string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// buildCNI builds the real estuary-cni binary.
+// buildCNI builds the real estuary-cni binary as it is shipped (the
+// Makefile's build target and the lab's image build use the same flags).
 func buildCNI(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "estuary-cni")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/estuary-cni") // #nosec G204 -- test
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", bin,
+		"../../cmd/estuary-cni") // #nosec G204 -- test
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build estuary-cni: %v\n%s", err, out)

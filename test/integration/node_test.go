@@ -19,8 +19,10 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon"
@@ -73,6 +75,7 @@ func TestNodePath(t *testing.T) {
 	t.Run("healthy", n.testHealthy)
 	t.Run("add del release", n.testAddDelRelease)
 	t.Run("pod not served", n.testPodNotServed)
+	t.Run("pod the manager cannot serve", n.testStarvedPodNamesManagersEvent)
 	t.Run("stop", n.testStop)
 	t.Run("restart", n.testRestart)
 }
@@ -195,6 +198,9 @@ func (n *node) testPodNotServed(t *testing.T) {
 	if !strings.Contains(e.Msg+" "+e.Details, "pod default/ghost") {
 		t.Fatalf("ADD error = code %d %q %q, want one naming pod default/ghost", e.Code, e.Msg, e.Details)
 	}
+	if !strings.Contains(e.Msg+" "+e.Details, "estuary-manager recorded no event for it") {
+		t.Errorf("ADD error = %q %q, want it to say the manager recorded no event", e.Msg, e.Details)
+	}
 	t.Logf("ADD of an unserved pod: exit %d after %s: code %d %q: %s", o.exit, o.took.Round(time.Millisecond), e.Code, e.Msg, e.Details)
 	if o.took < addressTimeout || o.took > addressTimeout+5*time.Second {
 		t.Errorf("ADD failed after %s, want about the address timeout %s", o.took, addressTimeout)
@@ -203,6 +209,29 @@ func (n *node) testPodNotServed(t *testing.T) {
 		t.Errorf("failed ADD left a veth in the fake host:\n%s", out)
 	}
 	n.call("DEL", "it-ghost", podNS, ghost).run(t).ok(t, "DEL after failed ADD")
+}
+
+// testStarvedPodNamesManagersEvent: a pod naming a subnet that does not
+// exist gets no address; the ADD's error carries the manager's event.
+func (n *node) testStarvedPodNamesManagersEvent(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "starved",
+			Annotations: map[string]string{estuaryv1.AnnotationSubnet: "no-such-subnet"}},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+	}
+	if err := n.k8s.Create(bg(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.k8s.Delete(bg(), p) })
+	podNS := nstest.New(t)
+	e := n.call("ADD", "it-starved", podNS, p).run(t).cniError(t)
+	n.call("DEL", "it-starved", podNS, p).run(t).ok(t, "DEL after failed ADD")
+	msg := e.Msg + " " + e.Details
+	if !strings.Contains(msg, "estuary-manager's last event for it: Warning AllocationFailed") ||
+		!strings.Contains(msg, "no-such-subnet") {
+		t.Fatalf("ADD error = %q, want the manager's AllocationFailed event naming subnet no-such-subnet", msg)
+	}
+	t.Logf("ADD of a pod the manager cannot serve: %s", msg)
 }
 
 func (n *node) testStop(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,8 +25,9 @@ import (
 
 // Waiter implements podnet.Addresses over an IPInstance informer.
 type Waiter struct {
-	reader client.Reader
-	node   string
+	reader   client.Reader
+	node     string
+	diagnose Diagnose
 
 	mu      sync.Mutex
 	waiting map[string][]chan struct{} // by namespace/pod
@@ -86,9 +88,29 @@ func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]podnet
 		case <-ch:
 		case <-ctx.Done():
 			w.unsubscribe(key, ch)
-			return nil, fmt.Errorf("pod %s (uid %s): no address recorded for it yet: %w", key, uid, ctx.Err())
+			return nil, fmt.Errorf("pod %s (uid %s): no address recorded for it yet%s: %w", key, uid,
+				w.explain(namespace, pod, uid), ctx.Err())
 		}
 	}
+}
+
+// Diagnose says, after a wait timed out, what the manager last reported
+// about the pod, so the runtime's error points at the cause.
+type Diagnose func(ctx context.Context, namespace, pod, uid string) string
+
+// SetDiagnose installs d; call it before the first Wait.
+func (w *Waiter) SetDiagnose(d Diagnose) { w.diagnose = d }
+
+// diagnoseTimeout bounds the lookup made after a wait timed out.
+const diagnoseTimeout = 2 * time.Second
+
+func (w *Waiter) explain(namespace, pod, uid string) string {
+	if w.diagnose == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	defer cancel()
+	return " (" + w.diagnose(ctx, namespace, pod, uid) + ")"
 }
 
 func (w *Waiter) subscribe(key string) chan struct{} {

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -41,7 +44,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	scheme := runtime.NewScheme()
-	if err := estuaryv1.AddToScheme(scheme); err != nil {
+	if err := errors.Join(estuaryv1.AddToScheme(scheme), eventsv1.AddToScheme(scheme)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -168,5 +171,40 @@ func TestWaitSkipsRetainedRecords(t *testing.T) {
 	record(t, "default", "db-1", "u4", "node-a", "10.9.0.9/24", 1, estuaryv1.IPInstanceRetained)
 	if r := <-waitAsync("default", "db-1", "u4", 500*time.Millisecond); r.err == nil {
 		t.Fatalf("a Retained record was handed out: %v", r.addrs)
+	}
+}
+
+func managerEvent(t *testing.T, name, pod, uid, reason, note string, at time.Time, controller string) {
+	t.Helper()
+	e := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: "default", Name: name},
+		EventTime:           metav1.NewMicroTime(at),
+		ReportingController: controller, ReportingInstance: controller + "-1",
+		Action: "Allocate", Reason: reason, Note: note, Type: "Warning",
+		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: types.UID(uid)},
+	}
+	if err := k8s.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), e) })
+}
+
+func TestTimeoutNamesTheManagersLastEvent(t *testing.T) {
+	now := time.Now()
+	managerEvent(t, "e1", "starved", "u9", "AllocationFailed", "subnet s: old news", now.Add(-time.Minute), ManagerController)
+	managerEvent(t, "e2", "starved", "u9", "AllocationFailed", "subnet s: no free address", now, ManagerController)
+	managerEvent(t, "e3", "starved", "u9", "Pulled", "someone else's", now.Add(time.Minute), "kubelet")
+	managerEvent(t, "e4", "starved", "other-uid", "AllocationFailed", "an earlier pod's", now.Add(time.Minute), ManagerController)
+	waiter.SetDiagnose(ManagerEvents(k8s))
+	t.Cleanup(func() { waiter.SetDiagnose(nil) })
+
+	r := <-waitAsync("default", "starved", "u9", 300*time.Millisecond)
+	want := "estuary-manager's last event for it: Warning AllocationFailed: subnet s: no free address"
+	if r.err == nil || !strings.Contains(r.err.Error(), want) || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("error = %v; want one containing %q", r.err, want)
+	}
+	r = <-waitAsync("default", "quiet", "u10", 300*time.Millisecond)
+	if r.err == nil || !strings.Contains(r.err.Error(), "estuary-manager recorded no event for it") {
+		t.Fatalf("error = %v; want one saying the manager recorded nothing", r.err)
 	}
 }
