@@ -208,7 +208,8 @@ func TestMTUFor(t *testing.T) {
 }
 
 // TestOwnership: the overlay owns its tables, rules and device, and none of
-// podnet's objects even though they carry estuary's protocol.
+// podnet's objects even though they carry estuary's protocol, nor the
+// underlay's.
 func TestOwnership(t *testing.T) {
 	o := Ownership()
 	podRoute := state.Route{Table: 1000, Dst: pfx("10.244.1.1/32"), Dev: "est0123456789a", Protocol: state.ProtocolEstuary}
@@ -223,6 +224,11 @@ func TestOwnership(t *testing.T) {
 	}
 	if o.OwnsRule(state.Rule{Priority: 1000, Table: 1000}) || !o.OwnsRule(state.Rule{Priority: 1001, Table: 1001}) {
 		t.Error("rule ownership wrong")
+	}
+	// Tables and priorities 1100-1999 are the underlay's per-subnet ones.
+	if o.OwnsRoute(route(1100, "192.168.60.0/24")) || o.OwnsRoute(route(1999, "0.0.0.0/0")) ||
+		o.OwnsRule(state.Rule{Priority: 1100, Table: 1100}) || o.OwnsRule(state.Rule{Priority: 1999, Table: 1999}) {
+		t.Error("owns the underlay's tables or rules")
 	}
 	if o.OwnsNeigh(state.Neigh{Dev: "est0123456789a", IP: ip("10.244.1.1"), Proxy: true}) ||
 		!o.OwnsNeigh(state.Neigh{Dev: "estvx4", IP: ip("10.244.1.1"), Proxy: true}) {

@@ -60,12 +60,12 @@
 // or written.
 //
 // Ownership. The overlay reconcile shares the host namespace with podnet,
-// whose table-1000 routes carry estuary's protocol too. It therefore owns
-// routes by table alone (tables 1001-1999), rules at priorities 1001-1999,
-// neighbours and FDB entries on devices named estvx*, and no addresses; the
-// host veths, rule 1000 and table 1000 are podnet's. Tables 1100 and up are
-// planned for per-subnet routing; whoever writes them must either join this
-// reconcile's desired state or narrow Ownership's range.
+// whose table-1000 routes carry estuary's protocol too, and with the
+// underlay (package underlay), whose per-subnet tables and rules are
+// 1100-1999. It therefore owns routes by table alone (tables 1001-1099),
+// rules at priorities 1001-1099, neighbours and FDB entries on devices named
+// estvx*, and no addresses; the host veths, rule 1000 and table 1000 are
+// podnet's, tables and priorities 1100-1999 the underlay's.
 //
 // Order of Apply. The device is created down, its sysctls are written, and
 // only then is it brought up, so no packet meets it half configured; the
@@ -172,17 +172,18 @@ func MTUFor(parentMTU int, underlay6 bool) int {
 	return parentMTU - overhead4
 }
 
-// Ownership is what the overlay reconcile owns: routes in tables 1001-1999
-// whatever their protocol, rules at priorities 1001-1999, neighbours and
+// Ownership is what the overlay reconcile owns: routes in tables 1001-1099
+// whatever their protocol, rules at priorities 1001-1099, neighbours and
 // FDB entries on estvx* devices, no addresses. It never claims podnet's
-// table 1000, rule 1000 or host veths.
+// table 1000, rule 1000 or host veths, nor the underlay's tables and rules
+// 1100-1999.
 func Ownership() state.Ownership {
 	return state.Ownership{
 		Protocol:      state.ProtocolEstuary,
 		TableMin:      1001,
-		TableMax:      1999,
+		TableMax:      1099,
 		PriorityMin:   1001,
-		PriorityMax:   1999,
+		PriorityMax:   1099,
 		DevicePrefix:  DevicePrefix,
 		RoutesByTable: true,
 		NoAddrs:       true,

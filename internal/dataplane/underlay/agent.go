@@ -1,0 +1,335 @@
+package underlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/sysctl"
+)
+
+// podnetPrefix starts podnet's host veths and the overlay's devices: links
+// of that name are never the underlay's unless they carry ops.VLANMarker.
+const podnetPrefix = "est"
+
+// Agent applies the underlay data path to one node's network namespace.
+// Apply and Remove calls run one at a time.
+type Agent struct {
+	hostNetns string
+	h         *ops.Handle
+
+	mu      sync.Mutex
+	sysctls []sysctl.Setting
+}
+
+// NewAgent returns an agent for the node's network namespace at hostNetns
+// (for example /proc/self/ns/net; empty means the process's own).
+func NewAgent(hostNetns string) (*Agent, error) {
+	h, err := ops.Open(hostNetns)
+	if err != nil {
+		return nil, fmt.Errorf("underlay agent: %w", err)
+	}
+	return &Agent{hostNetns: hostNetns, h: h}, nil
+}
+
+// Close releases the agent's handle.
+func (a *Agent) Close() { a.h.Close() }
+
+// Applied returns the sysctls the last Apply wanted on its vlan-ifs (each
+// written only if it differed).
+func (a *Agent) Applied() []sysctl.Setting {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.sysctls)
+}
+
+// Apply brings the node's underlay data path to in: it ensures each vlan-if
+// (a tagged one is created down, its sysctls written, then brought up),
+// reconciles rules, tables, proxy neighbours and enhanced addresses under
+// the underlay's ownership, deletes the kernel's local routes of enhanced
+// addresses, and deletes the marked sub-interfaces no local subnet uses. A
+// subnet whose vlan-if cannot be made is left out and reported; the others
+// are applied. It returns the plan it carried out, the deleted local routes
+// among its DelRoutes; a second Apply with the same input returns an empty
+// plan.
+func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	errs := Problems(in)
+	devs := Devices(in)
+	failed := map[string]bool{}
+	a.sysctls = nil
+	for _, d := range devs {
+		exists, err := a.ensureDevice(in.Uplink, d)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !exists {
+			failed[d.Name] = true
+		}
+	}
+	use := without(in, failed)
+	plan, err := a.reconcile(ctx, use, Desired(use), Hidden(use))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.deleteUnused(devs); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return plan, fmt.Errorf("underlay on %s: %w", in.Uplink, err)
+	}
+	return plan, nil
+}
+
+// Remove takes the underlay off the node: it applies in without local
+// pods, which deletes every rule, table, proxy entry and enhanced address
+// the underlay owns and every marked sub-interface. in.Cluster tells which
+// neighbours and addresses are the underlay's.
+func (a *Agent) Remove(ctx context.Context, in Input) (state.Plan, error) {
+	in.Networks = nil
+	return a.Apply(ctx, in)
+}
+
+// ensureDevice makes the vlan-if exist and writes its sysctls; a tagged
+// sub-interface is brought up only after them, the uplink is used as it
+// is. exists is false when there is no such link: the subnets on it are
+// then left out. A failed setting is reported but keeps the link in use,
+// so that a transient failure never takes routes away from running pods.
+func (a *Agent) ensureDevice(uplink string, d Device) (exists bool, err error) {
+	if d.VLAN == 0 {
+		if _, err := a.h.Link(d.Name); err != nil {
+			return false, fmt.Errorf("uplink: %w", err)
+		}
+	} else if err := a.h.EnsureVLAN(uplink, d.VLAN, d.Name); err != nil {
+		return false, err
+	}
+	settings := Sysctls(d.Name, d.V4, d.V6)
+	if d.V6 {
+		// IPv6 forwarding on a link makes the kernel ignore its router
+		// advertisements unless accept_ra is 2; keep a node that learns
+		// its routes by RA on the uplink doing so.
+		key := "net/ipv6/conf/" + d.Name + "/accept_ra"
+		if v, err := sysctl.Read(a.hostNetns, key); err == nil && v == "1" {
+			settings = append(settings, sysctl.Setting{Key: key, Value: "2"})
+		}
+	}
+	a.sysctls = append(a.sysctls, settings...)
+	if err := sysctl.Write(a.hostNetns, settings); err != nil {
+		return true, fmt.Errorf("vlan-if %s: %w", d.Name, err)
+	}
+	if d.VLAN != 0 {
+		if err := a.h.SetLinkUp(d.Name); err != nil {
+			return true, fmt.Errorf("vlan-if %s: %w", d.Name, err)
+		}
+	}
+	return true, nil
+}
+
+// Sysctls returns the per-link settings of a vlan-if carrying the given
+// families: proxy replies without delay and forwarding (the kernel proxies
+// only on a forwarding link); for IPv6 also proxy NDP.
+func Sysctls(dev string, v4, v6 bool) []sysctl.Setting {
+	var s []sysctl.Setting
+	if v4 {
+		s = append(s,
+			sysctl.Setting{Key: "net/ipv4/neigh/" + dev + "/proxy_delay", Value: "0"},
+			sysctl.Setting{Key: "net/ipv4/conf/" + dev + "/forwarding", Value: "1"},
+		)
+	}
+	if v6 {
+		s = append(s,
+			sysctl.Setting{Key: "net/ipv6/neigh/" + dev + "/proxy_delay", Value: "0"},
+			sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/proxy_ndp", Value: "1"},
+			sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/forwarding", Value: "1"},
+		)
+	}
+	return s
+}
+
+// without returns in minus the subnets whose vlan-if is in failed.
+func without(in Input, failed map[string]bool) Input {
+	if len(failed) == 0 {
+		return in
+	}
+	out := in
+	out.Networks = nil
+	for _, n := range in.Networks {
+		m := n
+		m.Subnets = nil
+		for _, s := range n.Subnets {
+			if !failed[VLANName(in.Uplink, vlanOf(n, s))] {
+				m.Subnets = append(m.Subnets, s)
+			}
+		}
+		out.Networks = append(out.Networks, m)
+	}
+	return out
+}
+
+// deleteUnused deletes the marked sub-interfaces that are not in devs.
+func (a *Agent) deleteUnused(devs []Device) error {
+	vs, err := a.h.VLANLinks()
+	if err != nil {
+		return fmt.Errorf("list vlan links: %w", err)
+	}
+	var errs []error
+	for _, v := range vs {
+		used := slices.ContainsFunc(devs, func(d Device) bool { return d.Name == v.Name })
+		if v.Marked && !used {
+			errs = append(errs, a.h.DeleteMarkedVLAN(v.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcile reads the kernel's state narrowed to what the underlay may own,
+// replaces the enhanced addresses, deletes their local routes, writes the
+// on-link routes before the gateway routes that need them, then applies the
+// rest of the difference in the Plan's order, and reads again to confirm.
+// The returned plan lists the deleted local routes among its DelRoutes.
+func (a *Agent) reconcile(ctx context.Context, in Input, desired state.State, hidden []state.Route) (state.Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
+	}
+	marked, err := a.marked()
+	if err != nil {
+		return state.Plan{}, err
+	}
+	actual, raw, err := a.read(in, marked)
+	if err != nil {
+		return state.Plan{}, err
+	}
+	plan := ownership(desired, actual).Diff(desired, actual)
+	gone := present(hidden, raw)
+	if plan.Empty() && len(gone) == 0 {
+		return plan, nil
+	}
+	var errs []error
+	// Stale enhanced addresses go first: a new one in the same subnet
+	// would be added as a secondary of the old, and deleting a primary
+	// deletes its secondaries (unless promote_secondaries, which re-adds
+	// their local routes). Then the new addresses, and at once the local
+	// routes the kernel made for them, so the node takes a pod's packets
+	// for its own only for as long as two netlink calls take.
+	errs = append(errs, a.h.Apply(state.Plan{DelAddrs: plan.DelAddrs}))
+	if len(plan.AddAddrs) > 0 {
+		errs = append(errs, a.h.Apply(state.Plan{AddAddrs: plan.AddAddrs}))
+		if _, raw, err = a.read(in, marked); err != nil {
+			return plan, err
+		}
+		gone = present(hidden, raw)
+	}
+	errs = append(errs, a.h.Apply(state.Plan{DelRoutes: gone}))
+	// A gateway route is checked against its own table first: the on-link
+	// subnet route must be there before it (Plan sorts 0.0.0.0/0 first).
+	var onLink, viaGw []state.Route
+	for _, r := range plan.AddRoutes {
+		if r.Gw.IsValid() {
+			viaGw = append(viaGw, r)
+		} else {
+			onLink = append(onLink, r)
+		}
+	}
+	errs = append(errs, a.h.Apply(state.Plan{AddRoutes: onLink}), a.h.Apply(state.Plan{AddRoutes: viaGw}))
+	rest := plan
+	rest.AddAddrs, rest.AddRoutes, rest.DelAddrs = nil, nil, nil
+	errs = append(errs, a.h.Apply(rest))
+	plan.DelRoutes = append(plan.DelRoutes, gone...)
+	after, raw, err := a.read(in, marked)
+	if err != nil {
+		return plan, err
+	}
+	left := ownership(desired, after).Diff(desired, after)
+	left.DelRoutes = append(left.DelRoutes, present(hidden, raw)...)
+	if !left.Empty() {
+		errs = append(errs, fmt.Errorf("kernel still differs after apply:\n%s", left))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return plan, fmt.Errorf("reconcile: %w", err)
+	}
+	return plan, nil
+}
+
+// marked returns the names of the sub-interfaces estuary made.
+func (a *Agent) marked() (map[string]bool, error) {
+	vs, err := a.h.VLANLinks()
+	if err != nil {
+		return nil, fmt.Errorf("list vlan links: %w", err)
+	}
+	m := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		if v.Marked {
+			m[v.Name] = true
+		}
+	}
+	return m, nil
+}
+
+// read returns the kernel's state with only the neighbours and addresses
+// the underlay may own (see the package design), and the routes unfiltered.
+func (a *Agent) read(in Input, marked map[string]bool) (state.State, []state.Route, error) {
+	s, err := a.h.Read(ops.Scope{})
+	if err != nil {
+		return state.State{}, nil, fmt.Errorf("read kernel state: %w", err)
+	}
+	prefixes := underlayPrefixes(in)
+	ours := func(dev string, ip netip.Addr) bool {
+		if marked[dev] {
+			return true
+		}
+		if strings.HasPrefix(dev, podnetPrefix) {
+			return false
+		}
+		return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) })
+	}
+	var n state.State
+	n.Routes, n.Rules = s.Routes, s.Rules
+	for _, nb := range s.Neighs {
+		if nb.Proxy && ours(nb.Dev, nb.IP) {
+			n.Neighs = append(n.Neighs, nb)
+		}
+	}
+	for _, ad := range s.Addrs {
+		ip := ad.Prefix.Addr().Unmap()
+		if ip.Is4() && !ip.IsLinkLocalUnicast() && ad.Scope == state.ScopeLink && ad.NoPrefixRoute && ours(ad.Dev, ip) {
+			n.Addrs = append(n.Addrs, ad)
+		}
+	}
+	return n, s.Routes, nil
+}
+
+// ownership returns Ownership() owning neighbours on every device that
+// holds a desired or an owned (read) proxy entry.
+func ownership(desired, actual state.State) state.Ownership {
+	o := Ownership()
+	for _, s := range []state.State{desired, actual} {
+		for _, n := range s.Neighs {
+			if !slices.Contains(o.Devices, n.Dev) {
+				o.Devices = append(o.Devices, n.Dev)
+			}
+		}
+	}
+	return o
+}
+
+// present returns the routes of raw that match a hidden route's table,
+// destination, device and type.
+func present(hidden, raw []state.Route) []state.Route {
+	var out []state.Route
+	for _, r := range raw {
+		for _, h := range hidden {
+			if r.Table == h.Table && r.Dst == h.Dst && r.Dev == h.Dev && r.Type == h.Type {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package underlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// ErrNoAnswer is returned (wrapped) by CheckGateway when the gateway does
+// not answer ARP.
+var ErrNoAnswer = errors.New("no ARP answer")
+
+// subnetOf returns the vlan-if and subnet of in that contain ip.
+func subnetOf(in Input, ip netip.Addr) (string, Subnet, error) {
+	ip = ip.Unmap()
+	for _, n := range in.Networks {
+		for _, s := range n.Subnets {
+			if !s.CIDR.IsValid() || !s.CIDR.Contains(ip) {
+				continue
+			}
+			id := vlanOf(n, s)
+			if err := validVLAN(id); err != nil {
+				return "", Subnet{}, fmt.Errorf("underlay subnet %s: %w", s.Name, err)
+			}
+			return VLANName(in.Uplink, id), s, nil
+		}
+	}
+	return "", Subnet{}, fmt.Errorf("%s is in no underlay subnet of this node", ip)
+}
+
+// Probe asks the segment of ip's subnet whether another host holds ip
+// (ARP duplicate address detection, RFC 5227) and returns that host's MAC,
+// or nil when none answered within wait. Run it before the pod's address
+// is proxied by Apply: the node does not answer its own probe, but another
+// node still proxying a pod that moved would, and that is a conflict too.
+func (a *Agent) Probe(ctx context.Context, in Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	dev, _, err := subnetOf(in, ip)
+	if err == nil {
+		var mac net.HardwareAddr
+		if mac, err = a.h.ARPProbe(ctx, dev, ip.Unmap(), wait); err == nil {
+			return mac, nil
+		}
+	}
+	return nil, fmt.Errorf("underlay probe %s: %w", ip, err)
+}
+
+// CheckGateway resolves the gateway of ip's subnet by ARP, asking with ip
+// as sender as the node does on the pod's behalf, and fails with
+// ErrNoAnswer when nothing answers within wait: a pod whose gateway is
+// unreachable (wrong VLAN, wrong port) is better reported than started.
+func (a *Agent) CheckGateway(ctx context.Context, in Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+	dev, s, err := subnetOf(in, ip)
+	if err != nil {
+		return nil, fmt.Errorf("underlay gateway check for %s: %w", ip, err)
+	}
+	gw := s.Gateway.Unmap()
+	if !gw.Is4() {
+		return nil, fmt.Errorf("underlay gateway check for %s: subnet %s has no IPv4 gateway", ip, s.Name)
+	}
+	mac, err := a.h.ARPResolve(ctx, dev, ip.Unmap(), gw, wait)
+	if err == nil && mac == nil {
+		err = ErrNoAnswer
+	}
+	if err != nil {
+		return nil, fmt.Errorf("underlay gateway %s of subnet %s on %s: %w", gw, s.Name, dev, err)
+	}
+	return mac, nil
+}
+
+// Announce broadcasts a gratuitous ARP for ip on its subnet's vlan-if, so
+// that the segment's caches (the gateway's, a switch's) that still point
+// ip at another node, where the pod ran before, move to this node.
+func (a *Agent) Announce(in Input, ip netip.Addr) error {
+	dev, _, err := subnetOf(in, ip)
+	if err == nil {
+		err = a.h.GratuitousARP(dev, ip.Unmap())
+	}
+	if err != nil {
+		return fmt.Errorf("underlay announce %s: %w", ip, err)
+	}
+	return nil
+}
