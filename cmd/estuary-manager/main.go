@@ -1,6 +1,7 @@
 // Command estuary-manager runs estuary's cluster-wide controllers: pod
-// address allocation and release, StatefulSet address retention, and Subnet
-// and Network status. One replica leads at a time (a Lease); the others wait.
+// address allocation and release, StatefulSet address retention, Subnet
+// and Network status, and Node labels naming each node's networks and their
+// free capacity. One replica leads at a time (a Lease); the others wait.
 // With --webhook-port it also serves the admission webhook, on every replica.
 package main
 
@@ -24,6 +25,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/webhook"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -76,6 +78,10 @@ func main() {
 	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: *workers})
 	if err != nil {
 		log.Error(err, "set up controllers")
+		os.Exit(1)
+	}
+	if err := nodelabel.Setup(mgr); err != nil {
+		log.Error(err, "set up node labels")
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()

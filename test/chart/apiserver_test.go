@@ -71,6 +71,7 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"get", "", "pods", "", "default"}, {"list", "", "pods", "", ""}, {"watch", "", "pods", "", ""},
 			{"patch", "", "pods", "", "default"},
 			{"get", "", "namespaces", "", ""}, {"list", "", "namespaces", "", ""}, {"watch", "", "namespaces", "", ""},
+			{"get", "", "nodes", "", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "nodes", "", ""}, {"patch", "", "nodes", "", ""},
 			{"get", "apps", "statefulsets", "", "default"}, {"list", "apps", "statefulsets", "", ""}, {"watch", "apps", "statefulsets", "", ""},
 			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
 			{"get", estuaryGroup, "subnets", "", ""}, {"get", estuaryGroup, "networks", "", ""},
@@ -85,7 +86,9 @@ var grants = map[string]struct{ allowed, denied []access }{
 		},
 		denied: []access{
 			{"get", "", "secrets", "", namespace}, {"delete", "", "pods", "", "default"}, {"create", "", "pods", "", "default"},
-			{"patch", "", "nodes", "", ""}, {"update", estuaryGroup, "networks", "", ""}, {"delete", estuaryGroup, "subnets", "", ""},
+			{"update", "", "nodes", "", ""}, {"delete", "", "nodes", "", ""}, {"create", "", "nodes", "", ""},
+			{"patch", "", "nodes", "status", ""}, {"patch", "", "namespaces", "", ""}, {"update", "", "namespaces", "", ""},
+			{"update", estuaryGroup, "networks", "", ""}, {"delete", estuaryGroup, "subnets", "", ""},
 			{"update", "coordination.k8s.io", "leases", "", "default"}, {"update", "apps", "statefulsets", "", "default"},
 		},
 	},

@@ -7,6 +7,17 @@
 // is rebuilt from a live list of IPInstances (never from the informer cache,
 // which may be stale after a failover) before the first pod is served, and
 // every allocation is persisted with exactly one API write, the IPInstance
-// create. The informer cache is read only for pods, namespaces and
+// create. The informer cache is read only for pods, namespaces, nodes and
 // StatefulSets.
+//
+// Before a pod gets a new address it must pass the admission webhook's pod
+// rules, re-checked here with the webhook's own functions so that a bypassed
+// or raced webhook cannot make the manager allocate what it would have
+// refused: its network and subnet annotations must be valid
+// (webhook.ValidatePod; refused with an AllocationFailed event quoting the
+// rule), and its node must be inside its Underlay network's domain (the
+// network's nodeSelector matches the node's labels; refused with an
+// OutsideNetworkDomain event naming the node, the network and the
+// selector). A refused pod is tried again every RetryExhausted, since the
+// Networks, Subnets and Node labels that decide it may change.
 package podipam

@@ -79,6 +79,8 @@ func TestDualStackAndSelection(t *testing.T) {
 			"under-sel-pub":  {Network: "under-sel", Range: estuaryv1.AddressRange{Version: 4, CIDR: "192.168.53.0/24", Gateway: "192.168.53.1"}},
 			"under-sel-priv": {Network: "under-sel", Private: true, Range: estuaryv1.AddressRange{Version: 4, CIDR: "192.168.54.0/24"}},
 		})
+	// Underlay pods run on a node of the network's domain.
+	newNode(t, "sel-r1", map[string]string{"rack": "r1"})
 	startManager(t)
 	plain := newNamespace(t, nil)
 	viaNS := newNamespace(t, map[string]string{estuaryv1.AnnotationNetwork: "under-sel"})
@@ -99,11 +101,11 @@ func TestDualStackAndSelection(t *testing.T) {
 		t.Errorf("IPv6 pod got %s named %s", v6[0].Spec.Address.IP, v6[0].Name)
 	}
 
-	fromNS := waitInstances(t, viaNS, newPod(t, viaNS, "u").Name, 1, estuaryv1.IPInstanceBound)[0]
+	fromNS := waitInstances(t, viaNS, newPod(t, viaNS, "u", onNode("sel-r1")).Name, 1, estuaryv1.IPInstanceBound)[0]
 	if fromNS.Spec.Subnet != "under-sel-pub" || fromNS.Spec.Address.Gateway != "192.168.53.1" {
 		t.Errorf("namespace default gave subnet %s gateway %s; want the public underlay subnet", fromNS.Spec.Subnet, fromNS.Spec.Address.Gateway)
 	}
-	named := waitInstances(t, viaNS, newPod(t, viaNS, "priv", annotated(estuaryv1.AnnotationSubnet, "under-sel-priv")).Name, 1, estuaryv1.IPInstanceBound)[0]
+	named := waitInstances(t, viaNS, newPod(t, viaNS, "priv", onNode("sel-r1"), annotated(estuaryv1.AnnotationSubnet, "under-sel-priv")).Name, 1, estuaryv1.IPInstanceBound)[0]
 	if named.Spec.Subnet != "under-sel-priv" {
 		t.Errorf("named private subnet: got %s", named.Spec.Subnet)
 	}

@@ -111,8 +111,13 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 	leases, err := r.leasesFor(ctx, key, pod)
 	if err != nil {
 		r.Metrics.observe(start, err)
-		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, "AllocationFailed", "Allocate", "no address for pod %s: %v", key, err)
-		if errors.Is(err, ipam.ErrExhausted) {
+		reason := ReasonAllocationFailed
+		ref, refused := asRefusal(err)
+		if refused {
+			reason = ref.reason
+		}
+		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, reason, "Allocate", "no address for pod %s: %v", key, err)
+		if refused || errors.Is(err, ipam.ErrExhausted) {
 			return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
 		}
 		return ctrl.Result{}, err
@@ -140,9 +145,10 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 	return ctrl.Result{}, nil
 }
 
-// leasesFor asks the allocator for the pod's addresses. A running pod whose
-// records were lost (deleted by hand while the manager was down) gets back
-// the addresses it is already using rather than new ones.
+// leasesFor asks the allocator for the pod's addresses, once the pod passes
+// the admission rules (see admit). A running pod whose records were lost
+// (deleted by hand while the manager was down) gets back the addresses it is
+// already using rather than new ones.
 func (r *Reconciler) leasesFor(ctx context.Context, key string, pod *corev1.Pod) ([]ipam.Lease, error) {
 	if leases, ok := r.recover(key, pod); ok {
 		return leases, nil
@@ -150,6 +156,9 @@ func (r *Reconciler) leasesFor(ctx context.Context, key string, pod *corev1.Pod)
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
 		ns = nil
+	}
+	if err := r.admit(ctx, pod, ns); err != nil {
+		return nil, err
 	}
 	sel, err := selectionFrom(pod, ns)
 	if err != nil {

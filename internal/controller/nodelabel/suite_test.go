@@ -1,0 +1,179 @@
+package nodelabel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+var (
+	cfg    *rest.Config
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`")
+		return 1
+	}
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startManager runs the node label controller until the test ends.
+func startManager(t *testing.T) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+func bg() context.Context { return context.Background() }
+
+// eventually retries check until it succeeds or 30 seconds pass.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func newNode(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := k8s.Create(bg(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), n) })
+}
+
+func newNetwork(t *testing.T, name string, spec estuaryv1.NetworkSpec) {
+	t.Helper()
+	if spec.NetID == nil {
+		spec.NetID = ptr.To[int64](7)
+	}
+	n := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if err := k8s.Create(bg(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), n) })
+}
+
+func newSubnet(t *testing.T, name, network, cidr string, version int32) {
+	t.Helper()
+	sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: estuaryv1.SubnetSpec{Network: network, Range: estuaryv1.AddressRange{Version: version, CIDR: cidr}}}
+	if err := k8s.Create(bg(), sn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), sn) })
+}
+
+// setAvailable writes a subnet's status.available, as the status writer does.
+func setAvailable(t *testing.T, name, available string) {
+	t.Helper()
+	sn := &estuaryv1.Subnet{}
+	if err := k8s.Get(bg(), client.ObjectKey{Name: name}, sn); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(sn.DeepCopy())
+	sn.Status.Available = available
+	if err := k8s.Status().Patch(bg(), sn, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nodeLabels(name string) (map[string]string, string, error) {
+	n := &corev1.Node{}
+	if err := k8s.Get(bg(), client.ObjectKey{Name: name}, n); err != nil {
+		return nil, "", err
+	}
+	return n.Labels, n.ResourceVersion, nil
+}
+
+// waitLabels waits until the node's labels hold every key of want with its
+// value, and none of absent.
+func waitLabels(t *testing.T, node string, want map[string]string, absent ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("labels of node %s", node), func() error {
+		have, _, err := nodeLabels(node)
+		if err != nil {
+			return err
+		}
+		for k, v := range want {
+			if have[k] != v {
+				return fmt.Errorf("%s=%q, want %q (labels %v)", k, have[k], v, have)
+			}
+		}
+		for _, k := range absent {
+			if _, ok := have[k]; ok {
+				return fmt.Errorf("%s still set (labels %v)", k, have)
+			}
+		}
+		return nil
+	})
+}
