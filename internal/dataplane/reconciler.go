@@ -53,8 +53,12 @@ func NewReconciler(h *ops.Handle, own state.Ownership) *Reconciler {
 	return &Reconciler{h: h, own: own}
 }
 
-func (r *Reconciler) read() (state.State, error) {
-	s, err := r.h.Read(ops.Scope{FDBDevice: r.own.OwnsDevice})
+// read lists the kernel's state. Addresses are left out when they cannot
+// matter: the ownership owns none and none is desired, so Diff neither adds
+// nor deletes any.
+func (r *Reconciler) read(desired state.State) (state.State, error) {
+	sc := ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: r.own.NoAddrs && len(desired.Addrs) == 0}
+	s, err := r.h.Read(sc)
 	if err != nil {
 		return state.State{}, fmt.Errorf("read kernel state: %w", err)
 	}
@@ -71,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 	if err := ctx.Err(); err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
-	actual, err := r.read()
+	actual, err := r.read(desired)
 	if err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
@@ -83,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
 	applyErr := r.h.Apply(plan)
-	after, err := r.read()
+	after, err := r.read(desired)
 	if err != nil {
 		return plan, fmt.Errorf("reconcile: %w", err)
 	}

@@ -51,6 +51,7 @@ type Endpoint struct {
 // Store is an open state file. It is safe for concurrent use.
 type Store struct {
 	db *bolt.DB
+	gc groupCommit
 }
 
 // Open opens or creates the state file at path, creating its directory with
@@ -71,7 +72,7 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialise state file %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, gc: groupCommit{db: db}}, nil
 }
 
 // Close releases the state file.
@@ -86,7 +87,8 @@ func (s *Store) Close() error {
 func (s *Store) Path() string { return s.db.Path() }
 
 // Put writes ep, replacing any record with the same key. It returns once the
-// transaction is committed and synced to disk.
+// transaction is committed and synced to disk; concurrent writes may share
+// that transaction (see groupCommit).
 func (s *Store) Put(ep Endpoint) error {
 	if err := validKey(ep.Key); err != nil {
 		return err
@@ -95,9 +97,7 @@ func (s *Store) Put(ep Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("encode endpoint %s: %w", ep.Key, err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketName).Put(ep.bytes(), v)
-	})
+	err = s.gc.write(func(b *bolt.Bucket) error { return b.Put(ep.bytes(), v) })
 	if err != nil {
 		return fmt.Errorf("write endpoint %s: %w", ep.Key, err)
 	}
@@ -121,10 +121,9 @@ func (s *Store) Get(k Key) (Endpoint, error) {
 }
 
 // Delete removes the endpoint with key k. Deleting a missing key succeeds.
+// Like Put, it returns once the deletion is committed and synced.
 func (s *Store) Delete(k Key) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketName).Delete(k.bytes())
-	})
+	err := s.gc.write(func(b *bolt.Bucket) error { return b.Delete(k.bytes()) })
 	if err != nil {
 		return fmt.Errorf("delete endpoint %s: %w", k, err)
 	}

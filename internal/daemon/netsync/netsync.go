@@ -10,10 +10,13 @@
 //
 // Level-triggered. Every event only pokes a one-slot trigger; the loop then
 // recomputes the whole input from the cache and the state DB and hands it to
-// the data plane, which diffs it against the kernel. A burst of events costs
-// one reconcile, a missed event is repaired by the next one (or by the
-// periodic resync), and a restarted daemon converges the same way without
-// history. A failed reconcile is retried with a capped backoff.
+// the data plane, which diffs it against the kernel. After a trigger the
+// loop waits until triggers stop for a short quiet window (Options.Quiet),
+// but no longer than Options.MaxDelay from the first, so a burst of events
+// (pods added one after another, a node's status updates) costs one
+// reconcile. A missed event is repaired by the next one (or by the periodic
+// resync), and a restarted daemon converges the same way without history. A
+// failed reconcile is retried with a capped backoff.
 //
 // Failure isolation. One malformed object (a bad annotation, a bad CIDR) is
 // reported and skipped; it does not stop the other nodes' pods from being
@@ -58,8 +61,19 @@ type Options struct {
 	Parent overlay.ParentSpec
 	// Resync is the period of the unconditional reconcile (default 30s).
 	Resync time.Duration
-	Log    logr.Logger
+	// Quiet is how long the loop waits after a trigger for the next one
+	// before it reconciles (default 50ms); MaxDelay caps that wait, counted
+	// from the first trigger (default 250ms).
+	Quiet    time.Duration
+	MaxDelay time.Duration
+	Log      logr.Logger
 }
+
+// Defaults of Options.Quiet and Options.MaxDelay.
+const (
+	DefaultQuiet    = 50 * time.Millisecond
+	DefaultMaxDelay = 250 * time.Millisecond
+)
 
 // Syncer runs the node's data-path loop.
 type Syncer struct {
@@ -77,10 +91,7 @@ type Syncer struct {
 // and IPInstances and be started by the caller) and patching this node's
 // annotations through w. It registers its triggers with c's informers.
 func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w client.Client, eps Endpoints) (*Syncer, error) {
-	if opts.Resync <= 0 {
-		opts.Resync = 30 * time.Second
-	}
-	s := &Syncer{opts: opts, dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1)}
+	s := &Syncer{opts: withDefaults(opts), dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1)}
 	empty := map[netip.Addr]state.MAC{}
 	s.neigh.Store(&empty)
 	h := toolscache.ResourceEventHandlerFuncs{
@@ -100,6 +111,19 @@ func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w clien
 	return s, nil
 }
 
+func withDefaults(opts Options) Options {
+	if opts.Resync <= 0 {
+		opts.Resync = 30 * time.Second
+	}
+	if opts.Quiet <= 0 {
+		opts.Quiet = DefaultQuiet
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	return opts
+}
+
 // Trigger asks for a reconcile soon. It never blocks.
 func (s *Syncer) Trigger() {
 	select {
@@ -112,6 +136,13 @@ func (s *Syncer) Trigger() {
 // failures are logged and retried, never fatal, because the data path that
 // is already in the kernel keeps working without the daemon.
 func (s *Syncer) Run(ctx context.Context) error {
+	s.loop(ctx, s.sync)
+	return nil
+}
+
+// loop runs sync on start, after triggers (coalesced by settle), every
+// Resync and on retry after a failure, until ctx ends.
+func (s *Syncer) loop(ctx context.Context, sync func(context.Context) error) {
 	tick := time.NewTicker(s.opts.Resync)
 	defer tick.Stop()
 	backoff := time.Duration(0)
@@ -120,19 +151,45 @@ func (s *Syncer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-s.trigger:
+			if !s.settle(ctx) {
+				return
+			}
 		case <-tick.C:
 		case <-retry:
 		}
 		retry = nil
-		if err := s.sync(ctx); err != nil {
+		if err := sync(ctx); err != nil {
 			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
 			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", backoff)
 			retry = time.After(backoff)
 			continue
 		}
 		backoff = 0
+	}
+}
+
+// settle waits, after a trigger, until no other trigger has come for Quiet
+// or MaxDelay has passed since the first, whichever is sooner. Triggers it
+// absorbs are served by the reconcile that follows, which reads everything
+// afresh. It returns false when ctx ends first.
+func (s *Syncer) settle(ctx context.Context) bool {
+	deadline := time.NewTimer(s.opts.MaxDelay)
+	defer deadline.Stop()
+	quiet := time.NewTimer(s.opts.Quiet)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-quiet.C:
+			return true
+		case <-s.trigger:
+			quiet.Reset(s.opts.Quiet)
+		}
 	}
 }
 

@@ -53,7 +53,10 @@ func (s *Syncer) sync(ctx context.Context) error {
 	return nil
 }
 
-// read lists everything the data path depends on from the cache.
+// read lists everything the data path depends on from the cache. The lists
+// share the cache's objects instead of copying them (UnsafeDisableDeepCopy):
+// everything downstream of sync only reads them, and nothing may write to
+// them.
 func (s *Syncer) read(ctx context.Context) (Objects, error) {
 	var (
 		nets  estuaryv1.NetworkList
@@ -61,8 +64,9 @@ func (s *Syncer) read(ctx context.Context) (Objects, error) {
 		nodes corev1.NodeList
 		ipis  estuaryv1.IPInstanceList
 	)
-	err := errors.Join(s.reader.List(ctx, &nets), s.reader.List(ctx, &subs), s.reader.List(ctx, &nodes),
-		s.reader.List(ctx, &ipis))
+	shared := client.UnsafeDisableDeepCopy
+	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared),
+		s.reader.List(ctx, &nodes, shared), s.reader.List(ctx, &ipis, shared))
 	if err != nil {
 		return Objects{}, fmt.Errorf("read the cache: %w", err)
 	}

@@ -17,10 +17,7 @@ import (
 // operation does not stop the others (the next reconcile retries it); all
 // failures are returned together, each naming what failed.
 func (h *Handle) Apply(p state.Plan) error {
-	l, err := h.links()
-	if err != nil {
-		return err
-	}
+	l := h.resolver()
 	var errs []error
 	run := func(err error) {
 		if err != nil {
@@ -60,18 +57,50 @@ func (h *Handle) Apply(p state.Plan) error {
 	return errors.Join(errs...)
 }
 
-func (l links) index(dev string) (int, error) {
+// linkIndexes resolves device names to indexes for one Apply: it asks the
+// kernel for each distinct name the plan uses, once, instead of listing every
+// link of the namespace. A name that is not a link's name (an alternative
+// name is not) is remembered as missing for the rest of the call.
+type linkIndexes struct {
+	h     *Handle
+	known map[string]int
+}
+
+func (h *Handle) resolver() *linkIndexes {
+	return &linkIndexes{h: h, known: make(map[string]int)}
+}
+
+// errNoLink marks a device that does not exist: writes on it fail, deletes
+// on it succeed (the kernel removed its objects with it).
+var errNoLink = errors.New("not found")
+
+func (l *linkIndexes) index(dev string) (int, error) {
 	if dev == "" {
 		return 0, nil
 	}
-	i, ok := l.byName[dev]
+	i, ok := l.known[dev]
 	if !ok {
-		return 0, fmt.Errorf("link %s not found", dev)
+		link, err := l.h.nl.LinkByName(dev)
+		switch {
+		case errors.As(err, &netlink.LinkNotFoundError{}), err == nil && link.Attrs().Name != dev:
+			i = -1 // the kernel also finds a link by an alternative name; only its name counts
+		case err != nil:
+			return 0, fmt.Errorf("link %s: %w", dev, err)
+		default:
+			i = link.Attrs().Index
+		}
+		l.known[dev] = i
+	}
+	if i < 0 {
+		return 0, fmt.Errorf("link %s %w", dev, errNoLink)
 	}
 	return i, nil
 }
 
-func kernelRoute(l links, r state.Route) (*netlink.Route, error) {
+// gone reports whether err says the device of a delete does not exist.
+func gone(err error) bool { return errors.Is(err, errNoLink) }
+
+func kernelRoute(l *linkIndexes, r state.Route) (*netlink.Route, error) {
 	idx, err := l.index(r.Dev)
 	if err != nil {
 		return nil, err
@@ -98,7 +127,7 @@ func kernelRoute(l links, r state.Route) (*netlink.Route, error) {
 	return kr, nil
 }
 
-func (h *Handle) addRoute(l links, r state.Route) error {
+func (h *Handle) addRoute(l *linkIndexes, r state.Route) error {
 	kr, err := kernelRoute(l, r)
 	if err == nil {
 		err = h.nl.RouteReplace(kr)
@@ -109,10 +138,13 @@ func (h *Handle) addRoute(l links, r state.Route) error {
 	return nil
 }
 
-func (h *Handle) delRoute(l links, r state.Route) error {
+func (h *Handle) delRoute(l *linkIndexes, r state.Route) error {
 	kr, err := kernelRoute(l, r)
-	if err != nil {
+	if gone(err) {
 		return nil // the device is gone, and its routes with it
+	}
+	if err != nil {
+		return fmt.Errorf("delete route %s: %w", r, err)
 	}
 	if err := h.nl.RouteDel(kr); err != nil && !ignore(err, unix.ESRCH, unix.ENOENT) {
 		return fmt.Errorf("delete route %s: %w", r, err)
@@ -154,7 +186,7 @@ func (h *Handle) delRule(r state.Rule) error {
 	return nil
 }
 
-func kernelNeigh(l links, n state.Neigh) (*netlink.Neigh, error) {
+func kernelNeigh(l *linkIndexes, n state.Neigh) (*netlink.Neigh, error) {
 	idx, err := l.index(n.Dev)
 	if err != nil {
 		return nil, err
@@ -172,7 +204,7 @@ func kernelNeigh(l links, n state.Neigh) (*netlink.Neigh, error) {
 	return kn, nil
 }
 
-func (h *Handle) addNeigh(l links, n state.Neigh) error {
+func (h *Handle) addNeigh(l *linkIndexes, n state.Neigh) error {
 	kn, err := kernelNeigh(l, n)
 	if err == nil {
 		err = h.nl.NeighSet(kn)
@@ -183,10 +215,13 @@ func (h *Handle) addNeigh(l links, n state.Neigh) error {
 	return nil
 }
 
-func (h *Handle) delNeigh(l links, n state.Neigh) error {
+func (h *Handle) delNeigh(l *linkIndexes, n state.Neigh) error {
 	kn, err := kernelNeigh(l, n)
-	if err != nil {
+	if gone(err) {
 		return nil // the device is gone, and its entries with it
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", n, err)
 	}
 	if err := h.nl.NeighDel(kn); err != nil && !ignore(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s: %w", n, err)
@@ -194,7 +229,7 @@ func (h *Handle) delNeigh(l links, n state.Neigh) error {
 	return nil
 }
 
-func kernelFDB(l links, e state.FDB) (*netlink.Neigh, error) {
+func kernelFDB(l *linkIndexes, e state.FDB) (*netlink.Neigh, error) {
 	idx, err := l.index(e.Dev)
 	if err != nil {
 		return nil, err
@@ -212,7 +247,7 @@ func kernelFDB(l links, e state.FDB) (*netlink.Neigh, error) {
 // addFDB writes one entry. The all-zero and multicast MACs hold a list of
 // destinations, so their entries are appended; a unicast MAC has one
 // destination, which is replaced.
-func (h *Handle) addFDB(l links, e state.FDB) error {
+func (h *Handle) addFDB(l *linkIndexes, e state.FDB) error {
 	kn, err := kernelFDB(l, e)
 	if err == nil {
 		if e.MAC.IsZero() || e.MAC.IsMulticast() {
@@ -230,10 +265,13 @@ func (h *Handle) addFDB(l links, e state.FDB) error {
 	return nil
 }
 
-func (h *Handle) delFDB(l links, e state.FDB) error {
+func (h *Handle) delFDB(l *linkIndexes, e state.FDB) error {
 	kn, err := kernelFDB(l, e)
-	if err != nil {
+	if gone(err) {
 		return nil // the device is gone, and its entries with it
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", e, err)
 	}
 	if err := h.nl.NeighDel(kn); err != nil && !ignore(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s: %w", e, err)
@@ -249,7 +287,7 @@ func kernelAddr(a state.Addr) *netlink.Addr {
 	return ka
 }
 
-func (h *Handle) addAddr(l links, a state.Addr) error {
+func (h *Handle) addAddr(l *linkIndexes, a state.Addr) error {
 	idx, err := l.index(a.Dev)
 	if err == nil {
 		err = h.nl.AddrReplace(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}, kernelAddr(a))
@@ -260,10 +298,13 @@ func (h *Handle) addAddr(l links, a state.Addr) error {
 	return nil
 }
 
-func (h *Handle) delAddr(l links, a state.Addr) error {
+func (h *Handle) delAddr(l *linkIndexes, a state.Addr) error {
 	idx, err := l.index(a.Dev)
-	if err != nil {
+	if gone(err) {
 		return nil // the device is gone, and its addresses with it
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", a, err)
 	}
 	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 	if err := h.nl.AddrDel(link, kernelAddr(a)); err != nil && !ignore(err, unix.EADDRNOTAVAIL, unix.ENOENT) {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -21,6 +22,9 @@ import (
 type Handle struct {
 	nl *netlink.Handle
 	ns string // the namespace's path; "" for the process's own
+
+	strictOnce sync.Once
+	strict     *netlink.Handle // nil until first used, or if it cannot be made
 }
 
 // Open returns a handle for the network namespace at nsPath (for example
@@ -68,6 +72,47 @@ func handleAt(ns netns.NsHandle) (*netlink.Handle, error) {
 // Close releases the handle's sockets.
 func (h *Handle) Close() {
 	h.nl.Close()
+	h.strictOnce.Do(func() {})
+	if h.strict != nil {
+		h.strict.Close()
+	}
+}
+
+// filtered returns a second handle on the namespace whose socket asks the
+// kernel for strict checking of dump requests (NETLINK_GET_STRICT_CHK,
+// Linux 4.20): the kernel then applies a dump's filter (a route table, for
+// instance) itself instead of dumping everything. It is made on first use
+// and kept apart from h.nl so that no other dump meets the stricter checks.
+// When it cannot be made, h.nl is returned: the library filters the full
+// dump instead, with the same result.
+func (h *Handle) filtered() *netlink.Handle {
+	h.strictOnce.Do(func() {
+		var (
+			nh  *netlink.Handle
+			err error
+		)
+		if h.ns == "" {
+			nh, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		} else {
+			var ns netns.NsHandle
+			if ns, err = netns.GetFromPath(h.ns); err == nil {
+				nh, err = handleAt(ns)
+				_ = ns.Close()
+			}
+		}
+		if err != nil {
+			return
+		}
+		if err := nh.SetStrictCheck(true); err != nil {
+			nh.Close()
+			return
+		}
+		h.strict = nh
+	})
+	if h.strict == nil {
+		return h.nl
+	}
+	return h.strict
 }
 
 // ignore reports whether err means the write's goal already holds: adding

@@ -312,6 +312,55 @@ func TestApplyReportsFailure(t *testing.T) {
 	}
 }
 
+// A plan naming a missing device fails on each of its writes there, naming
+// the device, and still carries out everything else, however often and in
+// whatever order the names occur.
+func TestApplyWithMissingDevice(t *testing.T) {
+	h := newNS(t)
+	err := h.Apply(state.Plan{
+		AddAddrs: []state.Addr{{Dev: "est1", Prefix: pfx("10.2.0.1/32")}},
+		AddRoutes: []state.Route{
+			{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9", Scope: state.ScopeLink},
+			{Table: 1000, Dst: pfx("10.0.0.6/32"), Dev: "est1", Scope: state.ScopeLink},
+			{Table: 1000, Dst: pfx("10.0.0.7/32"), Dev: "est9", Scope: state.ScopeLink},
+		},
+		AddNeighs: []state.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}, {Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true}},
+		DelRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.9/32"), Dev: "est9"}},
+	})
+	want := "add route 10.0.0.5/32 table 1000 dev est9: link est9 not found\n" +
+		"add route 10.0.0.7/32 table 1000 dev est9: link est9 not found\n" +
+		"add proxy neighbour 10.0.0.5 dev est9: link est9 not found"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
+	}
+	s := read(t, h)
+	if !slices.ContainsFunc(s.Routes, func(r state.Route) bool {
+		return r.Table == 1000 && r.Dst == pfx("10.0.0.6/32") && r.Dev == "est1"
+	}) {
+		t.Errorf("route on est1 missing: %v", s.Routes)
+	}
+	has(t, s.Neighs, state.Neigh{Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true})
+	if !slices.ContainsFunc(s.Addrs, func(a state.Addr) bool { return a.Dev == "est1" && a.Prefix == pfx("10.2.0.1/32") }) {
+		t.Errorf("address on est1 missing: %v", s.Addrs)
+	}
+}
+
+// A link's alternative name does not name it in a plan.
+func TestApplyIgnoresAltNames(t *testing.T) {
+	h := newNS(t)
+	link, err := h.nl.LinkByName("est1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.nl.LinkAddAltName(link, "estalt"); err != nil {
+		t.Skipf("kernel lacks alternative names: %v", err)
+	}
+	err = h.Apply(state.Plan{AddNeighs: []state.Neigh{{Dev: "estalt", IP: ip("10.0.0.5"), Proxy: true}}})
+	if err == nil || err.Error() != "add proxy neighbour 10.0.0.5 dev estalt: link estalt not found" {
+		t.Fatalf("error = %v", err)
+	}
+}
+
 func TestDeleteOnMissingDeviceSucceeds(t *testing.T) {
 	h := newNS(t)
 	err := h.Apply(state.Plan{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -49,6 +50,23 @@ func TestParentLookups(t *testing.T) {
 	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link %q, %v; want eth1", name, err)
 	}
+	// Default routes in other tables are not the main table's.
+	apply(t, h, state.Plan{AddRoutes: []state.Route{
+		{Table: 1001, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
+		{Table: 100, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
+	}})
+	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "eth1" {
+		t.Fatalf("default route link with other tables' defaults %q, %v; want eth1", name, err)
+	}
+	if name, err := h.DefaultRouteLink(state.IPv6); err != nil || name != "" {
+		t.Fatalf("no IPv6 default route: %q, %v", name, err)
+	}
+	if rs, err := h.tableRoutes(unix.AF_INET, 1500); err != nil || len(rs) != 0 {
+		t.Fatalf("routes of a table that does not exist: %v, %v", rs, err)
+	}
+	if rs, err := h.tableRoutes(unix.AF_INET, 1001); err != nil || len(rs) != 1 || rs[0].Table != 1001 {
+		t.Fatalf("routes of table 1001: %v, %v", rs, err)
+	}
 	la, err := h.LinkWithAddrs("eth1")
 	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) || la.MTU != 1500 {
 		t.Fatalf("eth1 = %+v, %v", la, err)
@@ -59,6 +77,13 @@ func TestParentLookups(t *testing.T) {
 	}
 	if i := slices.IndexFunc(ls, func(l LinkAddrs) bool { return l.Name == "lo" }); i < 0 || len(ls[i].Addrs) != 0 {
 		t.Errorf("lo must be listed without global addresses: %+v", ls)
+	}
+	if i := slices.IndexFunc(ls, func(l LinkAddrs) bool { return l.Name == "eth1" }); i < 0 ||
+		!slices.Equal(ls[i].Addrs, la.Addrs) || ls[i].Index != la.Index || ls[i].MTU != la.MTU {
+		t.Errorf("eth1 listed as %+v, alone as %+v", ls, la)
+	}
+	if !slices.IsSortedFunc(ls, func(a, b LinkAddrs) int { return a.Index - b.Index }) {
+		t.Errorf("links not in index order: %+v", ls)
 	}
 }
 

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -22,19 +23,28 @@ type LinkAddrs struct {
 }
 
 // LinksWithAddrs lists every link in index order with its global unicast
-// addresses.
+// addresses. It lists the links and each family's addresses once.
 func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
 	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
 	if err != nil {
 		return nil, err
 	}
-	out := make([]LinkAddrs, 0, len(ls))
-	for _, link := range ls {
-		la, err := h.linkAddrs(link)
+	byIndex := make(map[int][]netip.Addr, len(ls))
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, fam) })
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, la)
+		for _, ad := range as {
+			if ip := addrOf(ad.IP); ip.IsGlobalUnicast() {
+				byIndex[ad.LinkIndex] = append(byIndex[ad.LinkIndex], ip)
+			}
+		}
+	}
+	out := make([]LinkAddrs, 0, len(ls))
+	for _, link := range ls {
+		a := link.Attrs()
+		out = append(out, LinkAddrs{Name: a.Name, Index: a.Index, MTU: a.MTU, Addrs: byIndex[a.Index]})
 	}
 	slices.SortFunc(out, func(a, b LinkAddrs) int { return a.Index - b.Index })
 	return out, nil
@@ -66,6 +76,17 @@ func (h *Handle) linkAddrs(link netlink.Link) (LinkAddrs, error) {
 	return la, nil
 }
 
+// tableRoutes lists the routes of one table and family, on the filtered
+// handle so that the kernel dumps that table alone. A table that does not
+// exist has no routes.
+func (h *Handle) tableRoutes(fam, table int) ([]netlink.Route, error) {
+	rs, err := h.filtered().RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	return rs, err
+}
+
 // DefaultRouteLink returns the name of the link of the main table's default
 // route of family fam; "" when there is none. A multipath default route
 // gives the link of its first next hop.
@@ -75,7 +96,7 @@ func (h *Handle) DefaultRouteLink(fam state.Family) (string, error) {
 		kfam = unix.AF_INET6
 	}
 	rs, err := retryDump("default routes", func() ([]netlink.Route, error) {
-		return h.nl.RouteListFiltered(kfam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		return h.tableRoutes(kfam, unix.RT_TABLE_MAIN)
 	})
 	if err != nil {
 		return "", err

@@ -91,11 +91,7 @@ func (h *Handle) SetLinkUp(name string) error {
 // r.Dev even though no route or address says so. Pods use it for their
 // default route via a link-local next hop that exists nowhere.
 func (h *Handle) AddOnlinkRoute(r state.Route) error {
-	l, err := h.links()
-	if err != nil {
-		return err
-	}
-	kr, err := kernelRoute(l, r)
+	kr, err := kernelRoute(h.resolver(), r)
 	if err == nil {
 		kr.Flags |= int(netlink.FLAG_ONLINK)
 		err = h.nl.RouteReplace(kr)

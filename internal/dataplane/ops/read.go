@@ -10,11 +10,13 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// Scope narrows what Read lists beyond routes, rules, neighbours and
-// addresses, which it always lists in full.
+// Scope narrows what Read lists beyond routes, rules and neighbours, which
+// it always lists in full.
 type Scope struct {
 	// FDBDevice selects the links whose FDB is read. Nil reads none.
 	FDBDevice func(name string) bool
+	// NoAddrs leaves addresses out (State.Addrs stays empty).
+	NoAddrs bool
 }
 
 // links maps link indexes to names and back.
@@ -40,7 +42,8 @@ func (h *Handle) links() (links, error) {
 // Read lists the kernel's state: routes of every table and both families,
 // policy rules, permanent and proxy neighbour entries (the dynamic neighbour
 // cache is not state and is skipped), the tunnel FDB entries (those with a
-// destination) of the links sc selects, and addresses.
+// destination) of the links sc selects, and addresses unless sc leaves them
+// out.
 func (h *Handle) Read(sc Scope) (state.State, error) {
 	l, err := h.links()
 	if err != nil {
@@ -52,7 +55,9 @@ func (h *Handle) Read(sc Scope) (state.State, error) {
 		func() (err error) { s.Rules, err = h.readRules(); return },
 		func() (err error) { s.Neighs, err = h.readNeighs(l); return },
 		func() (err error) { s.FDB, err = h.readFDB(l, sc); return },
-		func() (err error) { s.Addrs, err = h.readAddrs(l); return },
+	}
+	if !sc.NoAddrs {
+		steps = append(steps, func() (err error) { s.Addrs, err = h.readAddrs(l); return })
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {

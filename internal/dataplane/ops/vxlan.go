@@ -110,6 +110,6 @@ func (h *Handle) SetNeigh(n state.Neigh) error {
 	if err != nil {
 		return fmt.Errorf("add %s: %w", n, err)
 	}
-	l := links{byName: map[string]int{n.Dev: link.Attrs().Index}}
+	l := &linkIndexes{h: h, known: map[string]int{n.Dev: link.Attrs().Index}}
 	return h.addNeigh(l, n)
 }

@@ -48,10 +48,18 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 		return Estuary{}, fmt.Errorf("create build dir in %s: %w", cacheDir, err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", work + string(filepath.Separator),
-		"./cmd/estuary-manager", "./cmd/estuary-daemon", "./cmd/estuary-cni"}
+	out := work + string(filepath.Separator)
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out,
+		"./cmd/estuary-manager", "./cmd/estuary-daemon"}
 	if err := goCommand(repo, nil, args...); err != nil {
 		return Estuary{}, fmt.Errorf("build estuary binaries in %s: %w", repo, err)
+	}
+	// estuary-cni starts once per CNI call: it is also built without gRPC's
+	// request tracing (as the Makefile's build target does).
+	args = []string{"build", "-trimpath", "-buildvcs=false", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", out,
+		"./cmd/estuary-cni"}
+	if err := goCommand(repo, nil, args...); err != nil {
+		return Estuary{}, fmt.Errorf("build estuary-cni in %s: %w", repo, err)
 	}
 	bin := func(name string) string { return filepath.Join(work, name) }
 	var e Estuary
