@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -69,6 +70,10 @@ type Config struct {
 	// (--vxlan-parent, --vxlan-parent-regex).
 	VXLANParent      string
 	VXLANParentRegex string
+	// UnderlayUplink is the NIC of the underlay's VLAN networks: the parent
+	// of their 802.1Q sub-interfaces and the link of untagged ones
+	// (--underlay-uplink); empty: the tunnel's parent link.
+	UnderlayUplink string
 	// HealthAddr serves /healthz (--health-probe-bind-address); empty or
 	// "0" serves nothing.
 	HealthAddr string
@@ -139,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.VXLANParent != "" && c.VXLANParentRegex != "" {
 		errs = append(errs, errors.New("--vxlan-parent and --vxlan-parent-regex: set at most one"))
+	}
+	if len(c.UnderlayUplink) > 15 || strings.ContainsAny(c.UnderlayUplink, "/ ") {
+		errs = append(errs, fmt.Errorf("--underlay-uplink: %q is not a link name", c.UnderlayUplink))
 	}
 	if _, err := regexp.Compile(c.VXLANParentRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--vxlan-parent-regex: %w", err))

@@ -37,6 +37,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"no node", func(c *Config) { c.NodeName = "" }, "--node-name: required"},
 		{"relative plugin", func(c *Config) { c.CNIExtraPlugins = []string{"portmap"} }, `--cni-extra-plugins: "portmap" is not an absolute path`},
 		{"port", func(c *Config) { c.VXLANPort = 70000 }, "--vxlan-port: 70000 is outside 1..65535"},
+		{"uplink", func(c *Config) { c.UnderlayUplink = "a-very-long-link-name" }, `--underlay-uplink: "a-very-long-link-name" is not a link name`},
 		{"cni version", func(c *Config) { c.CNIVersion = "0.4.0" }, `--cni-version: "0.4.0" is neither 1.0.0 nor 1.1.0`},
 		{"two parents", func(c *Config) { c.VXLANParent, c.VXLANParentRegex = "eth0", "eth.*" }, "set at most one"},
 		{"bad regex", func(c *Config) { c.VXLANParentRegex = "eth[" }, "--vxlan-parent-regex: error parsing regexp"},

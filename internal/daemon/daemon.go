@@ -5,14 +5,16 @@
 // network namespace, starts an informer cache of the API objects the node
 // needs and the address waiter over it (ipwait), the pod plumbing backend
 // (podnet), the CNI server (cniserver) on its unix socket with its endpoint
-// store, and the data-path loop (netsync) that keeps the tunnel, routes,
-// rules, neighbours, FDB and NAT in line with the API and the store; then it
-// installs the estuary-cni binary, the reference plugins and the conflist
-// the container runtime reads, and serves /healthz. When its context ends it
-// stops the server (the socket is removed, the store closed), the loop and
-// the cache; the kernel state stays, so pods keep their connectivity while
-// the daemon restarts. The installed binary and conflist stay: a restarting daemon must not
-// make the node's network unready.
+// store, and the data-path loop (netsync) that keeps the tunnel, the
+// underlay's VLAN interfaces, routes, rules, neighbours, FDB and NAT in line
+// with the API and the store and runs the BGP speakers; then it installs the
+// estuary-cni binary, the reference plugins and the conflist the container
+// runtime reads, and serves /healthz and the BGP peers' status as JSON on
+// /bgp. When its context ends it stops the server (the socket is removed,
+// the store closed), the loop (its BGP speakers without deconfiguring their
+// sessions) and the cache; the kernel state stays, so pods keep their
+// connectivity while the daemon restarts. The installed binary and conflist
+// stay: a restarting daemon must not make the node's network unready.
 package daemon
 
 import (
@@ -32,6 +34,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
@@ -69,6 +72,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("overlay data plane: %w", err)
 	}
 	defer agent.Close()
+	ua, err := underlay.NewAgent(cfg.HostNetns)
+	if err != nil {
+		return fmt.Errorf("underlay data plane: %w", err)
+	}
+	defer ua.Close()
 	cfg.MTU = podMTU(cfg, agent)
 
 	c, w, err := startCache(ctx, cfg, parts)
@@ -81,12 +89,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
-	if syncer, err = newSyncer(ctx, cfg, agent, c, srv.Store()); err != nil {
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, srv.Store()); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
-	stopErr := run(ctx, cfg, parts)
+	stopErr := run(ctx, cfg, parts, syncer.BGPPeers)
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
 }
@@ -112,7 +120,7 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 }
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
-func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, c cache.Cache,
+func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
 	eps netsync.Endpoints) (*netsync.Syncer, error) {
 	scheme, err := newScheme()
 	if err != nil {
@@ -124,6 +132,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, c cache.Ca
 	}
 	s, err := netsync.New(ctx, netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
+		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP,
 	}, agent, c, w, eps)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
@@ -140,11 +149,11 @@ func newScheme() (*runtime.Scheme, error) {
 }
 
 // run installs the plugin, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running) error {
+func run(ctx context.Context, cfg Config, parts *running, peers bgpPeers) error {
 	if err := install(cfg); err != nil {
 		return err
 	}
-	if err := startHealth(ctx, cfg, parts); err != nil {
+	if err := startHealth(ctx, cfg, parts, peers); err != nil {
 		return err
 	}
 	select {
@@ -235,8 +244,8 @@ func install(cfg Config) error {
 	return nil
 }
 
-// startHealth serves /healthz when an address is configured.
-func startHealth(ctx context.Context, cfg Config, parts *running) error {
+// startHealth serves /healthz and /bgp when an address is configured.
+func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers) error {
 	if cfg.HealthAddr == "" || cfg.HealthAddr == "0" {
 		return nil
 	}
@@ -244,6 +253,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running) error {
 	if err != nil {
 		return err
 	}
+	h.bgp = peers
 	go func() {
 		<-ctx.Done()
 		_ = h.conn.Close()
@@ -260,6 +270,6 @@ func startHealth(ctx context.Context, cfg Config, parts *running) error {
 		return err
 	}
 	parts.goFunc("health probe", func() error { return <-done })
-	log.Info("serving health probe", "address", addr, "path", "/healthz")
+	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp"})
 	return nil
 }

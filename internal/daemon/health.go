@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 )
 
 // statusTimeout bounds one health probe's Status call.
@@ -25,6 +27,31 @@ type health struct {
 	conn   *grpc.ClientConn
 	client cniv1.CNIClient
 	synced atomic.Bool
+	// bgp reports the BGP peers per network for /bgp; nil serves none.
+	bgp bgpPeers
+}
+
+// bgpPeers returns the status of the BGP speakers' peers, per network.
+type bgpPeers func(context.Context) (map[string][]bgp.PeerStatus, error)
+
+// bgpStatus is /bgp's JSON: every BGP network's peers, and the error of
+// any speaker that could not say.
+type bgpStatus struct {
+	Networks map[string][]bgp.PeerStatus `json:"networks"`
+	Error    string                      `json:"error,omitempty"`
+}
+
+// serveBGP writes the peers' status as JSON.
+func (h *health) serveBGP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
+	defer cancel()
+	peers, err := h.bgp(ctx)
+	st := bgpStatus{Networks: peers}
+	if err != nil {
+		st.Error = err.Error()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 func newHealth(socket string) (*health, error) {
@@ -77,6 +104,9 @@ func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
+	if h.bgp != nil {
+		mux.HandleFunc("/bgp", h.serveBGP)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() {

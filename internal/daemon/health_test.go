@@ -2,14 +2,17 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
+	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 )
 
 func TestHealthCheck(t *testing.T) {
@@ -102,5 +105,37 @@ func TestHealthHandler(t *testing.T) {
 	h.synced.Store(true)
 	if code, body := get(); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("after sync: %d %q", code, body)
+	}
+}
+
+func TestBGPStatusJSON(t *testing.T) {
+	socket, _ := cniservertest.Paths(t)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	peer := bgp.PeerStatus{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgp.StateEstablished}
+	h.bgp = func(context.Context) (map[string][]bgp.PeerStatus, error) {
+		return map[string][]bgp.PeerStatus{"fabric": {peer}}, errors.New("network other: list bgp peers: timeout")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lis, _, err := serveHealth(ctx, "127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + lis + "/bgp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var got bgpStatus
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("Content-Type") != "application/json" || len(got.Networks["fabric"]) != 1 ||
+		got.Networks["fabric"][0] != peer || !strings.Contains(got.Error, "network other") {
+		t.Fatalf("/bgp = %+v (%s)", got, resp.Header.Get("Content-Type"))
 	}
 }

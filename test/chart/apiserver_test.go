@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -102,7 +103,8 @@ var grants = map[string]struct{ allowed, denied []access }{
 		denied: []access{
 			{"get", "", "pods", "", "default"}, {"list", "", "pods", "", ""},
 			{"create", "", "events", "", "default"}, {"create", "events.k8s.io", "events", "", "default"},
-			{"get", "", "secrets", "", namespace}, {"create", estuaryGroup, "ipinstances", "", "default"},
+			{"get", "", "secrets", "", namespace}, {"get", "", "secrets", "", bgpSecrets},
+			{"list", "", "secrets", "", ""}, {"create", estuaryGroup, "ipinstances", "", "default"},
 			{"update", estuaryGroup, "ipinstances", "", "default"}, {"patch", "", "pods", "", "default"},
 			{"delete", "", "nodes", "", ""}, {"update", "", "nodes", "", ""}, {"patch", estuaryGroup, "subnets", "status", ""},
 			{"create", "coordination.k8s.io", "leases", "", namespace},
@@ -110,22 +112,15 @@ var grants = map[string]struct{ allowed, denied []access }{
 	},
 }
 
+// bgpSecrets is the namespace TestBGPPasswordGrant lets the daemon read
+// BGP passwords from.
+const bgpSecrets = "bgp-secrets"
+
 // TestRBACGrants installs the chart's RBAC and asks the API server's authorizer
 // what each service account may do.
 func TestRBACGrants(t *testing.T) {
 	ensureNamespace(t)
-	for _, o := range render(t) {
-		switch o.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-		default:
-			continue
-		}
-		obj := o.DeepCopy()
-		if err := k8s.Create(ctx(t), obj); err != nil {
-			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx(t), obj) })
-	}
+	installRBAC(t, render(t))
 	for sa, g := range grants {
 		user := fmt.Sprintf("system:serviceaccount:%s:%s", namespace, sa)
 		for _, a := range g.allowed {
@@ -138,6 +133,47 @@ func TestRBACGrants(t *testing.T) {
 				t.Errorf("%s may %s; the chart must not grant it", sa, a)
 			}
 		}
+	}
+}
+
+// TestBGPPasswordGrant: with underlay.bgpPasswordNamespaces the daemon may
+// get Secrets in exactly those namespaces, and never list or watch them.
+func TestBGPPasswordGrant(t *testing.T) {
+	ensureNamespace(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bgpSecrets}}
+	if err := k8s.Create(ctx(t), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", bgpSecrets, err)
+	}
+	installRBAC(t, render(t, "--set", "underlay.bgpPasswordNamespaces={"+bgpSecrets+"}"))
+	user := fmt.Sprintf("system:serviceaccount:%s:estuary-daemon", namespace)
+	if a := (access{"get", "", "secrets", "", bgpSecrets}); !allowed(t, user, a) {
+		t.Errorf("estuary-daemon may not %s; the chart must grant it", a)
+	}
+	for _, a := range []access{
+		{"list", "", "secrets", "", bgpSecrets}, {"watch", "", "secrets", "", bgpSecrets},
+		{"get", "", "secrets", "", namespace}, {"get", "", "secrets", "", "default"}, {"list", "", "secrets", "", ""},
+	} {
+		if allowed(t, user, a) {
+			t.Errorf("estuary-daemon may %s; the chart must not grant it", a)
+		}
+	}
+}
+
+// installRBAC creates the rendered service accounts, roles and bindings
+// until the test ends.
+func installRBAC(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		default:
+			continue
+		}
+		obj := o.DeepCopy()
+		if err := k8s.Create(ctx(t), obj); err != nil {
+			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx(t), obj) })
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
 var (
@@ -31,27 +30,14 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`")
-		return 1
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "config", "crd")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	cfg, c0, stop, err := testenv.Start(testenv.Options{AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme}})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	scheme := runtime.NewScheme()
-	if err := errors.Join(estuaryv1.AddToScheme(scheme), eventsv1.AddToScheme(scheme)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	defer func() { _ = stop() }()
+	k8s = c0
+	scheme := k8s.Scheme()
 	// The daemon's view: every node's records; the waiter serves node-a's.
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
 	if err != nil {

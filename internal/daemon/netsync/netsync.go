@@ -1,10 +1,12 @@
 // Package netsync owns the node daemon's data-path loop. It turns what the
-// API says (the Overlay network and its subnets, the other nodes' tunnel
-// endpoints, every pod's address) and what the node's state DB says (the
-// pods plumbed here) into the overlay package's Input and applies it: on
-// start, on every change of any of them, and periodically. It publishes
-// this node's tunnel endpoint on its Node and answers the kernel's
-// neighbour misses on the tunnel device from the same cache.
+// API says (the networks and their subnets, the node's labels, the other
+// nodes' tunnel endpoints, every pod's address) and what the node's state DB
+// says (the pods plumbed here) into the overlay package's Input and the
+// underlay package's Input and applies both, and runs one BGP speaker per
+// BGP network of the node: on start, on every change of any of them, and
+// periodically. It publishes this node's tunnel endpoint on its Node and
+// answers the kernel's neighbour misses on the tunnel device from the same
+// cache.
 //
 // # Design
 //
@@ -18,15 +20,51 @@
 // resync), and a restarted daemon converges the same way without history. A
 // failed reconcile is retried with a capped backoff.
 //
-// Failure isolation. One malformed object (a bad annotation, a bad CIDR) is
-// reported and skipped; it does not stop the other nodes' pods from being
-// reachable. Until an Overlay network exists the loop does nothing.
+// Three parts, in order: overlay, underlay, BGP. Each pass runs all three;
+// a failure of one is reported and retried but never keeps the others from
+// running, and one malformed object (a bad annotation, a bad CIDR) is
+// reported and skipped without cutting the rest off. The overlay waits for
+// an Overlay network to exist.
+//
+// The underlay. The input holds the VLAN-mode Underlay networks whose
+// domain holds this node (nodelabel.Attached over the node's labels in the
+// cache, as the manager labels nodes), their subnets, and in each subnet the
+// addresses of the endpoint store that lie in its CIDR; it also lists every
+// Underlay subnet of the cluster, which fixes table numbers and what the
+// agent owns. A node relabelled out of a domain, or a deleted network, gives
+// a smaller input, and Apply removes what is no longer in it. Because the
+// agent owns proxy neighbours and enhanced addresses only inside subnets its
+// input names, a subnet that disappears stays in Input.Cluster until an
+// Apply without its network has succeeded. An input without networks that
+// was applied is not applied again until it changes, which spares nodes
+// outside every domain a full read of the kernel's state per pass. The
+// uplink is Options.Uplink, else the tunnel's parent link; when it cannot be
+// resolved, or this node's Node is not in the cache, the underlay is left as
+// it is rather than removed. Underlay subnets with natOutgoing are not
+// masqueraded: the overlay's NAT takes its sources from overlay subnets
+// only, and its Input has no place for others.
+//
+// BGP. Each BGP-mode Underlay network of the node gets one speaker (AS =
+// netID, router id and IPv4 next hop = the node's first internal IPv4
+// address), started when first needed and reconciled every pass with the
+// network's peers and bgp.DesiredPrefixes of its local pods and subnets. Peer
+// passwords are read from the Secrets that passwordSecretRef names with the
+// live API client (no Secret is listed, watched or cached by an informer),
+// at most once per Options.Resync per peer while it reads fine; a peer whose
+// Secret or key is missing is left out and reported. A speaker whose network
+// leaves the node withdraws its prefixes and deconfigures its peers before
+// it stops. When the loop ends the speakers are stopped without
+// deconfiguring (graceful restart), so peers keep the routes while the
+// daemon restarts, and a speaker started for a network in which the
+// endpoint store held pods at the daemon's start sets bgp.Config.Restarting.
+// A change of the node's address replaces the speaker the same way.
 package netsync
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +78,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
 // Dataplane is what the loop needs from the node's kernel.
@@ -67,6 +106,12 @@ type Options struct {
 	Quiet    time.Duration
 	MaxDelay time.Duration
 	Log      logr.Logger
+	// Underlay applies the underlay data path; nil applies none.
+	Underlay Underlay
+	// Uplink is the underlay's NIC; empty means the tunnel's parent link.
+	Uplink string
+	// StartSpeaker starts the BGP speakers (default StartBGP).
+	StartSpeaker StartSpeaker
 }
 
 // Defaults of Options.Quiet and Options.MaxDelay.
@@ -84,14 +129,26 @@ type Syncer struct {
 	eps     Endpoints
 	trigger chan struct{}
 	neigh   atomic.Pointer[map[netip.Addr]state.MAC]
-	device  string // the device the answerer serves; the loop's goroutine only
+
+	// The loop's goroutine only:
+	device       string               // the device the answerer serves
+	retired      []underlay.SubnetRef // the underlay subnets of the last Apply
+	emptyApplied bool                 // the last Apply had no network and succeeded
+	startPods    []netip.Addr         // the store's pods at the first pass
+	started      bool                 // startPods is set
+	bgpStarted   map[string]bool      // networks that had a speaker in this run
+	passwords    map[string]password  // last password read per network, peer and key
+
+	mu       sync.Mutex // guards speakers
+	speakers map[string]speakerState
 }
 
 // New returns a Syncer reading c (which must cache Nodes, Networks, Subnets
 // and IPInstances and be started by the caller) and patching this node's
 // annotations through w. It registers its triggers with c's informers.
 func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w client.Client, eps Endpoints) (*Syncer, error) {
-	s := &Syncer{opts: withDefaults(opts), dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1)}
+	s := &Syncer{opts: withDefaults(opts), dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1),
+		bgpStarted: map[string]bool{}, passwords: map[string]password{}, speakers: map[string]speakerState{}}
 	empty := map[netip.Addr]state.MAC{}
 	s.neigh.Store(&empty)
 	h := toolscache.ResourceEventHandlerFuncs{
@@ -121,6 +178,9 @@ func withDefaults(opts Options) Options {
 	if opts.MaxDelay <= 0 {
 		opts.MaxDelay = DefaultMaxDelay
 	}
+	if opts.StartSpeaker == nil {
+		opts.StartSpeaker = StartBGP
+	}
 	return opts
 }
 
@@ -132,11 +192,13 @@ func (s *Syncer) Trigger() {
 	}
 }
 
-// Run reconciles until ctx ends. It returns nil on ctx's end: reconcile
+// Run reconciles until ctx ends, then stops the BGP speakers without
+// deconfiguring their sessions. It returns nil on ctx's end: reconcile
 // failures are logged and retried, never fatal, because the data path that
 // is already in the kernel keeps working without the daemon.
 func (s *Syncer) Run(ctx context.Context) error {
 	s.loop(ctx, s.sync)
+	s.stopSpeakers(ctx)
 	return nil
 }
 

@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 )
 
-// sync is one reconcile: read, compute, publish, apply.
+// sync is one reconcile: read, then the overlay (compute, publish, apply),
+// the underlay and BGP, each reported on its own.
 func (s *Syncer) sync(ctx context.Context) error {
 	objs, err := s.read(ctx)
 	if err != nil {
@@ -21,20 +24,47 @@ func (s *Syncer) sync(ctx context.Context) error {
 	}
 	table := NeighTable(s.opts.Node, objs)
 	s.neigh.Store(&table)
+	eps, err := s.eps.List()
+	if err != nil {
+		return fmt.Errorf("list local endpoints: %w", err)
+	}
+	pods, _ := localPods(eps, nil)
+	if !s.started {
+		s.startPods, s.started = pods, true
+	}
+	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
+	node := s.self(objs)
+	return errors.Join(
+		s.syncOverlay(ctx, objs, eps, parent),
+		s.syncUnderlay(ctx, node, objs, pods, parent),
+		s.syncBGP(ctx, node, objs, pods),
+	)
+}
+
+// self returns this node's Node from objs, nil if it is missing.
+func (s *Syncer) self(objs Objects) *corev1.Node {
+	for i := range objs.Nodes {
+		if objs.Nodes[i].Name == s.opts.Node {
+			return &objs.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// syncOverlay computes, publishes and applies the overlay; nothing until an
+// Overlay network exists.
+func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint,
+	parent func() (overlay.Parent, error)) error {
 	ovl, ok := OverlayNetwork(objs.Networks)
 	if !ok {
 		return nil
 	}
-	cfg, err := s.tunnel(ovl)
+	cfg, err := s.tunnel(ovl, parent)
 	if err != nil {
 		return err
 	}
 	if err := s.publish(ctx, cfg); err != nil {
 		return err
-	}
-	eps, err := s.eps.List()
-	if err != nil {
-		return fmt.Errorf("list local endpoints: %w", err)
 	}
 	in, inputErr := BuildInput(s.opts.Node, cfg, ovl, objs, eps)
 	if inputErr != nil {
@@ -74,8 +104,8 @@ func (s *Syncer) read(ctx context.Context) (Objects, error) {
 }
 
 // tunnel computes the VXLAN device's configuration on this node.
-func (s *Syncer) tunnel(ovl estuaryv1.Network) (overlay.Config, error) {
-	p, err := s.dp.ResolveParent(s.opts.Parent)
+func (s *Syncer) tunnel(ovl estuaryv1.Network, parent func() (overlay.Parent, error)) (overlay.Config, error) {
+	p, err := parent()
 	if err != nil {
 		return overlay.Config{}, fmt.Errorf("overlay %s: tunnel parent: %w", ovl.Name, err)
 	}

@@ -1,0 +1,209 @@
+package netsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+)
+
+// Underlay is what the loop needs of the node's underlay (VLAN) data path;
+// underlay.Agent implements it. Apply with a smaller input removes what is
+// no longer wanted.
+type Underlay interface {
+	Apply(ctx context.Context, in underlay.Input) (state.Plan, error)
+}
+
+// modeOf returns a network's mode, the type's default when unset.
+func modeOf(n estuaryv1.Network) estuaryv1.NetworkMode {
+	switch {
+	case n.Spec.Mode != "":
+		return n.Spec.Mode
+	case n.Spec.Type == estuaryv1.NetworkTypeOverlay:
+		return estuaryv1.NetworkModeVXLAN
+	default:
+		return estuaryv1.NetworkModeVLAN
+	}
+}
+
+// LocalUnderlays returns the Underlay networks of mode (not being deleted)
+// whose domain holds the node, by name. Domain membership is the manager's
+// (nodelabel.Attached), so the node labels, the webhook's affinity and the
+// data path agree.
+func LocalUnderlays(node *corev1.Node, nets []estuaryv1.Network, mode estuaryv1.NetworkMode) []estuaryv1.Network {
+	var out []estuaryv1.Network
+	for i := range nets {
+		n := &nets[i]
+		if n.Spec.Type != estuaryv1.NetworkTypeUnderlay || n.DeletionTimestamp != nil || modeOf(*n) != mode {
+			continue
+		}
+		if nodelabel.Attached(n, node.Labels) {
+			out = append(out, *n)
+		}
+	}
+	slices.SortFunc(out, func(a, b estuaryv1.Network) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// BuildUnderlayInput computes the underlay's desired input for node: the
+// VLAN-mode Underlay networks whose domain holds it, each with its subnets
+// and the local pods (pods, the addresses plumbed on this node) inside each
+// subnet's CIDR, and every Underlay subnet of the cluster for table
+// numbering. A node outside every domain gets an input without networks,
+// which removes the underlay from it. Subnets it cannot read are skipped
+// and reported; the rest of the input stays valid.
+func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []netip.Addr) (underlay.Input, error) {
+	in := underlay.Input{Uplink: uplink}
+	var errs []error
+	kinds := map[string]estuaryv1.NetworkType{}
+	for _, n := range objs.Networks {
+		kinds[n.Name] = n.Spec.Type
+	}
+	bySubnet := map[string][]underlay.Subnet{}
+	for _, sn := range objs.Subnets {
+		if kinds[sn.Spec.Network] != estuaryv1.NetworkTypeUnderlay {
+			continue
+		}
+		s, err := underlaySubnet(sn, pods)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		in.Cluster = append(in.Cluster, underlay.SubnetRef{Name: sn.Name, CIDR: s.CIDR, Created: sn.CreationTimestamp.Time})
+		bySubnet[sn.Spec.Network] = append(bySubnet[sn.Spec.Network], s)
+	}
+	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeVLAN) {
+		vlan := 0
+		if n.Spec.NetID != nil {
+			vlan = int(*n.Spec.NetID)
+		}
+		subs := bySubnet[n.Name]
+		slices.SortFunc(subs, func(a, b underlay.Subnet) int { return strings.Compare(a.Name, b.Name) })
+		in.Networks = append(in.Networks, underlay.Network{Name: n.Name, VLAN: vlan, Subnets: subs})
+	}
+	slices.SortFunc(in.Cluster, func(a, b underlay.SubnetRef) int { return strings.Compare(a.Name, b.Name) })
+	return in, errors.Join(errs...)
+}
+
+// underlaySubnet reads one Underlay subnet with the local pods inside it.
+func underlaySubnet(sn estuaryv1.Subnet, pods []netip.Addr) (underlay.Subnet, error) {
+	p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
+	if err != nil {
+		return underlay.Subnet{}, fmt.Errorf("subnet %s: spec.range.cidr: %w", sn.Name, err)
+	}
+	s := underlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: sn.Spec.NATOutgoing != nil && *sn.Spec.NATOutgoing}
+	if g := string(sn.Spec.Range.Gateway); g != "" {
+		if s.Gateway, err = netip.ParseAddr(g); err != nil {
+			return underlay.Subnet{}, fmt.Errorf("subnet %s: spec.range.gateway: %w", sn.Name, err)
+		}
+	}
+	if sn.Spec.NetID != nil {
+		v := int(*sn.Spec.NetID)
+		s.VLAN = &v
+	}
+	s.LocalPods = podsIn(pods, s.CIDR)
+	return s, nil
+}
+
+// podsIn returns the addresses of pods inside cidr.
+func podsIn(pods []netip.Addr, cidr netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range pods {
+		if cidr.Contains(a.Unmap()) {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// withRetired adds to cluster the refs of retired (the subnets of the last
+// input handed to the agent) that are gone from it. The agent owns proxy
+// neighbours and enhanced addresses only inside the subnets its input
+// names, so a deleted subnet stays named until an Apply has removed its
+// state; it keeps its place in the numbering meanwhile, so no other subnet
+// moves before then.
+func withRetired(cluster, retired []underlay.SubnetRef) []underlay.SubnetRef {
+	out := slices.Clone(cluster)
+	for _, r := range retired {
+		if !slices.ContainsFunc(cluster, func(c underlay.SubnetRef) bool { return c.Name == r.Name }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// syncUnderlay computes and applies the underlay input. The uplink is
+// Options.Uplink, else the overlay's tunnel parent, resolved only when the
+// node has an underlay network.
+func (s *Syncer) syncUnderlay(ctx context.Context, node *corev1.Node, objs Objects, pods []netip.Addr,
+	parent func() (overlay.Parent, error)) error {
+	if s.opts.Underlay == nil {
+		return nil
+	}
+	if node == nil {
+		return fmt.Errorf("underlay: node %s is not in the cache; underlay state left as it is", s.opts.Node)
+	}
+	in, inputErr := BuildUnderlayInput(node, "", objs, pods)
+	if inputErr != nil {
+		s.opts.Log.Error(inputErr, "objects skipped while computing the underlay")
+	}
+	if len(in.Networks) > 0 {
+		uplink, addrs, err := s.uplink(parent, pods)
+		if err != nil {
+			// Without an uplink every subnet would be left out, which would
+			// take the underlay off the node: keep it as it is instead.
+			return err
+		}
+		in.Uplink, in.NodeAddrs = uplink, addrs
+	}
+	current := in.Cluster
+	in.Cluster = withRetired(current, s.retired)
+	if len(in.Networks) == 0 && s.emptyApplied && slices.Equal(in.Cluster, s.retired) {
+		// Nothing of the underlay is on the node and nothing changed since
+		// an Apply made it so: spare the full read of the kernel's state.
+		return nil
+	}
+	start := time.Now()
+	plan, err := s.opts.Underlay.Apply(ctx, in)
+	if err != nil {
+		s.retired, s.emptyApplied = in.Cluster, false
+		return fmt.Errorf("apply underlay on node %s (uplink %q): %w", s.opts.Node, in.Uplink, err)
+	}
+	s.retired, s.emptyApplied = current, len(in.Networks) == 0
+	if !plan.Empty() {
+		s.opts.Log.Info("underlay reconciled", "uplink", in.Uplink, "networks", len(in.Networks),
+			"changes", plan.Len(), "took", time.Since(start))
+	}
+	return nil
+}
+
+// uplink returns the underlay's uplink and the node's own address on it
+// (when known, and not a pod's address, which an enhanced address is).
+func (s *Syncer) uplink(parent func() (overlay.Parent, error), pods []netip.Addr) (string, []state.Addr, error) {
+	var p overlay.Parent
+	var err error
+	if s.opts.Uplink == "" {
+		if p, err = parent(); err != nil {
+			return "", nil, fmt.Errorf("underlay uplink (the tunnel parent): %w", err)
+		}
+	} else if p, err = s.dp.ResolveParent(overlay.ParentSpec{Name: s.opts.Uplink}); err != nil {
+		// An uplink without a global address (a trunk) is still usable.
+		return s.opts.Uplink, nil, nil
+	}
+	ip := p.IP.Unmap()
+	if !ip.IsValid() || slices.Contains(pods, ip) {
+		return p.Link, nil, nil
+	}
+	return p.Link, []state.Addr{{Dev: p.Link, Prefix: netip.PrefixFrom(ip, ip.BitLen())}}, nil
+}
