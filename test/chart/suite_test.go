@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
 const (
@@ -28,44 +27,12 @@ const (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test-unit`, or point it at the "+
-			"directory printed by `hack/kube-binaries.sh kube-apiserver kubectl etcd`")
-		return 1
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-		}
-	}()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		fmt.Fprintf(os.Stderr, "scheme: %v\n", err)
-		return 1
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "client: %v\n", err)
-		return 1
-	}
 	// Strict: a field the schema does not know fails the write instead of being
 	// pruned, so a misspelt field in a template cannot pass.
-	k8s = client.WithFieldValidation(c, metav1.FieldValidationStrict)
-	return m.Run()
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"charts/estuary/crds"}, Strict: true}, func(_ *rest.Config, c client.Client) (func(), error) {
+		k8s = c
+		return nil, nil
+	}))
 }
 
 func ctx(t *testing.T) context.Context {

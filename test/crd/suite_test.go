@@ -2,60 +2,29 @@ package crd
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or point it at the "+
-			"directory printed by `hack/kube-binaries.sh kube-apiserver kubectl etcd`")
-		return 1
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
-		// Start may fail after launching etcd and kube-apiserver (e.g. when a
-		// CRD is refused); stop them so nothing outlives the test.
-		_ = env.Stop()
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-		}
-	}()
-	c, err := client.New(cfg, client.Options{Scheme: runtime.NewScheme()})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "client: %v\n", err)
-		return 1
-	}
 	// Strict: a field the schema does not know fails the write instead of
 	// being pruned, so a misplaced field in a test case cannot pass silently.
-	k8s = client.WithFieldValidation(c, metav1.FieldValidationStrict)
-	return m.Run()
+	os.Exit(testenv.Main(m, testenv.Options{Strict: true}, func(_ *rest.Config, c client.Client) (func(), error) {
+		k8s = c
+		return nil, nil
+	}))
 }
 
 // ctx returns a context bounded so that a hung API call fails the test

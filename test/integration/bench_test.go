@@ -102,7 +102,6 @@ func BenchmarkCNIAdd(b *testing.B) {
 			b.Skipf("reference plugin %s is not installed (Debian containernetworking-plugins): %v", p, err)
 		}
 	}
-	quietLogs(b)
 	cb := newCNIBench(b)
 	b.Run("exec-floor", cb.execFloor)
 	b.Run("sequential", cb.sequential)
@@ -114,9 +113,8 @@ func BenchmarkCNIAdd(b *testing.B) {
 // daemon, creates the pods and waits until each has its Bound IPInstance.
 func newCNIBench(b *testing.B) *cniBench {
 	b.Helper()
-	scheme := newScheme(b)
-	cfg, k8s := benchAPIServer(b, scheme)
-	benchManager(b, cfg, scheme)
+	cfg, k8s := startAPIServer(b, true)
+	startManager(b, cfg, k8s.Scheme())
 	overlay(b, k8s, "bench-overlay", benchOverlayCIDR)
 
 	dir := b.TempDir()

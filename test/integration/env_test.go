@@ -18,12 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -31,6 +29,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -48,37 +47,26 @@ func requirements(t testing.TB) {
 	}
 }
 
-func newScheme(t testing.TB) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(s), estuaryv1.AddToScheme(s)); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // startAPIServer runs etcd and kube-apiserver with estuary's CRDs until the
-// test ends.
-func startAPIServer(t testing.TB, scheme *runtime.Scheme) (*rest.Config, client.Client) {
-	t.Helper()
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd")},
-		ErrorIfCRDPathMissing: true,
+// test ends. With quiet, controller-runtime's log (the manager's and the
+// daemon's) goes to benchLog, shown only if tb fails (see quietLogs);
+// otherwise to stderr.
+func startAPIServer(tb testing.TB, quiet bool) (*rest.Config, client.Client) {
+	tb.Helper()
+	if quiet {
+		quietLogs(tb)
+	} else {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	}
-	cfg, err := env.Start()
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
+	cfg, k8s, stop, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := stop(); err != nil {
+			tb.Errorf("stop envtest: %v", err)
 		}
 	})
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return cfg, k8s
 }
 
@@ -111,7 +99,7 @@ func startManager(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	eventually(t, "manager rebuilt its allocator", 30*time.Second, r.Ready)
+	testenv.Eventually(t, "manager rebuilt its allocator", 30*time.Second, r.Ready)
 }
 
 // overlay creates an Overlay network with one IPv4 subnet.
@@ -157,7 +145,7 @@ func instances(k8s client.Client, p *corev1.Pod) ([]estuaryv1.IPInstance, error)
 func boundAddress(t testing.TB, k8s client.Client, p *corev1.Pod) estuaryv1.IPInstance {
 	t.Helper()
 	var got estuaryv1.IPInstance
-	eventually(t, "ipinstance of pod "+p.Name, 30*time.Second, func() error {
+	testenv.Eventually(t, "ipinstance of pod "+p.Name, 30*time.Second, func() error {
 		list, err := instances(k8s, p)
 		switch {
 		case err != nil:
@@ -171,22 +159,6 @@ func boundAddress(t testing.TB, k8s client.Client, p *corev1.Pod) estuaryv1.IPIn
 		return nil
 	})
 	return got
-}
-
-// eventually retries check every 50ms until it succeeds or d passes.
-func eventually(t testing.TB, what string, d time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // fakeHost makes the namespace the daemon treats as the node's: lo up and an
@@ -270,7 +242,7 @@ func startDaemon(t testing.TB, cfg daemon.Config) (stop func() error) {
 		return result
 	}
 	t.Cleanup(func() { _ = stop() })
-	eventually(t, "daemon socket", 10*time.Second, func() error {
+	testenv.Eventually(t, "daemon socket", 10*time.Second, func() error {
 		select {
 		case err := <-done:
 			stopped = true

@@ -29,6 +29,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
 // addressTimeout is the daemon's --address-timeout in this test.
@@ -50,9 +51,8 @@ type node struct {
 // recorded, DEL removes it, and deleting the pod releases the address.
 func TestNodePath(t *testing.T) {
 	requirements(t)
-	scheme := newScheme(t)
-	cfg, k8s := startAPIServer(t, scheme)
-	startManager(t, cfg, scheme)
+	cfg, k8s := startAPIServer(t, false)
+	startManager(t, cfg, k8s.Scheme())
 	overlay(t, k8s, "it-overlay", "10.200.0.0/24")
 
 	dir := t.TempDir()
@@ -121,7 +121,7 @@ func (n *node) testInstalled(t *testing.T) {
 }
 
 func (n *node) testHealthy(t *testing.T) {
-	eventually(t, "/healthz ok", 15*time.Second, func() error {
+	testenv.Eventually(t, "/healthz ok", 15*time.Second, func() error {
 		resp, err := http.Get("http://" + n.health + "/healthz")
 		if err != nil {
 			return err
@@ -177,7 +177,7 @@ func (n *node) testAddDelRelease(t *testing.T) {
 	if err := n.k8s.Delete(bg(), p, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ipinstance released", 30*time.Second, func() error {
+	testenv.Eventually(t, "ipinstance released", 30*time.Second, func() error {
 		list, err := instances(n.k8s, p)
 		if err == nil && len(list) > 0 {
 			err = fmt.Errorf("%d ipinstances left", len(list))

@@ -40,13 +40,9 @@ func TestCertRotation(t *testing.T) {
 	validating, mutating := unreachableConfigurations(name)
 	seed(t, secret, validating, mutating)
 
-	scheme, err := newScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir, port := t.TempDir(), freePort(t)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Scheme: k8s.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir}),
 	})
 	if err != nil {

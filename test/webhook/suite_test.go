@@ -2,11 +2,9 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +21,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
 
@@ -40,48 +36,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test-unit`, or point it at the "+
-			"directory printed by `hack/kube-binaries.sh kube-apiserver kubectl etcd`")
-		return 1
-	}
 	validating, mutating := configurations()
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd")},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
-			MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutating},
-		},
+	hooks := &envtest.WebhookInstallOptions{
+		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
+		MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutating},
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest: %v\n", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
+	os.Exit(testenv.Main(m, testenv.Options{Strict: true, Webhooks: hooks}, func(cfg *rest.Config, c client.Client) (func(), error) {
+		restConfig, k8s = cfg, c
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped, err := startManager(ctx, hooks)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("start webhook: %w", err)
 		}
-	}()
-	restConfig = cfg
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped, err := startManager(ctx, env)
-	if err != nil {
-		cancel()
-		fmt.Fprintf(os.Stderr, "start webhook: %v\n", err)
-		return 1
-	}
-	defer func() {
-		cancel()
-		<-stopped
-	}()
-	return m.Run()
+		return func() {
+			cancel()
+			<-stopped
+		}, nil
+	}))
 }
 
 // configurations are the webhook's own configurations, pointed at the
@@ -104,14 +76,9 @@ func configurations() (*admissionregistrationv1.ValidatingWebhookConfiguration, 
 
 // startManager runs a manager serving the webhook with envtest's serving
 // certificate and returns once the server answers and the caches are warm.
-func startManager(ctx context.Context, env *envtest.Environment) (<-chan struct{}, error) {
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, err
-	}
-	opts := env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
+func startManager(ctx context.Context, opts *envtest.WebhookInstallOptions) (<-chan struct{}, error) {
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 k8s.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
@@ -124,11 +91,6 @@ func startManager(ctx context.Context, env *envtest.Environment) (<-chan struct{
 	if err := webhook.Setup(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	k8s = client.WithFieldValidation(c, metav1.FieldValidationStrict)
 	cached = mgr.GetClient()
 	stopped := make(chan struct{})
 	go func() {
@@ -145,11 +107,6 @@ func startManager(ctx context.Context, env *envtest.Environment) (<-chan struct{
 		return stopped, fmt.Errorf("webhook server did not start: %w", err)
 	}
 	return stopped, warmCaches(ctx)
-}
-
-func newScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	return scheme, errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme))
 }
 
 // warmCaches starts the informers the webhook reads, so the first request

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,35 +28,28 @@ var (
 	waiter *Waiter
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	opts := testenv.Options{AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme}}
+	os.Exit(testenv.Main(m, opts, setup))
+}
 
-func run(m *testing.M) int {
-	cfg, c0, stop, err := testenv.Start(testenv.Options{AddToScheme: []func(*runtime.Scheme) error{eventsv1.AddToScheme}})
+// setup starts the daemon's view of the records (every node's) and the
+// waiter, which serves node-a's.
+func setup(cfg *rest.Config, c client.Client) (func(), error) {
+	k8s = c
+	view, err := cache.New(cfg, cache.Options{Scheme: c.Scheme()})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = stop() }()
-	k8s = c0
-	scheme := k8s.Scheme()
-	// The daemon's view: every node's records; the waiter serves node-a's.
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if waiter, err = New(ctx, c, "node-a"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if waiter, err = New(ctx, view, "node-a"); err != nil {
+		return cancel, err
 	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "cache did not sync")
-		return 1
+	go func() { _ = view.Start(ctx) }()
+	if !view.WaitForCacheSync(ctx) {
+		return cancel, errors.New("cache did not sync")
 	}
-	return m.Run()
+	return cancel, nil
 }
 
 // record creates an IPInstance for pod ns/pod, one of count addresses.

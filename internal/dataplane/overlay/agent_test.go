@@ -9,28 +9,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // addForeign writes objects the overlay does not own into n's namespace.
 func addForeign(t *testing.T, n *node) {
 	t.Helper()
-	ipn(t, n.ns, "route", "add", foreignR, "via", extIP.String(), "dev", "eth0")
-	ipn(t, n.ns, "rule", "add", "priority", "3000", "from", "192.0.2.0/24", "lookup", "3000")
-	ipn(t, n.ns, "neigh", "add", "proxy", "10.244.9.9", "dev", n.hostVth)
-	nsExec(t, n.ns, "nft", "add", "table", "inet", "other")
-	nsExec(t, n.ns, "nft", "add", "chain", "inet", "other", "c", "{ type filter hook forward priority 0; }")
+	nstest.IP(t, n.ns, "route", "add", foreignR, "via", extIP.String(), "dev", "eth0")
+	nstest.IP(t, n.ns, "rule", "add", "priority", "3000", "from", "192.0.2.0/24", "lookup", "3000")
+	nstest.IP(t, n.ns, "neigh", "add", "proxy", "10.244.9.9", "dev", n.hostVth)
+	nstest.Exec(t, n.ns, "nft", "add", "table", "inet", "other")
+	nstest.Exec(t, n.ns, "nft", "add", "chain", "inet", "other", "c", "{ type filter hook forward priority 0; }")
 }
 
 func checkForeign(t *testing.T, n *node) {
 	t.Helper()
 	for _, want := range []struct{ out, substr string }{
-		{ipn(t, n.ns, "route", "show"), foreignR + " via " + extIP.String()},
-		{ipn(t, n.ns, "rule", "show"), "3000:\tfrom 192.0.2.0/24 lookup 3000"},
-		{ipn(t, n.ns, "rule", "show"), "1000:\tfrom all lookup 1000"},
-		{ipn(t, n.ns, "route", "show", "table", "1000"), n.podIPs[0].String() + " dev " + n.hostVth + " proto 229 scope link"},
-		{ipn(t, n.ns, "neigh", "show", "proxy"), "10.244.9.9 dev " + n.hostVth},
-		{nsExec(t, n.ns, "nft", "list", "tables"), "table inet other"},
+		{nstest.IP(t, n.ns, "route", "show"), foreignR + " via " + extIP.String()},
+		{nstest.IP(t, n.ns, "rule", "show"), "3000:\tfrom 192.0.2.0/24 lookup 3000"},
+		{nstest.IP(t, n.ns, "rule", "show"), "1000:\tfrom all lookup 1000"},
+		{nstest.IP(t, n.ns, "route", "show", "table", "1000"), n.podIPs[0].String() + " dev " + n.hostVth + " proto 229 scope link"},
+		{nstest.IP(t, n.ns, "neigh", "show", "proxy"), "10.244.9.9 dev " + n.hostVth},
+		{nstest.Exec(t, n.ns, "nft", "list", "tables"), "table inet other"},
 	} {
 		if !strings.Contains(want.out, want.substr) {
 			t.Errorf("%s: foreign object %q gone:\n%s", n.name, want.substr, want.out)
@@ -49,7 +50,7 @@ func apply(t *testing.T, n *node, in Input) state.Plan {
 
 func wantPeer(t *testing.T, what string, fromNS string, dst netip.Addr, holder string, want netip.Addr) {
 	t.Helper()
-	if got := peer(t, fromNS, dst, holder); got != want {
+	if got := nstest.Peer(t, fromNS, dst, holder, 10*time.Second); got != want {
 		t.Errorf("%s: %s saw source %s, want %s", what, dst, got, want)
 	}
 }
@@ -91,7 +92,7 @@ func TestOverlayTwoNodes(t *testing.T) {
 
 func checkDevice(t *testing.T, n *node, in Input) {
 	t.Helper()
-	link := ipn(t, n.ns, "-d", "link", "show", in.Device)
+	link := nstest.IP(t, n.ns, "-d", "link", "show", in.Device)
 	for _, want := range []string{
 		"vxlan id 7", "dstport 8472", "dev eth0", "local " + n.ip.String(), "nolearning",
 		"mtu 1450", in.MAC.String(), "state UNKNOWN",
@@ -102,14 +103,14 @@ func checkDevice(t *testing.T, n *node, in Input) {
 	}
 	sysctls, _ := n.agent.Applied()
 	for _, s := range sysctls {
-		if got := strings.TrimSpace(nsExec(t, n.ns, "cat", "/proc/sys/"+s.Key)); got != s.Value {
+		if got := strings.TrimSpace(nstest.Exec(t, n.ns, "cat", "/proc/sys/"+s.Key)); got != s.Value {
 			t.Errorf("%s: %s = %s, want %s", n.name, s.Key, got, s.Value)
 		}
 	}
 	if len(sysctls) < 4 {
 		t.Errorf("%s: sysctls = %v", n.name, sysctls)
 	}
-	nft := nsExec(t, n.ns, "nft", "list", "table", "ip", "estuary")
+	nft := nstest.Exec(t, n.ns, "nft", "list", "table", "ip", "estuary")
 	for _, want := range []string{"nat-sources", "10.244.0.0/16", "masquerade", `oifname != "estvx7"`} {
 		if !strings.Contains(nft, want) {
 			t.Errorf("%s: nft table lacks %q:\n%s", n.name, want, nft)
@@ -123,12 +124,12 @@ func testAnswerer(t *testing.T, l *lab, inA, inB Input) {
 	inA.NoFlood, inB.NoFlood = true, true
 	apply(t, l.a, inA)
 	apply(t, l.b, inB)
-	if fdb := run(t, "bridge", "-n", basename(l.a.ns), "fdb", "show", "dev", inA.Device); strings.Contains(fdb, "00:00:00:00:00:00") {
+	if fdb := nstest.Run(t, "bridge", "-n", basename(l.a.ns), "fdb", "show", "dev", inA.Device); strings.Contains(fdb, "00:00:00:00:00:00") {
 		t.Fatalf("flood entries left:\n%s", fdb)
 	}
 	macs := map[netip.Addr]state.MAC{}
 	for _, n := range []*node{l.a, l.b} {
-		ipn(t, n.ns, "neigh", "flush", "dev", inA.Device)
+		nstest.IP(t, n.ns, "neigh", "flush", "dev", inA.Device)
 		for _, ip := range append([]netip.Addr{n.ip, n.ip6}, n.podIPs...) {
 			macs[ip] = StableMAC(n.name)
 		}
@@ -152,7 +153,7 @@ func testAnswerer(t *testing.T, l *lab, inA, inB Input) {
 	}
 	b4 := l.b.podIPs[0]
 	wantPeer(t, "pod A -> pod B (answered)", l.a.pod, b4, l.b.pod, l.a.podIPs[0])
-	neigh := ipn(t, l.a.ns, "neigh", "show", b4.String(), "dev", inA.Device)
+	neigh := nstest.IP(t, l.a.ns, "neigh", "show", b4.String(), "dev", inA.Device)
 	if !strings.Contains(neigh, "lladdr "+StableMAC(l.b.name).String()) || strings.Contains(neigh, "PERMANENT") {
 		t.Errorf("neighbour of %s on node A = %q, want lladdr %s, not permanent", b4, neigh, StableMAC(l.b.name))
 	}
@@ -173,13 +174,13 @@ func testAnswerer(t *testing.T, l *lab, inA, inB Input) {
 func testRemove(t *testing.T, l *lab, inA Input) {
 	inA.Subnets, inA.Remotes, inA.LocalPods, inA.NodeIPs = nil, nil, nil, nil
 	apply(t, l.a, inA)
-	if out := ipn(t, l.a.ns, "route", "show", "table", "1001"); strings.TrimSpace(out) != "" {
+	if out := nstest.IP(t, l.a.ns, "route", "show", "table", "1001"); strings.TrimSpace(out) != "" {
 		t.Errorf("table 1001 left:\n%s", out)
 	}
-	if out := ipn(t, l.a.ns, "rule", "show"); strings.Contains(out, "lookup 1001") || strings.Contains(out, "lookup 1002") {
+	if out := nstest.IP(t, l.a.ns, "rule", "show"); strings.Contains(out, "lookup 1001") || strings.Contains(out, "lookup 1002") {
 		t.Errorf("overlay rules left:\n%s", out)
 	}
-	if out := nsExec(t, l.a.ns, "nft", "list", "tables"); strings.Contains(out, "estuary") {
+	if out := nstest.Exec(t, l.a.ns, "nft", "list", "tables"); strings.Contains(out, "estuary") {
 		t.Errorf("estuary nft tables left:\n%s", out)
 	}
 	checkForeign(t, l.a)
@@ -188,7 +189,7 @@ func testRemove(t *testing.T, l *lab, inA Input) {
 			t.Fatalf("Remove: %v", err)
 		}
 	}
-	if out := ipn(t, l.a.ns, "-o", "link", "show"); strings.Contains(out, inA.Device) {
+	if out := nstest.IP(t, l.a.ns, "-o", "link", "show"); strings.Contains(out, inA.Device) {
 		t.Errorf("device left:\n%s", out)
 	}
 	checkForeign(t, l.a)

@@ -9,14 +9,14 @@ import (
 
 func TestResolveParent(t *testing.T) {
 	ns := nstest.New(t)
-	ipn(t, ns, "link", "set", "lo", "up")
+	nstest.IP(t, ns, "link", "set", "lo", "up")
 	for _, l := range []string{"bond0", "uplink0", "uplink1"} {
-		ipn(t, ns, "link", "add", l, "type", "veth", "peer", "name", "p"+l)
-		ipn(t, ns, "link", "set", l, "up")
+		nstest.IP(t, ns, "link", "add", l, "type", "veth", "peer", "name", "p"+l)
+		nstest.IP(t, ns, "link", "set", l, "up")
 	}
-	ipn(t, ns, "addr", "add", "192.168.7.2/24", "dev", "uplink1")
-	ipn(t, ns, "addr", "add", "10.1.0.5/24", "dev", "bond0")
-	ipn(t, ns, "link", "set", "bond0", "mtu", "9000")
+	nstest.IP(t, ns, "addr", "add", "192.168.7.2/24", "dev", "uplink1")
+	nstest.IP(t, ns, "addr", "add", "10.1.0.5/24", "dev", "bond0")
+	nstest.IP(t, ns, "link", "set", "bond0", "mtu", "9000")
 	a, err := NewAgent(ns)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestResolveParent(t *testing.T) {
 	if _, err := a.ResolveParent(ParentSpec{}); err == nil || !strings.Contains(err.Error(), "default route") {
 		t.Errorf("no default route: err = %v", err)
 	}
-	ipn(t, ns, "route", "add", "default", "via", "10.1.0.1", "dev", "bond0")
+	nstest.IP(t, ns, "route", "add", "default", "via", "10.1.0.1", "dev", "bond0")
 	for _, tc := range []struct {
 		spec ParentSpec
 		want Parent

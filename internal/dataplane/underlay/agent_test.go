@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -17,23 +18,23 @@ import (
 // does not own, some of them on its uplink and inside its subnet.
 func addForeign(t *testing.T, l *lab) {
 	t.Helper()
-	ipn(t, l.node, "route", "add", "198.51.100.0/24", "via", "192.168.50.1", "dev", "eth0")
-	ipn(t, l.node, "rule", "add", "priority", "3000", "from", "192.0.2.0/24", "lookup", "3000")
-	ipn(t, l.node, "neigh", "add", "proxy", "192.0.2.7", "dev", "eth0")
-	ipn(t, l.node, "neigh", "add", "192.168.60.77", "lladdr", "02:00:00:00:00:77", "dev", "eth0", "nud", "permanent")
-	ipn(t, l.node, "addr", "add", "169.254.10.10/16", "dev", "eth0", "scope", "link", "noprefixroute")
+	nstest.IP(t, l.node, "route", "add", "198.51.100.0/24", "via", "192.168.50.1", "dev", "eth0")
+	nstest.IP(t, l.node, "rule", "add", "priority", "3000", "from", "192.0.2.0/24", "lookup", "3000")
+	nstest.IP(t, l.node, "neigh", "add", "proxy", "192.0.2.7", "dev", "eth0")
+	nstest.IP(t, l.node, "neigh", "add", "192.168.60.77", "lladdr", "02:00:00:00:00:77", "dev", "eth0", "nud", "permanent")
+	nstest.IP(t, l.node, "addr", "add", "169.254.10.10/16", "dev", "eth0", "scope", "link", "noprefixroute")
 }
 
 func checkForeign(t *testing.T, l *lab) {
 	t.Helper()
 	for _, want := range []struct{ out, substr string }{
-		{ipn(t, l.node, "route", "show"), "198.51.100.0/24 via 192.168.50.1"},
-		{ipn(t, l.node, "rule", "show"), "3000:\tfrom 192.0.2.0/24 lookup 3000"},
-		{ipn(t, l.node, "rule", "show"), "1000:\tfrom all lookup 1000"},
-		{ipn(t, l.node, "route", "show", "table", "1000"), podIP.String() + " dev " + l.hostVeth},
-		{ipn(t, l.node, "neigh", "show", "proxy"), "192.0.2.7 dev eth0"},
-		{ipn(t, l.node, "neigh", "show", "dev", "eth0"), "192.168.60.77 lladdr 02:00:00:00:00:77 PERMANENT"},
-		{ipn(t, l.node, "addr", "show", "dev", "eth0"), "169.254.10.10/16 scope link noprefixroute"},
+		{nstest.IP(t, l.node, "route", "show"), "198.51.100.0/24 via 192.168.50.1"},
+		{nstest.IP(t, l.node, "rule", "show"), "3000:\tfrom 192.0.2.0/24 lookup 3000"},
+		{nstest.IP(t, l.node, "rule", "show"), "1000:\tfrom all lookup 1000"},
+		{nstest.IP(t, l.node, "route", "show", "table", "1000"), podIP.String() + " dev " + l.hostVeth},
+		{nstest.IP(t, l.node, "neigh", "show", "proxy"), "192.0.2.7 dev eth0"},
+		{nstest.IP(t, l.node, "neigh", "show", "dev", "eth0"), "192.168.60.77 lladdr 02:00:00:00:00:77 PERMANENT"},
+		{nstest.IP(t, l.node, "addr", "show", "dev", "eth0"), "169.254.10.10/16 scope link noprefixroute"},
 	} {
 		if !strings.Contains(want.out, want.substr) {
 			t.Errorf("foreign object %q gone:\n%s", want.substr, want.out)
@@ -52,7 +53,7 @@ func apply(t *testing.T, l *lab, in Input) state.Plan {
 
 func wantPeer(t *testing.T, what, fromNS string, dst netip.Addr, holder string, want netip.Addr) {
 	t.Helper()
-	if got := peer(t, fromNS, dst, holder); got != want {
+	if got := nstest.Peer(t, fromNS, dst, holder, 8*time.Second); got != want {
 		t.Errorf("%s: %s saw source %s, want %s", what, dst, got, want)
 	}
 }
@@ -96,7 +97,7 @@ func TestUnderlayUntagged(t *testing.T) {
 	wantPeer(t, "gateway -> pod", l.gw, podIP, l.pod, gwIP)
 	wantPeer(t, "pod -> gateway", l.pod, gwIP, l.gw, podIP)
 	wantPeer(t, "pod -> external", l.pod, extIP, l.ext, podIP)
-	if out := ipn(t, l.gw, "neigh", "show", podIP.String()); !strings.Contains(out, "lladdr "+nodeMAC(t, l)) {
+	if out := nstest.IP(t, l.gw, "neigh", "show", podIP.String()); !strings.Contains(out, "lladdr "+nodeMAC(t, l)) {
 		t.Errorf("gateway resolved %s to %q, want the node's MAC %s", podIP, out, nodeMAC(t, l))
 	}
 
@@ -123,25 +124,25 @@ func checkKernel(t *testing.T, l *lab, in Input) {
 	t.Helper()
 	table := fmt.Sprint(TableBase + Numbering(in.Cluster)["vlan0-a"])
 	for _, want := range []struct{ out, substr string }{
-		{ipn(t, l.node, "rule", "show"), table + ":\tfrom 192.168.60.0/24 lookup " + table},
-		{ipn(t, l.node, "route", "show", "table", table), "default via 192.168.60.1 dev eth0"},
-		{ipn(t, l.node, "route", "show", "table", table), "192.168.60.0/24 dev eth0 proto 229 scope link"},
-		{ipn(t, l.node, "neigh", "show", "proxy"), "192.168.60.5 dev eth0"},
-		{ipn(t, l.node, "addr", "show", "dev", "eth0"), "192.168.60.5/24 brd 192.168.60.255 scope link noprefixroute"},
-		{ipn(t, l.node, "route", "get", podIP.String()), "dev " + l.hostVeth},
+		{nstest.IP(t, l.node, "rule", "show"), table + ":\tfrom 192.168.60.0/24 lookup " + table},
+		{nstest.IP(t, l.node, "route", "show", "table", table), "default via 192.168.60.1 dev eth0"},
+		{nstest.IP(t, l.node, "route", "show", "table", table), "192.168.60.0/24 dev eth0 proto 229 scope link"},
+		{nstest.IP(t, l.node, "neigh", "show", "proxy"), "192.168.60.5 dev eth0"},
+		{nstest.IP(t, l.node, "addr", "show", "dev", "eth0"), "192.168.60.5/24 brd 192.168.60.255 scope link noprefixroute"},
+		{nstest.IP(t, l.node, "route", "get", podIP.String()), "dev " + l.hostVeth},
 	} {
 		if !strings.Contains(want.out, want.substr) {
 			t.Errorf("want %q in:\n%s", want.substr, want.out)
 		}
 	}
-	if out := ipn(t, l.node, "route", "show", "table", "local"); strings.Contains(out, "local "+podIP.String()+" ") {
+	if out := nstest.IP(t, l.node, "route", "show", "table", "local"); strings.Contains(out, "local "+podIP.String()+" ") {
 		t.Errorf("local route of the enhanced address left:\n%s", out)
 	}
-	if out := ipn(t, l.node, "route", "show"); strings.Contains(out, "192.168.60.0/24") {
+	if out := nstest.IP(t, l.node, "route", "show"); strings.Contains(out, "192.168.60.0/24") {
 		t.Errorf("subnet route in main:\n%s", out)
 	}
 	for _, s := range l.agent.Applied() {
-		if got := strings.TrimSpace(nsExec(t, l.node, "cat", "/proc/sys/"+s.Key)); got != s.Value {
+		if got := strings.TrimSpace(nstest.Exec(t, l.node, "cat", "/proc/sys/"+s.Key)); got != s.Value {
 			t.Errorf("%s = %s, want %s", s.Key, got, s.Value)
 		}
 	}
@@ -153,8 +154,8 @@ func checkKernel(t *testing.T, l *lab, in Input) {
 // testARPSender: the node's ARP requests for addresses of the pod subnet,
 // sent on behalf of the pod, carry the enhanced address as sender.
 func testARPSender(t *testing.T, l *lab) {
-	ipn(t, l.node, "neigh", "flush", "dev", "eth0")
-	ipn(t, l.gw, "neigh", "flush", "dev", "eth0")
+	nstest.IP(t, l.node, "neigh", "flush", "dev", "eth0")
+	nstest.IP(t, l.gw, "neigh", "flush", "dev", "eth0")
 	mac := nodeMAC(t, l)
 	pkts := captureARP(t, l.gw, "eth0", func() {
 		wantPeer(t, "pod -> external", l.pod, extIP, l.ext, podIP)
@@ -185,10 +186,10 @@ func testBesideOverlay(t *testing.T, l *lab, ovl *overlay.Agent, in Input) {
 		}
 	}
 	for _, want := range []struct{ out, substr string }{
-		{ipn(t, l.node, "rule", "show"), "1001:\tfrom all lookup 1001"},
-		{ipn(t, l.node, "rule", "show"), "1002:\tfrom 10.244.0.0/16 lookup 1002"},
-		{ipn(t, l.node, "route", "show", "table", "1001"), "10.244.0.0/16 dev estvx7"},
-		{ipn(t, l.node, "route", "show", "table", "1002"), "192.168.50.12 dev estvx7"},
+		{nstest.IP(t, l.node, "rule", "show"), "1001:\tfrom all lookup 1001"},
+		{nstest.IP(t, l.node, "rule", "show"), "1002:\tfrom 10.244.0.0/16 lookup 1002"},
+		{nstest.IP(t, l.node, "route", "show", "table", "1001"), "10.244.0.0/16 dev estvx7"},
+		{nstest.IP(t, l.node, "route", "show", "table", "1002"), "192.168.50.12 dev estvx7"},
 	} {
 		if !strings.Contains(want.out, want.substr) {
 			t.Errorf("overlay object %q gone:\n%s", want.substr, want.out)
@@ -201,14 +202,14 @@ func testBesideOverlay(t *testing.T, l *lab, ovl *overlay.Agent, in Input) {
 // and the proxy entries and brings the enhanced address's local route
 // back; Apply repairs all three.
 func testLinkBounce(t *testing.T, l *lab, in Input) {
-	ipn(t, l.node, "link", "set", "eth0", "down")
-	ipn(t, l.node, "link", "set", "eth0", "up")
+	nstest.IP(t, l.node, "link", "set", "eth0", "down")
+	nstest.IP(t, l.node, "link", "set", "eth0", "up")
 	// The kernel flushed the link's routes and neighbours, foreign ones
 	// too; the node's own configuration brings those back.
-	ipn(t, l.node, "route", "replace", "default", "via", "192.168.50.1")
-	ipn(t, l.node, "route", "replace", "198.51.100.0/24", "via", "192.168.50.1", "dev", "eth0")
-	ipn(t, l.node, "neigh", "replace", "proxy", "192.0.2.7", "dev", "eth0")
-	ipn(t, l.node, "neigh", "replace", "192.168.60.77", "lladdr", "02:00:00:00:00:77", "dev", "eth0", "nud", "permanent")
+	nstest.IP(t, l.node, "route", "replace", "default", "via", "192.168.50.1")
+	nstest.IP(t, l.node, "route", "replace", "198.51.100.0/24", "via", "192.168.50.1", "dev", "eth0")
+	nstest.IP(t, l.node, "neigh", "replace", "proxy", "192.0.2.7", "dev", "eth0")
+	nstest.IP(t, l.node, "neigh", "replace", "192.168.60.77", "lladdr", "02:00:00:00:00:77", "dev", "eth0", "nud", "permanent")
 	plan := apply(t, l, in)
 	var hidden bool
 	for _, r := range plan.DelRoutes {
@@ -232,20 +233,20 @@ func testRemove(t *testing.T, l *lab, in Input) {
 			t.Fatal(err)
 		}
 		table := fmt.Sprint(TableBase + Numbering(in.Cluster)["vlan0-a"])
-		if out := ipn(t, l.node, "route", "show", "table", table); strings.TrimSpace(out) != "" {
+		if out := nstest.IP(t, l.node, "route", "show", "table", table); strings.TrimSpace(out) != "" {
 			t.Errorf("table %s left:\n%s", table, out)
 		}
-		if out := ipn(t, l.node, "rule", "show"); strings.Contains(out, "lookup "+table) {
+		if out := nstest.IP(t, l.node, "rule", "show"); strings.Contains(out, "lookup "+table) {
 			t.Errorf("rule left:\n%s", out)
 		}
-		if out := ipn(t, l.node, "neigh", "show", "proxy"); strings.Contains(out, podIP.String()) {
+		if out := nstest.IP(t, l.node, "neigh", "show", "proxy"); strings.Contains(out, podIP.String()) {
 			t.Errorf("proxy entry left:\n%s", out)
 		}
-		if out := ipn(t, l.node, "addr", "show", "dev", "eth0"); strings.Contains(out, podIP.String()) {
+		if out := nstest.IP(t, l.node, "addr", "show", "dev", "eth0"); strings.Contains(out, podIP.String()) {
 			t.Errorf("enhanced address left:\n%s", out)
 		}
 		checkForeign(t, l)
-		if out := ipn(t, l.node, "rule", "show"); !strings.Contains(out, "lookup 1001") {
+		if out := nstest.IP(t, l.node, "rule", "show"); !strings.Contains(out, "lookup 1001") {
 			t.Errorf("overlay rule gone:\n%s", out)
 		}
 	}
@@ -255,7 +256,7 @@ func testRemove(t *testing.T, l *lab, in Input) {
 // announcement work on the pod subnet's segment.
 func testARPHelpers(t *testing.T, l *lab, in Input) {
 	ctx := context.Background()
-	gwMAC := strings.Fields(ipn(t, l.gw, "-o", "link", "show", "eth0"))
+	gwMAC := strings.Fields(nstest.IP(t, l.gw, "-o", "link", "show", "eth0"))
 	var want string
 	for i, f := range gwMAC {
 		if f == "link/ether" {
@@ -274,13 +275,13 @@ func testARPHelpers(t *testing.T, l *lab, in Input) {
 	if _, err := l.agent.CheckGateway(ctx, in, netip.MustParseAddr("10.1.1.1"), time.Second); err == nil {
 		t.Error("CheckGateway outside every subnet succeeded")
 	}
-	ipn(t, l.gw, "neigh", "replace", podIP.String(), "lladdr", "02:00:00:00:00:05", "dev", "eth0", "nud", "stale")
+	nstest.IP(t, l.gw, "neigh", "replace", podIP.String(), "lladdr", "02:00:00:00:00:05", "dev", "eth0", "nud", "stale")
 	if err := l.agent.Announce(in, podIP); err != nil {
 		t.Fatal(err)
 	}
 	var out string
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out = ipn(t, l.gw, "neigh", "show", podIP.String()); strings.Contains(out, nodeMAC(t, l)) {
+		if out = nstest.IP(t, l.gw, "neigh", "show", podIP.String()); strings.Contains(out, nodeMAC(t, l)) {
 			return
 		}
 	}
@@ -302,7 +303,7 @@ func TestUnderlayTagged(t *testing.T) {
 	_, err := l.agent.Apply(context.Background(), in)
 	if ops.VLANUnsupported(err) {
 		checkKernel(t, l, in)
-		if out := ipn(t, l.node, "rule", "show"); strings.Contains(out, "192.168.70.0/24") {
+		if out := nstest.IP(t, l.node, "rule", "show"); strings.Contains(out, "192.168.70.0/24") {
 			t.Errorf("rule of the tagged subnet written without its device:\n%s", out)
 		}
 		t.Skipf("skipped: tagged part: %v", err)
@@ -311,22 +312,22 @@ func TestUnderlayTagged(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An administrator's own sub-interface is never deleted.
-	ipn(t, l.node, "link", "add", "link", "eth0", "name", "eth0.200", "type", "vlan", "id", "200")
+	nstest.IP(t, l.node, "link", "add", "link", "eth0", "name", "eth0.200", "type", "vlan", "id", "200")
 	checkKernel(t, l, in)
-	link := ipn(t, l.node, "-d", "link", "show", "eth0.100")
+	link := nstest.IP(t, l.node, "-d", "link", "show", "eth0.100")
 	for _, want := range []string{"vlan protocol 802.1Q id 100", "alias " + ops.VLANMarker, "state UP"} {
 		if !strings.Contains(link, want) {
 			t.Errorf("eth0.100 lacks %q:\n%s", want, link)
 		}
 	}
-	if out := ipn(t, l.node, "neigh", "show", "proxy"); !strings.Contains(out, "192.168.70.5 dev eth0.100") {
+	if out := nstest.IP(t, l.node, "neigh", "show", "proxy"); !strings.Contains(out, "192.168.70.5 dev eth0.100") {
 		t.Errorf("no proxy entry on eth0.100:\n%s", out)
 	}
 	if plan := apply(t, l, in); !plan.Empty() {
 		t.Errorf("second Apply changed:\n%s", plan)
 	}
 	apply(t, l, l.input(podIP))
-	if out := ipn(t, l.node, "-o", "link", "show"); strings.Contains(out, "eth0.100") || !strings.Contains(out, "eth0.200") {
+	if out := nstest.IP(t, l.node, "-o", "link", "show"); strings.Contains(out, "eth0.100") || !strings.Contains(out, "eth0.200") {
 		t.Errorf("after the tagged subnet left: want eth0.100 deleted, eth0.200 kept:\n%s", out)
 	}
 }
@@ -345,11 +346,11 @@ func testEnhancedMoves(t *testing.T, l *lab, in Input) {
 		if plan := apply(t, l, step.in); !plan.Empty() {
 			t.Errorf("second Apply changed:\n%s", plan)
 		}
-		addrs := ipn(t, l.node, "addr", "show", "dev", "eth0")
+		addrs := nstest.IP(t, l.node, "addr", "show", "dev", "eth0")
 		if !strings.Contains(addrs, step.has.String()+"/24 ") || strings.Contains(addrs, step.not.String()+"/24 ") {
 			t.Errorf("want enhanced address %s only:\n%s", step.has, addrs)
 		}
-		if out := ipn(t, l.node, "route", "show", "table", "local"); strings.Contains(out, "local "+step.has.String()+" ") {
+		if out := nstest.IP(t, l.node, "route", "show", "table", "local"); strings.Contains(out, "local "+step.has.String()+" ") {
 			t.Errorf("local route of %s left:\n%s", step.has, out)
 		}
 		wantPeer(t, "gateway -> pod", l.gw, podIP, l.pod, gwIP)

@@ -1,22 +1,19 @@
 package underlay
 
 import (
-	"context"
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/nsrun"
 )
@@ -41,58 +38,21 @@ var (
 	extIP     = netip.MustParseAddr("10.200.0.10")
 )
 
-func run(tb testing.TB, name string, args ...string) string {
-	tb.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput() // #nosec G204 -- test commands
-	if err != nil {
-		tb.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// ipn runs `ip -n <ns> args...`.
-func ipn(tb testing.TB, ns string, args ...string) string {
-	tb.Helper()
-	return run(tb, "ip", append([]string{"-n", filepath.Base(ns)}, args...)...)
-}
-
-func nsExec(tb testing.TB, ns string, args ...string) string {
-	tb.Helper()
-	return run(tb, "ip", append([]string{"netns", "exec", filepath.Base(ns)}, args...)...)
-}
-
-// plug connects ns to the switch with a veth eth0 <-> sw-<tag>.
-func (l *lab) plug(t *testing.T, ns, tag string, addrs ...string) {
-	t.Helper()
-	ipn(t, ns, "link", "set", "lo", "up")
-	ipn(t, ns, "link", "add", "eth0", "type", "veth", "peer", "name", "sw-"+tag, "netns", filepath.Base(l.sw))
-	ipn(t, l.sw, "link", "set", "sw-"+tag, "master", "br0", "up")
-	ipn(t, ns, "link", "set", "eth0", "up")
-	for _, a := range addrs {
-		ipn(t, ns, "addr", "add", a, "dev", "eth0")
-	}
-}
-
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	nstest.RequireRoot(t)
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip")
-	}
-	l := &lab{sw: nstest.New(t), node: nstest.New(t), gw: nstest.New(t), ext: nstest.New(t)}
-	ipn(t, l.sw, "link", "add", "br0", "type", "bridge")
-	ipn(t, l.sw, "link", "set", "br0", "up")
-	l.plug(t, l.node, "node", nodeIP.String()+"/24")
-	ipn(t, l.node, "route", "add", "default", "via", "192.168.50.1")
-	l.plug(t, l.gw, "gw", gwIP.String()+"/24", "192.168.50.1/24")
-	ipn(t, l.gw, "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(l.ext))
-	ipn(t, l.gw, "addr", "add", "10.200.0.1/24", "dev", "eth1")
-	ipn(t, l.gw, "link", "set", "eth1", "up")
-	nsExec(t, l.gw, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	ipn(t, l.ext, "link", "set", "lo", "up")
-	ipn(t, l.ext, "addr", "add", extIP.String()+"/24", "dev", "eth0")
-	ipn(t, l.ext, "link", "set", "eth0", "up")
-	ipn(t, l.ext, "route", "add", "default", "via", "10.200.0.1")
+	l := &lab{sw: nstest.NewSwitch(t)}
+	l.node, l.gw, l.ext = nstest.New(t), nstest.New(t), nstest.New(t)
+	nstest.Plug(t, l.sw, l.node, "node", nodeIP.String()+"/24")
+	nstest.IP(t, l.node, "route", "add", "default", "via", "192.168.50.1")
+	nstest.Plug(t, l.sw, l.gw, "gw", gwIP.String()+"/24", "192.168.50.1/24")
+	nstest.IP(t, l.gw, "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(l.ext))
+	nstest.IP(t, l.gw, "addr", "add", "10.200.0.1/24", "dev", "eth1")
+	nstest.IP(t, l.gw, "link", "set", "eth1", "up")
+	nstest.Exec(t, l.gw, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	nstest.IP(t, l.ext, "link", "set", "lo", "up")
+	nstest.IP(t, l.ext, "addr", "add", extIP.String()+"/24", "dev", "eth0")
+	nstest.IP(t, l.ext, "link", "set", "eth0", "up")
+	nstest.IP(t, l.ext, "route", "add", "default", "via", "10.200.0.1")
 	l.plumbPod(t)
 	agent, err := NewAgent(l.node)
 	if err != nil {
@@ -107,21 +67,8 @@ func newLab(t *testing.T) *lab {
 // 169.254.1.1 with a permanent neighbour, table 1000.
 func (l *lab) plumbPod(t *testing.T) {
 	t.Helper()
-	static := podnet.NewStatic()
-	static.Set("default", "pod-u", podnet.Address{IP: netip.PrefixFrom(podIP, podSubnet.Bits()), Gateway: gwIP, Family: state.IPv4})
-	b, err := podnet.New(podnet.Config{HostNetns: l.node, Addresses: static, AddressTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.pod = nstest.New(t)
-	att := cniserver.Attachment{
-		ContainerID: "c-u", IfName: "eth0", Netns: l.pod,
-		PodNamespace: "default", PodName: "pod-u", PodUID: "uid-u",
-	}
-	if _, err := b.Add(context.Background(), att); err != nil {
-		t.Fatalf("plumb pod: %v", err)
-	}
-	l.hostVeth = podnet.HostVethName(att)
+	l.pod, l.hostVeth = nspod.Plumb(t, l.node, "u",
+		podnet.Address{IP: netip.PrefixFrom(podIP, podSubnet.Bits()), Gateway: gwIP, Family: state.IPv4})
 }
 
 func (l *lab) input(pods ...netip.Addr) Input {
@@ -132,57 +79,6 @@ func (l *lab) input(pods ...netip.Addr) Input {
 		}}}},
 		Cluster: []SubnetRef{{Name: "vlan0-a", CIDR: podSubnet, Created: time.Unix(1, 0)}},
 	}
-}
-
-// peer sends datagrams from fromNS to dst, answered by a socket bound to
-// dst in holder with the sender's address as it saw it, and returns it.
-func peer(t *testing.T, fromNS string, dst netip.Addr, holder string) netip.Addr {
-	t.Helper()
-	var srv *net.UDPConn
-	if err := nsrun.Do(holder, func() (err error) {
-		srv, err = net.ListenUDP("udp", &net.UDPAddr{IP: dst.AsSlice()})
-		return err
-	}); err != nil {
-		t.Fatalf("listen on %s: %v", dst, err)
-	}
-	defer func() { _ = srv.Close() }()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			_, from, err := srv.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = srv.WriteToUDPAddrPort([]byte(from.Addr().Unmap().String()), from)
-		}
-	}()
-	var cli *net.UDPConn
-	if err := nsrun.Do(fromNS, func() (err error) {
-		cli, err = net.DialUDP("udp", nil, srv.LocalAddr().(*net.UDPAddr))
-		return err
-	}); err != nil {
-		t.Fatalf("dial %s: %v", dst, err)
-	}
-	defer func() { _ = cli.Close() }()
-	buf := make([]byte, 64)
-	var err error
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); {
-		if _, err = cli.Write([]byte("who")); err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		_ = cli.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		var n int
-		if n, err = cli.Read(buf); err == nil {
-			a, perr := netip.ParseAddr(string(buf[:n]))
-			if perr != nil {
-				t.Fatalf("echo from %s: %v", dst, perr)
-			}
-			return a
-		}
-	}
-	t.Fatalf("%s -> %s: no answer: %v", filepath.Base(fromNS), dst, err)
-	return netip.Addr{}
 }
 
 // arpPacket is one ARP packet seen on a link.
