@@ -18,7 +18,8 @@ func (p *Plan) namespaces() []string {
 	return ns
 }
 
-// buildNetwork creates the switch, plugs every member into it, links the external
+// buildNetwork creates the switch, plugs every member into it, gives the router the
+// gateway address of the underlay pod subnet on its switch port, links the external
 // host behind the router and installs addresses, routes and sysctls.
 func (l *Lab) buildNetwork() error {
 	pl := l.plan
@@ -37,6 +38,9 @@ func (l *Lab) buildNetwork() error {
 		if err := netlab.AddAddr(m.NetNS, "eth0", netip.PrefixFrom(m.Addr, pl.Switch.Bits())); err != nil {
 			return err
 		}
+	}
+	if err := netlab.AddAddr(pl.Router.NetNS, "eth0", netip.PrefixFrom(pl.RouterUnder, pl.Underlay.Bits())); err != nil {
+		return err
 	}
 	if err := l.linkExternal(); err != nil {
 		return err

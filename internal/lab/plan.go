@@ -17,6 +17,9 @@ const (
 	SwitchCIDR = "10.77.0.0/24"
 	// ExternalCIDR is the link between the router and the external host.
 	ExternalCIDR = "10.77.250.0/24"
+	// UnderlayCIDR is a second subnet on the switch for underlay pod networks; the
+	// router holds its first address, the gateway of such networks.
+	UnderlayCIDR = "10.77.100.0/24"
 	// PodCIDR is the cluster pod range; node i gets PodCIDR's i-th /24.
 	PodCIDR = "10.78.0.0/16"
 	// ServiceCIDR is the ClusterIP range.
@@ -51,6 +54,8 @@ type Plan struct {
 	Switch       netip.Prefix
 	ExternalNet  netip.Prefix
 	RouterExt    netip.Addr // router address on the external link
+	Underlay     netip.Prefix
+	RouterUnder  netip.Addr // router address in Underlay, on its switch port
 	Pods         netip.Prefix
 	Services     netip.Prefix
 	APIService   netip.Addr // first service address (kubernetes.default)
@@ -68,12 +73,14 @@ func NewPlan(n int) (*Plan, error) {
 		SwitchNS:    Prefix + "-switch",
 		Switch:      sw,
 		ExternalNet: ext,
+		Underlay:    netip.MustParsePrefix(UnderlayCIDR),
 		Pods:        netip.MustParsePrefix(PodCIDR),
 		Services:    netip.MustParsePrefix(ServiceCIDR),
 	}
 	p.Router = Member{Name: "router", NetNS: Prefix + "-router", Addr: nth(sw.Addr(), 1), Port: Prefix + "-rt"}
 	p.ControlPlane = Member{Name: "control-plane", NetNS: Prefix + "-cp", Addr: nth(sw.Addr(), 2), Port: Prefix + "-cp"}
 	p.RouterExt = nth(ext.Addr(), 1)
+	p.RouterUnder = nth(p.Underlay.Addr(), 1)
 	p.External = Member{Name: "external", NetNS: Prefix + "-external", Addr: nth(ext.Addr(), 10), Port: Prefix + "-ext"}
 	p.APIService = nth(p.Services.Addr(), 1)
 	p.DNSService = nth(p.Services.Addr(), 10)

@@ -34,10 +34,18 @@ func TestPlanAddressesAreDistinctAndInRange(t *testing.T) {
 	if !p.ExternalNet.Contains(p.External.Addr) || !p.ExternalNet.Contains(p.RouterExt) {
 		t.Errorf("external link addresses outside %s", p.ExternalNet)
 	}
-	for _, r := range []netip.Prefix{p.Switch, p.ExternalNet, p.Services} {
+	for _, r := range []netip.Prefix{p.Switch, p.ExternalNet, p.Underlay, p.Services} {
 		if r.Overlaps(p.Pods) {
 			t.Errorf("%s overlaps pods %s", r, p.Pods)
 		}
+	}
+	for _, r := range []netip.Prefix{p.Switch, p.ExternalNet} {
+		if r.Overlaps(p.Underlay) {
+			t.Errorf("underlay subnet %s overlaps %s", p.Underlay, r)
+		}
+	}
+	if !p.Underlay.Contains(p.RouterUnder) || p.RouterUnder.String() != "10.77.100.1" {
+		t.Errorf("router underlay gateway %s, want 10.77.100.1 in %s", p.RouterUnder, p.Underlay)
 	}
 	if p.APIService.String() != "10.79.0.1" {
 		t.Errorf("API service address %s", p.APIService)

@@ -190,3 +190,26 @@ func sendUDP(dst netip.Addr) error {
 	_, err = c.Write([]byte("x"))
 	return err
 }
+
+// TestParentSkipsScopeLinkAddresses: a pod address written onto the NIC with
+// scope link (the underlay's enhanced address) sorts before the node's own
+// address in the kernel's list; it must never be taken for the node's.
+func TestParentSkipsScopeLinkAddresses(t *testing.T) {
+	h := newNS(t)
+	apply(t, h, state.Plan{AddAddrs: []state.Addr{
+		{Dev: "eth1", Prefix: pfx("192.168.50.1/24")},
+		{Dev: "eth1", Prefix: pfx("10.77.100.10/24"), Scope: state.ScopeLink, NoPrefixRoute: true},
+	}})
+	la, err := h.LinkWithAddrs("eth1")
+	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) {
+		t.Fatalf("eth1 = %+v, %v; want only 192.168.50.1 (not the scope-link 10.77.100.10)", la, err)
+	}
+	ls, err := h.LinksWithAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(ls, func(l LinkAddrs) bool { return l.Name == "eth1" }); i < 0 ||
+		!slices.Equal(ls[i].Addrs, la.Addrs) {
+		t.Fatalf("eth1 listed as %+v; want only 192.168.50.1", ls)
+	}
+}

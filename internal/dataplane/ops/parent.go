@@ -12,7 +12,11 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// LinkAddrs is a link with its MTU and its global unicast addresses.
+// LinkAddrs is a link with its MTU and its global unicast addresses of
+// universe scope. Addresses of narrower scope are left out: the underlay's
+// "enhanced address" is a pod's address written with scope link onto the
+// node's NIC, and must never be taken for the node's own (as a tunnel
+// endpoint, for one).
 type LinkAddrs struct {
 	Name  string
 	Index int
@@ -36,7 +40,7 @@ func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
 			return nil, err
 		}
 		for _, ad := range as {
-			if ip := addrOf(ad.IP); ip.IsGlobalUnicast() {
+			if ip, ok := nodeAddr(ad); ok {
 				byIndex[ad.LinkIndex] = append(byIndex[ad.LinkIndex], ip)
 			}
 		}
@@ -68,12 +72,19 @@ func (h *Handle) linkAddrs(link netlink.Link) (LinkAddrs, error) {
 			return LinkAddrs{}, err
 		}
 		for _, ad := range as {
-			if ip := addrOf(ad.IP); ip.IsGlobalUnicast() {
+			if ip, ok := nodeAddr(ad); ok {
 				la.Addrs = append(la.Addrs, ip)
 			}
 		}
 	}
 	return la, nil
+}
+
+// nodeAddr returns ad's address if it is one of the node's own: global
+// unicast and of universe scope.
+func nodeAddr(ad netlink.Addr) (netip.Addr, bool) {
+	ip := addrOf(ad.IP)
+	return ip, ip.IsGlobalUnicast() && ad.Scope == unix.RT_SCOPE_UNIVERSE
 }
 
 // tableRoutes lists the routes of one table and family, on the filtered

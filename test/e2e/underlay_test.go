@@ -1,0 +1,286 @@
+//go:build lab
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/lab"
+)
+
+// The untagged VLAN underlay network the tests create: the lab's underlay
+// pod subnet on the switch, whose gateway is the router.
+const (
+	underlayNetwork = "rack1"
+	underlaySubnet  = "rack1-v4"
+	rackLabel       = "rack"
+	rackValue       = "rack1"
+)
+
+var underlayNodes = []string{"node-1", "node-2"}
+
+// labelNodes sets label key=value on nodes and removes it when the test ends.
+func (e *labEnv) labelNodes(t *testing.T, key, value string, nodes ...string) {
+	t.Helper()
+	set := func(ctx context.Context, node string, v any) error {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+		return e.c.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	for _, node := range nodes {
+		t.Cleanup(func() {
+			if err := set(context.Background(), node, "null"); err != nil {
+				t.Errorf("remove label %s from %s: %v", key, node, err)
+			}
+		})
+		if err := set(testCtx(t, time.Minute), node, fmt.Sprintf("%q", value)); err != nil {
+			t.Fatalf("label %s %s=%s: %v", node, key, value, err)
+		}
+	}
+}
+
+// createUnderlay creates the Underlay network (mode VLAN, netID 0, domain
+// rack=rack1) and its IPv4 subnet, and deletes both, waiting until they are
+// gone, when the test ends. It returns the subnet.
+func (e *labEnv) createUnderlay(t *testing.T) *estuaryv1.Subnet {
+	t.Helper()
+	prefix := netip.MustParsePrefix(lab.UnderlayCIDR)
+	gw := prefix.Addr().Next()
+	nw := &estuaryv1.Network{
+		ObjectMeta: metav1.ObjectMeta{Name: underlayNetwork},
+		Spec: estuaryv1.NetworkSpec{
+			Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN, NetID: ptr.To[int64](0),
+			NodeSelector: map[string]string{rackLabel: rackValue},
+		},
+	}
+	sn := &estuaryv1.Subnet{
+		ObjectMeta: metav1.ObjectMeta{Name: underlaySubnet},
+		Spec: estuaryv1.SubnetSpec{Network: underlayNetwork, Range: estuaryv1.AddressRange{
+			Version: 4, CIDR: prefix.String(), Gateway: estuaryv1.IPAddress(gw.String()),
+			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
+		}},
+	}
+	for _, o := range []client.Object{nw, sn} {
+		t.Cleanup(func() { e.deleteAndWait(t, o) })
+		if err := e.c.Create(testCtx(t, time.Minute), o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	return sn
+}
+
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
+
+// deleteAndWait deletes a cluster-scoped object and waits until it is gone.
+func (e *labEnv) deleteAndWait(t *testing.T, o client.Object) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete %T %s: %v", o, o.GetName(), err)
+		return
+	}
+	err := waitFor(fmt.Sprintf("%T %s deleted", o, o.GetName()), 2*time.Minute, func(ctx context.Context) error {
+		err := e.c.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there, finalizers %v", o.GetFinalizers())
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// underlayPod is a netexec pod of network rack1. With inDomain it carries
+// the network's nodeSelector (the admission webhook that would add it is not
+// installed); otherwise it is bound to node.
+func underlayPod(name, node string, inDomain bool) *corev1.Pod {
+	p := netexecPod(name, node, nil)
+	p.Annotations = map[string]string{estuaryv1.AnnotationNetwork: underlayNetwork}
+	if inDomain {
+		p.Spec.NodeSelector = map[string]string{rackLabel: rackValue}
+	}
+	return p
+}
+
+// TestUnderlayUntaggedVLAN: pods of an Underlay network (mode VLAN, netID 0)
+// whose domain is node-1 and node-2 sit on the lab's switch with addresses of
+// the router's subnet 10.77.100.0/24: the external host and the pod reach each
+// other with their own addresses, underlay and overlay pods reach each other
+// with their own addresses, and a pod of the network bound to node-3 gets no
+// address.
+func TestUnderlayUntaggedVLAN(t *testing.T) {
+	e := needLab(t)
+	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
+	sn := e.createUnderlay(t)
+	cidr := netip.MustParsePrefix(sn.Spec.Range.CIDR)
+	ns := e.newNamespace(t, "underlay")
+
+	e.mustCreate(t, ns, underlayPod("under", "", true), netexecPod("over", "node-3", map[string]string{"app": "over"}), underlayPod("outside", "node-3", false))
+	pods := e.waitPods(t, ns, "under", "over")
+	under, over := pods["under"], pods["over"]
+	underNS, overNS := e.podNetns(t, &under), e.podNetns(t, &over)
+	underIP := under.Status.PodIP
+
+	t.Run("pod address in the underlay subnet on a domain node", func(t *testing.T) {
+		a, err := netip.ParseAddr(underIP)
+		if err != nil || !cidr.Contains(a) {
+			t.Errorf("pod %s has address %q, want one in %s", under.Name, underIP, cidr)
+		}
+		if !slices.Contains(underlayNodes, under.Spec.NodeName) {
+			t.Errorf("pod %s runs on %q, want one of %v", under.Name, under.Spec.NodeName, underlayNodes)
+		}
+		ipi, err := e.podInstance(testCtx(t, time.Minute), ns, under.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ipi.Spec.Subnet != underlaySubnet || instanceAddr(ipi) != underIP {
+			t.Errorf("IPInstance %s: subnet %q address %s, want %s %s", ipi.Name, ipi.Spec.Subnet, instanceAddr(ipi), underlaySubnet, underIP)
+		}
+	})
+
+	t.Run("external host and pod reach each other without NAT", func(t *testing.T) {
+		u := fmt.Sprintf("http://%s:%d/clientip", underIP, httpPort)
+		var seen string
+		eventually(t, "external -> "+u, reachTimeout, func(ctx context.Context) error {
+			var err error
+			seen, err = httpGet(ctx, e.externalNetns, u)
+			return err
+		})
+		if hostOf(seen) != e.externalAddr {
+			t.Errorf("pod %s saw the external host as %s, want %s", under.Name, seen, e.externalAddr)
+		}
+		serveClientIP(t, e.externalNetns, fmt.Sprintf("%s:%d", e.externalAddr, externalPort))
+		eventually(t, fmt.Sprintf("pod %s -> external %s:%d", under.Name, e.externalAddr, externalPort), reachTimeout, func(ctx context.Context) error {
+			var err error
+			seen, err = dialFrom(ctx, underNS, "http", "clientip", e.externalAddr, externalPort)
+			return err
+		})
+		if hostOf(seen) != underIP {
+			t.Errorf("the external host saw pod %s as %s, want its own address %s (underlay subnets are not NATed)", under.Name, seen, underIP)
+		}
+	})
+
+	t.Run("underlay pod to overlay pod", func(t *testing.T) {
+		checkClientIP(t, underNS, &under, &over)
+	})
+
+	t.Run("overlay pod to underlay pod", func(t *testing.T) {
+		checkClientIP(t, overNS, &over, &under)
+	})
+
+	t.Run("pod bound to a node outside the domain gets no address", func(t *testing.T) {
+		e.checkOutsideDomain(t, ns, "outside", "node-3")
+	})
+
+	t.Run("ClusterIP service backed by an overlay pod", func(t *testing.T) {
+		e.checkServiceFromUnderlay(t, ns, underNS, &under)
+	})
+}
+
+// checkServiceFromUnderlay: a ClusterIP Service whose endpoint is the overlay
+// pod "over" answers the underlay pod.
+func (e *labEnv) checkServiceFromUnderlay(t *testing.T, ns, underNS string, under *corev1.Pod) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "over"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "over"}, Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(httpPort)},
+		}},
+	}
+	if err := e.c.Create(testCtx(t, time.Minute), svc); err != nil {
+		t.Fatalf("create service over: %v", err)
+	}
+	var got string
+	eventually(t, fmt.Sprintf("pod %s -> service %s:80", under.Name, svc.Spec.ClusterIP), reachTimeout,
+		func(ctx context.Context) error {
+			var err error
+			got, err = dialFrom(ctx, underNS, "http", "hostname", svc.Spec.ClusterIP, 80)
+			return err
+		})
+	if got != "over" {
+		t.Errorf("service %s:80 answered pod %s with hostname %q, want over", svc.Spec.ClusterIP, under.Name, got)
+	}
+}
+
+// checkClientIP: src reaches dst's netexec over HTTP and dst sees src's own
+// address.
+func checkClientIP(t *testing.T, srcNS string, src, dst *corev1.Pod) {
+	t.Helper()
+	route := fmt.Sprintf("%s (%s, %s) -> %s (%s, %s)", src.Name, src.Status.PodIP, src.Spec.NodeName, dst.Name, dst.Status.PodIP, dst.Spec.NodeName)
+	var seen string
+	eventually(t, route+": HTTP /clientip answered", reachTimeout, func(ctx context.Context) error {
+		var err error
+		seen, err = dialFrom(ctx, srcNS, "http", "clientip", dst.Status.PodIP, httpPort)
+		return err
+	})
+	if hostOf(seen) != src.Status.PodIP {
+		t.Errorf("%s: the peer saw the client as %s, want the pod's own address %s", route, seen, src.Status.PodIP)
+	}
+}
+
+// checkOutsideDomain: the manager reports OutsideNetworkDomain on the pod,
+// and the pod has neither an address nor an IPInstance.
+func (e *labEnv) checkOutsideDomain(t *testing.T, ns, name, node string) {
+	t.Helper()
+	var ev corev1.Event
+	eventually(t, fmt.Sprintf("an OutsideNetworkDomain event from %s on pod %s/%s", managerName, ns, name), 2*time.Minute, func(ctx context.Context) error {
+		var l corev1.EventList
+		if err := e.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, x := range l.Items {
+			if x.InvolvedObject.Kind != "Pod" || x.InvolvedObject.Name != name {
+				continue
+			}
+			if x.Reason == "OutsideNetworkDomain" && (x.ReportingController == managerName || x.Source.Component == managerName) {
+				ev = x
+				return nil
+			}
+			seen = append(seen, x.Reason)
+		}
+		return fmt.Errorf("events of the pod: %v", seen)
+	})
+	if !strings.Contains(ev.Message, node) || !strings.Contains(ev.Message, underlayNetwork) {
+		t.Errorf("event message %q does not name node %s and network %s", ev.Message, node, underlayNetwork)
+	}
+	ctx := testCtx(t, time.Minute)
+	var p corev1.Pod
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != node || p.Status.PodIP != "" || podReady(&p) {
+		t.Errorf("pod %s: node %q, address %q, ready %v; want %s, no address, not ready", name, p.Spec.NodeName, p.Status.PodIP, podReady(&p), node)
+	}
+	ipis, err := e.instances(ctx, ns, map[string]string{estuaryv1.LabelPod: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ipis) != 0 {
+		t.Errorf("pod %s outside the domain has %d IPInstances (first %s)", name, len(ipis), instanceAddr(&ipis[0]))
+	}
+}
