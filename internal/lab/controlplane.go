@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,6 +55,18 @@ func (l *Lab) startControlPlane(ctx context.Context, bin string) error {
 	}
 	fwd, err := l.startForwarder()
 	if err != nil {
+		return err
+	}
+	// A forwarder that cannot listen exits at once: fail now, not at the
+	// bring-up timeout.
+	listen := fmt.Sprintf("127.0.0.1:%d", l.opts.HostAPIPort)
+	if err := fwd.WaitReady(ctx, "listening on "+listen, func() error {
+		c, err := net.DialTimeout("tcp", listen, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 	client, err := l.adminClient()

@@ -29,8 +29,10 @@ const (
 	RouterASN = 64512
 	// APIServerPort is the secure port of kube-apiserver inside the control-plane namespace.
 	APIServerPort = 6443
-	// DefaultHostAPIPort is where the lab forwards the API server on the host's loopback.
-	DefaultHostAPIPort = 36443
+	// DefaultHostAPIPort is where the lab forwards the API server on the host's
+	// loopback. It lies below Linux's ephemeral port range (32768-60999), so
+	// an outgoing connection on loopback can never hold it when the lab starts.
+	DefaultHostAPIPort = 16443
 	// MaxNodes bounds --nodes (node addresses are .11 to .11+MaxNodes-1 on the switch).
 	MaxNodes = 20
 )

@@ -30,7 +30,7 @@ import (
 // The install the tests run against (charts/estuary on `up --cni estuary`).
 const (
 	nodeCount     = 3
-	apiPort       = "36445"
+	apiPort       = "16445"
 	systemNS      = "kube-system"
 	daemonSet     = "estuary-daemon"
 	daemonName    = "estuary-daemon"

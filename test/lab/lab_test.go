@@ -59,7 +59,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := &env{hostBefore: existing(hostPaths()), repo: repo, bin: filepath.Join(dir, "estuary-lab"), state: filepath.Join(dir, "state"), apiPort: "36444"}
+	e := &env{hostBefore: existing(hostPaths()), repo: repo, bin: filepath.Join(dir, "estuary-lab"), state: filepath.Join(dir, "state"), apiPort: "16444"}
 	e.kubeconfig = filepath.Join(e.state, "kubeconfig")
 	e.kubeCache = filepath.Join(dir, "kubectl-cache")
 	build := exec.Command("go", "build", "-o", e.bin, "./cmd/estuary-lab")

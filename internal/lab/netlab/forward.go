@@ -32,7 +32,7 @@ func Dialer(nsPath string) func(ctx context.Context, network, addr string) (net.
 // relays each to target dialled inside the namespace at nsPath. It runs until the
 // listener fails.
 func Forward(listen, nsPath, target string) error {
-	ln, err := net.Listen("tcp", listen)
+	ln, err := listenRetry(listen, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
@@ -43,6 +43,19 @@ func Forward(listen, nsPath, target string) error {
 			return fmt.Errorf("accept on %s: %w", listen, err)
 		}
 		go relay(c, dial, target)
+	}
+}
+
+// listenRetry listens on addr, retrying for up to d while the port is still
+// held (a previous lab's relayed connections closing down).
+func listenRetry(addr string, d time.Duration) (net.Listener, error) {
+	deadline := time.Now().Add(d)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return ln, err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
