@@ -198,6 +198,9 @@ func (n *node) testPodNotServed(t *testing.T) {
 	if !strings.Contains(e.Msg+" "+e.Details, "pod default/ghost") {
 		t.Fatalf("ADD error = code %d %q %q, want one naming pod default/ghost", e.Code, e.Msg, e.Details)
 	}
+	if !strings.Contains(e.Msg, "timed out serving the request") {
+		t.Errorf("ADD error message = %q, want it to say the daemon timed out (its own wait), not that it did not answer", e.Msg)
+	}
 	if !strings.Contains(e.Msg+" "+e.Details, "estuary-manager recorded no event for it") {
 		t.Errorf("ADD error = %q %q, want it to say the manager recorded no event", e.Msg, e.Details)
 	}

@@ -100,7 +100,7 @@ func request(sel Selection, owner, overlay string, view subnetView) (ipam.Reques
 		for _, name := range sel.Subnets {
 			cfg, err := view.Subnet(name)
 			if err != nil {
-				return req, fmt.Errorf("subnet %q: %w", name, err)
+				return req, fmt.Errorf("requested %w", err)
 			}
 			f := familyOf(cfg.Prefix.Addr())
 			if _, dup := req.Subnets[f]; dup {

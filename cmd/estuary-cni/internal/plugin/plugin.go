@@ -155,13 +155,16 @@ func call(conf *NetConf, verb string, fn func(context.Context, cniv1.CNIClient) 
 	}
 	defer func() { _ = conn.Close() }()
 	if err := fn(ctx, cniv1.NewCNIClient(conn)); err != nil {
-		return rpcError(verb, socket, err)
+		return rpcError(verb, socket, err, ctx.Err() != nil)
 	}
 	return nil
 }
 
 // rpcError maps a failed call to the CNI error code the runtime acts on.
-func rpcError(verb, socket string, err error) *types.Error {
+// expired says whether the plugin's own deadline passed: a deadline error
+// without it is the daemon's own (it gave up waiting, e.g. for the pod's
+// addresses) and says so.
+func rpcError(verb, socket string, err error, expired bool) *types.Error {
 	st := status.Convert(err)
 	code := types.ErrInternal
 	msg := fmt.Sprintf("%s: estuary daemon at %s failed", verb, socket)
@@ -170,6 +173,9 @@ func rpcError(verb, socket string, err error) *types.Error {
 		code, msg = types.ErrTryAgainLater, fmt.Sprintf("%s: estuary daemon at %s is unreachable", verb, socket)
 	case codes.DeadlineExceeded, codes.Canceled:
 		code, msg = types.ErrTryAgainLater, fmt.Sprintf("%s: estuary daemon at %s did not answer in time", verb, socket)
+		if !expired {
+			msg = fmt.Sprintf("%s: estuary daemon at %s timed out serving the request", verb, socket)
+		}
 	case codes.InvalidArgument:
 		code, msg = types.ErrInvalidEnvironmentVariables, fmt.Sprintf("%s: estuary daemon at %s rejected the request", verb, socket)
 	case codes.NotFound:
