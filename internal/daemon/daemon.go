@@ -79,7 +79,17 @@ func Run(ctx context.Context, cfg Config) error {
 	defer ua.Close()
 	cfg.MTU = podMTU(cfg, agent)
 
-	c, w, err := startCache(ctx, cfg, parts)
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	// One live client: the Node patches and BGP Secret reads of the loop,
+	// and the event reads that explain a timed-out ADD.
+	live, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("api client: %w", err)
+	}
+	c, w, err := startCache(ctx, cfg, scheme, live, parts)
 	if err != nil {
 		return err
 	}
@@ -89,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, srv.Store()); err != nil {
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store()); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	parts.goFunc("cni server", srv.Serve)
@@ -121,15 +131,7 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	eps netsync.Endpoints) (*netsync.Syncer, error) {
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, err
-	}
-	w, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("api client: %w", err)
-	}
+	w client.Client, eps netsync.Endpoints) (*netsync.Syncer, error) {
 	s, err := netsync.New(ctx, netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP,
@@ -168,11 +170,8 @@ func run(ctx context.Context, cfg Config, parts *running, peers bgpPeers) error 
 // startCache builds the cache of the API objects the node needs (every
 // IPInstance, Node, Network and Subnet: the data path routes to pods on
 // other nodes), registers the address waiter with it and starts it.
-func startCache(ctx context.Context, cfg Config, parts *running) (cache.Cache, *ipwait.Waiter, error) {
-	scheme, err := newScheme()
-	if err != nil {
-		return nil, nil, err
-	}
+func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
+	parts *running) (cache.Cache, *ipwait.Waiter, error) {
 	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("api cache: %w", err)
@@ -180,10 +179,6 @@ func startCache(ctx context.Context, cfg Config, parts *running) (cache.Cache, *
 	w, err := ipwait.New(ctx, c, cfg.NodeName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("address waiter: %w", err)
-	}
-	live, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, nil, fmt.Errorf("api client: %w", err)
 	}
 	w.SetDiagnose(ipwait.ManagerEvents(live))
 	parts.goFunc("api cache", func() error { return c.Start(ctx) })

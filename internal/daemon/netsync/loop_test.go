@@ -2,6 +2,7 @@ package netsync
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,13 @@ import (
 // runLoop starts the loop with a sync that counts its calls.
 func runLoop(t *testing.T, opts Options) (*Syncer, *atomic.Int32) {
 	t.Helper()
+	return runLoopWith(t, opts, func(int32) error { return nil })
+}
+
+// runLoopWith starts the loop with a sync that counts its calls and returns
+// result(call number, from 1).
+func runLoopWith(t *testing.T, opts Options, result func(int32) error) (*Syncer, *atomic.Int32) {
+	t.Helper()
 	s := &Syncer{opts: withDefaults(opts), trigger: make(chan struct{}, 1)}
 	s.opts.Log = logr.Discard()
 	var n atomic.Int32
@@ -19,7 +27,7 @@ func runLoop(t *testing.T, opts Options) (*Syncer, *atomic.Int32) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.loop(ctx, func(context.Context) error { n.Add(1); return nil })
+		s.loop(ctx, func(context.Context) error { return result(n.Add(1)) })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return s, &n
@@ -72,5 +80,17 @@ func TestSteadyTriggersSyncWithinMaxDelay(t *testing.T) {
 
 func TestPeriodicResyncWithoutTriggers(t *testing.T) {
 	_, n := runLoop(t, Options{Resync: 50 * time.Millisecond})
+	waitFor(t, n, 3)
+}
+
+func TestFailedSyncIsRetriedWithoutTriggers(t *testing.T) {
+	// No trigger and no periodic resync within the test: only the retry
+	// after a failure can run the sync again.
+	_, n := runLoopWith(t, Options{Resync: time.Hour}, func(call int32) error {
+		if call <= 2 {
+			return errors.New("injected failure")
+		}
+		return nil
+	})
 	waitFor(t, n, 3)
 }
