@@ -35,8 +35,8 @@ mkdir -p bin
 go build -o bin/estuary-lab ./cmd/estuary-lab
 trap '"${LAB[@]}" down >/dev/null 2>&1 || true' EXIT
 
-KBIN=
-kubectl() { "$KBIN/kubectl" --kubeconfig "$STATE/kubeconfig" --cache-dir "$STATE/kubectl-cache" "$@"; }
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
 
 # up CNI: a fresh 3-node lab with that CNI.
 up() {
@@ -44,17 +44,6 @@ up() {
   "${LAB[@]}" up --cni "$1" --nodes "$NODES" >"$LOG" 2>&1 || { cat "$LOG" >&2; die "up --cni $1 failed"; }
   KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
   [ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
-}
-
-# wait_until DESC SECONDS CMD...: poll CMD until it succeeds or time runs out.
-wait_until() {
-  local desc=$1 limit=$2 deadline
-  shift 2
-  deadline=$((SECONDS + limit))
-  until "$@"; do
-    [ "$SECONDS" -lt "$deadline" ] || die "$desc: not true after ${limit}s"
-    sleep 0.5
-  done
 }
 
 count_bench() { kubectl get pods -l app=bench --no-headers "$@" 2>/dev/null | wc -l; }
@@ -91,9 +80,6 @@ create_run() {
   printf '%.1f\n' "$(echo "$end - $start" | bc -l)"
 }
 
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-ratio() { echo "scale=2; $1 / $2" | bc -l; }
-
 # create_series CNI: RUNS timed runs on a fresh lab, into TIMES.
 create_series() {
   local i t
@@ -104,44 +90,6 @@ create_series() {
     TIMES+=("$t")
     echo "bench-lab: $1 run $i: $t s" >&2
   done
-}
-
-# sandbox_pid NODE POD: the pause process of a pod (the lab's nodes share the
-# host's pid namespace).
-sandbox_pid() {
-  local node=$1 pod=$2 cid sid
-  cid=$(kubectl get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
-  sid=$("${LAB[@]}" exec "$node" -- ctr -n k8s.io containers info --spec "${cid#containerd://}" |
-    jq -r '.annotations["io.kubernetes.cri.sandbox-id"]')
-  "${LAB[@]}" exec "$node" -- ctr -n k8s.io tasks ls | awk -v id="$sid" '$1 == id && $3 == "RUNNING" {print $2}'
-}
-
-# in_ns NODE PID CMD...: CMD in the node's mount namespace and, with a PID, in
-# that process's network namespace (else the node's own).
-in_ns() {
-  local node=$1 pid=$2
-  shift 2
-  if [ -n "$pid" ]; then
-    "${LAB[@]}" exec "$node" -- nsenter --net="/proc/$pid/ns/net" "$@"
-  else
-    "${LAB[@]}" exec "$node" -- "$@"
-  fi
-}
-
-# iperf_gbps SRV_PID CLI_PID DST: TCP throughput node-1 -> node-2 in Gbit/s.
-iperf_gbps() {
-  local srv_pid=$1 cli_pid=$2 dst=$3 srv
-  in_ns node-2 "$srv_pid" timeout 60 iperf3 -s -1 >/dev/null 2>&1 &
-  srv=$!
-  listening() { in_ns node-2 "$srv_pid" ss -Hltn 'sport = :5201' | grep -q 5201; }
-  wait_until "iperf3 server on $dst" 30 listening
-  in_ns node-1 "$cli_pid" iperf3 -c "$dst" -t 10 -J | jq '.end.sum_received.bits_per_second / 1e9 * 100 | round / 100'
-  wait "$srv" || true
-}
-
-# ping_ms CLI_PID DST: average RTT of 200 pings 0.01 s apart, in ms.
-ping_ms() {
-  in_ns node-1 "$1" ping -c 200 -i 0.01 -q "$2" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'
 }
 
 datapath() {
@@ -167,10 +115,10 @@ YAML
   [ -n "$pid_a" ] && [ -n "$pid_b" ] || die "no sandbox process for bench-a ($pid_a) or bench-b ($pid_b)"
   ip_b=$(kubectl get pod bench-b -o jsonpath='{.status.podIP}')
   node2=$("${LAB[@]}" status -o json | jq -r '.nodes[] | select(.name == "node-2") | .address')
-  POD_TCP=$(iperf_gbps "$pid_b" "$pid_a" "$ip_b")
-  NODE_TCP=$(iperf_gbps "" "" "$node2")
-  POD_RTT=$(ping_ms "$pid_a" "$ip_b")
-  NODE_RTT=$(ping_ms "" "$node2")
+  POD_TCP=$(iperf_between node-2 "$pid_b" node-1 "$pid_a" "$ip_b")
+  NODE_TCP=$(iperf_between node-2 "" node-1 "" "$node2")
+  POD_RTT=$(ping_from node-1 "$pid_a" "$ip_b")
+  NODE_RTT=$(ping_from node-1 "" "$node2")
   kubectl delete pod bench-a bench-b --wait=true >/dev/null
 }
 

@@ -20,6 +20,9 @@ const (
 	// UnderlayCIDR is a second subnet on the switch for underlay pod networks; the
 	// router holds its first address, the gateway of such networks.
 	UnderlayCIDR = "10.77.100.0/24"
+	// BGPCIDR is the pod subnet of BGP underlay networks: on no link, the
+	// router learns each pod address from the node that holds it.
+	BGPCIDR = "10.77.200.0/24"
 	// PodCIDR is the cluster pod range; node i gets PodCIDR's i-th /24.
 	PodCIDR = "10.78.0.0/16"
 	// ServiceCIDR is the ClusterIP range.
@@ -27,6 +30,9 @@ const (
 
 	// RouterASN is the BGP autonomous system of the router.
 	RouterASN = 64512
+	// NodeASN is the AS number the router expects of every node: the netID of
+	// a BGP network that peers with it.
+	NodeASN = 64600
 	// APIServerPort is the secure port of kube-apiserver inside the control-plane namespace.
 	APIServerPort = 6443
 	// DefaultHostAPIPort is where the lab forwards the API server on the host's

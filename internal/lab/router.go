@@ -10,14 +10,14 @@ import (
 )
 
 // startRouter writes the router's BIRD configuration and runs bird in the router
-// namespace. The peers file is where BGP networks add their sessions later.
+// namespace. The peers file holds one session per node, with AS NodeASN.
 func (l *Lab) startRouter(ctx context.Context) error {
 	dir := l.paths.Router()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	peers := filepath.Join(dir, "bird-peers.conf")
-	if err := os.WriteFile(peers, []byte(render.BirdPeersPlaceholder(RouterASN)), 0o600); err != nil {
+	if err := os.WriteFile(peers, []byte(render.BirdPeers(RouterASN, l.birdPeers())), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", peers, err)
 	}
 	conf := filepath.Join(dir, "bird.conf")
@@ -35,6 +35,14 @@ func (l *Lab) startRouter(ctx context.Context) error {
 		_, err := os.Stat(sock)
 		return err
 	})
+}
+
+func (l *Lab) birdPeers() []render.BirdPeer {
+	var out []render.BirdPeer
+	for _, n := range l.plan.Nodes {
+		out = append(out, render.BirdPeer{Name: n.Name, Address: n.Addr.String(), ASN: NodeASN})
+	}
+	return out
 }
 
 func (l *Lab) birdSocket() string { return filepath.Join(l.paths.Router(), "bird.ctl") }

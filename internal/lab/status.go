@@ -57,6 +57,7 @@ type RouterStatus struct {
 	Address      string `json:"address"`
 	Namespace    string `json:"namespace"`
 	ASN          int    `json:"asn"`
+	NodeASN      int    `json:"nodeASN"` // the AS it expects of every node
 	BirdSocket   string `json:"birdSocket"`
 	ExternalLink string `json:"externalLinkAddress"`
 }
@@ -90,7 +91,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 	pl := l.plan
 	s := &Status{Phase: "absent", StateDir: l.paths.Root, Kubeconfig: l.paths.Kubeconfig(),
 		Switch:       SwitchStatus{CIDR: pl.Switch.String(), Namespace: pl.SwitchNS},
-		Router:       RouterStatus{Address: pl.Router.Addr.String(), Namespace: pl.Router.NetNS, ASN: RouterASN, BirdSocket: l.birdSocket(), ExternalLink: pl.RouterExt.String()},
+		Router:       RouterStatus{Address: pl.Router.Addr.String(), Namespace: pl.Router.NetNS, ASN: RouterASN, NodeASN: NodeASN, BirdSocket: l.birdSocket(), ExternalLink: pl.RouterExt.String()},
 		External:     HostStatus{Address: pl.External.Addr.String(), Namespace: pl.External.NetNS, Subnet: pl.ExternalNet.String()},
 		ControlPlane: HostStatus{Address: pl.ControlPlane.Addr.String(), Namespace: pl.ControlPlane.NetNS},
 		PodCIDR:      pl.Pods.String(), ServiceCIDR: pl.Services.String(),
@@ -166,7 +167,8 @@ func (s *Status) WriteTable(w io.Writer) error {
 	pf("kubeconfig:   %s\n", s.Kubeconfig)
 	pf("kubernetes:   %s   cni: %s   proxy: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode)
 	pf("switch:       %s (netns %s)\n", s.Switch.CIDR, s.Switch.Namespace)
-	pf("router:       %s (gateway, BGP AS %d, netns %s)\n", s.Router.Address, s.Router.ASN, s.Router.Namespace)
+	pf("router:       %s (gateway, BGP AS %d peering with every node as AS %d, netns %s)\n",
+		s.Router.Address, s.Router.ASN, s.Router.NodeASN, s.Router.Namespace)
 	pf("external:     %s on %s via %s (netns %s)\n", s.External.Address, s.External.Subnet, s.Router.ExternalLink, s.External.Namespace)
 	pf("control-plane %s (netns %s)\n", s.ControlPlane.Address, s.ControlPlane.Namespace)
 	pf("pods %s  services %s\n", s.PodCIDR, s.ServiceCIDR)

@@ -58,6 +58,7 @@ type labEnv struct {
 	nodeNetns     map[string]string // node -> host path of its network namespace
 	externalAddr  string
 	externalNetns string
+	routerAddr    string // the router's address on the switch, the lab's BGP peer
 }
 
 var (
@@ -186,6 +187,7 @@ func (e *labEnv) load() error {
 		e.nodeNetns[n.Name] = netnsPath(n.Namespace)
 	}
 	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
+	e.routerAddr = s.Router.Address
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", s.Kubeconfig, err)

@@ -29,8 +29,24 @@ func Bird(o BirdOptions) string {
 	return s.String()
 }
 
-// BirdPeersPlaceholder is the initial content of the peers file.
-func BirdPeersPlaceholder(asn int) string {
-	return fmt.Sprintf("# BGP peers of the lab router (AS %d). Example:\n"+
-		"# protocol bgp node_1 from lab_peer { neighbor 10.77.0.11 as %d; }\n", asn, asn)
+// BirdPeer is one node the router peers with.
+type BirdPeer struct {
+	Name    string // node name; the protocol is named after it
+	Address string
+	ASN     int
 }
+
+// BirdPeers renders the peers file: one BGP session per node, from the
+// lab_peer template. A node that runs no BGP speaker leaves its session
+// in Active; bird keeps retrying.
+func BirdPeers(routerASN int, peers []BirdPeer) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "# BGP peers of the lab router (AS %d).\n", routerASN)
+	for _, p := range peers {
+		fmt.Fprintf(&s, "protocol bgp %s from lab_peer { neighbor %s as %d; }\n", BirdProtocol(p.Name), p.Address, p.ASN)
+	}
+	return s.String()
+}
+
+// BirdProtocol is the name of the router's BGP session with a node.
+func BirdProtocol(node string) string { return strings.ReplaceAll(node, "-", "_") }

@@ -103,6 +103,18 @@ func TestBridgeCNI(t *testing.T) {
 	}
 }
 
+func TestBirdPeers(t *testing.T) {
+	s := BirdPeers(64512, []BirdPeer{{Name: "node-1", Address: "10.77.0.11", ASN: 64600}, {Name: "node-2", Address: "10.77.0.12", ASN: 64600}})
+	for _, want := range []string{
+		"protocol bgp node_1 from lab_peer { neighbor 10.77.0.11 as 64600; }",
+		"protocol bgp node_2 from lab_peer { neighbor 10.77.0.12 as 64600; }",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("peers file lacks %q:\n%s", want, s)
+		}
+	}
+}
+
 func TestBird(t *testing.T) {
 	s := Bird(BirdOptions{RouterID: "10.77.0.1", ASN: 64512, PeersFile: "/x/peers.conf"})
 	for _, want := range []string{"router id 10.77.0.1;", "local as 64512;", `include "/x/peers.conf";`, "protocol kernel"} {

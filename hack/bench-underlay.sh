@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# bench-underlay.sh measures the untagged VLAN underlay on an estuary lab and
+# prints a markdown table ready for docs/benchmarks.md. In the same run, ROUNDS
+# times in alternation:
+#   - iperf3 TCP (10 s) and ping RTT (200 pings 0.01 s apart) from an underlay
+#     pod on node-1 to the external host, and from node-1 itself to the external
+#     host (both cross the switch and the router);
+#   - iperf3 TCP from an overlay pod on node-3 to the underlay pod on node-1,
+#     and from node-3 to node-1.
+# Medians and ratios are printed. The underlay network is the e2e suite's: rack1,
+# mode VLAN, netID 0, subnet 10.77.100.0/24 with the router as gateway, domain
+# node-1 and node-2 (label rack=rack1); everything is removed at the end.
+#
+# Uses the lab at ESTUARY_LAB_STATE when one runs there with --cni estuary, else
+# brings one up (and down at the end). Needs root, iperf3, ping, jq and bc.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+AGNHOST=estuary-lab.local/agnhost:lab
+
+die() { echo "bench-underlay: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
+for tool in iperf3 ping jq bc nsenter; do
+  command -v "$tool" >/dev/null || die "$tool not found (ping: apt-get install iputils-ping)"
+done
+
+STATE=${ESTUARY_LAB_STATE:-$(mktemp -d /tmp/estuary-bench.XXXXXX)/state}
+LAB=(./bin/estuary-lab --state-dir "$STATE")
+mkdir -p bin
+go build -o bin/estuary-lab ./cmd/estuary-lab
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
+
+OWN_LAB=
+if [ "$("${LAB[@]}" status -o json 2>/dev/null | jq -r '.phase + "/" + .cni')" != "running/estuary" ]; then
+  LOG=$(mktemp /tmp/estuary-bench-log.XXXXXX)
+  echo "bench-underlay: up --cni estuary --nodes 3" >&2
+  "${LAB[@]}" up --cni estuary --nodes 3 >"$LOG" 2>&1 || { cat "$LOG" >&2; die "up failed"; }
+  OWN_LAB=1
+fi
+KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
+[ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
+
+cleanup() {
+  kubectl delete pod under-a over-c --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  kubectl delete subnet rack1-v4 --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  kubectl delete network rack1 --ignore-not-found --wait=true >/dev/null 2>&1 || true
+  kubectl label node node-1 node-2 rack- >/dev/null 2>&1 || true
+  if [ -n "$OWN_LAB" ]; then "${LAB[@]}" down >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+kubectl label node node-1 node-2 rack=rack1 --overwrite >/dev/null
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: networking.estuary.io/v1
+kind: Network
+metadata: {name: rack1}
+spec: {type: Underlay, mode: VLAN, netID: 0, nodeSelector: {rack: rack1}}
+---
+apiVersion: networking.estuary.io/v1
+kind: Subnet
+metadata: {name: rack1-v4}
+spec:
+  network: rack1
+  range: {version: 4, cidr: 10.77.100.0/24, gateway: 10.77.100.1, start: 10.77.100.10, end: 10.77.100.200}
+YAML
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: under-a, namespace: default, annotations: {networking.estuary.io/network: rack1}}
+spec:
+  nodeName: node-1
+  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: over-c, namespace: default}
+spec:
+  nodeName: node-3
+  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
+YAML
+kubectl wait --for=condition=Ready pod/under-a pod/over-c --timeout=180s >/dev/null
+pid_u=$(sandbox_pid node-1 under-a)
+pid_o=$(sandbox_pid node-3 over-c)
+[ -n "$pid_u" ] && [ -n "$pid_o" ] || die "no sandbox process for under-a ($pid_u) or over-c ($pid_o)"
+ip_u=$(kubectl get pod under-a -o jsonpath='{.status.podIP}')
+ext=$("${LAB[@]}" status -o json | jq -r .external.address)
+node1=$("${LAB[@]}" status -o json | jq -r '.nodes[] | select(.name == "node-1") | .address')
+case "$ip_u" in 10.77.100.*) ;; *) die "under-a has address '$ip_u', not one of rack1-v4" ;; esac
+
+PT=() NT=() PR=() NR=() OT=() RT=()
+for ((i = 1; i <= ROUNDS; i++)); do
+  PT+=("$(iperf_between external "" node-1 "$pid_u" "$ext")")
+  NT+=("$(iperf_between external "" node-1 "" "$ext")")
+  PR+=("$(ping_from node-1 "$pid_u" "$ext")")
+  NR+=("$(ping_from node-1 "" "$ext")")
+  OT+=("$(iperf_between node-1 "$pid_u" node-3 "$pid_o" "$ip_u")")
+  RT+=("$(iperf_between node-1 "" node-3 "" "$node1")")
+  echo "bench-underlay: round $i: pod->ext ${PT[-1]} node->ext ${NT[-1]} Gbit/s, rtt ${PR[-1]} / ${NR[-1]} ms, overlay->underlay ${OT[-1]} node-3->node-1 ${RT[-1]} Gbit/s" >&2
+done
+
+MPT=$(median "${PT[@]}") MNT=$(median "${NT[@]}") MPR=$(median "${PR[@]}") MNR=$(median "${NR[@]}")
+MOT=$(median "${OT[@]}") MRT=$(median "${RT[@]}")
+cat <<MD
+
+### underlay (VLAN, untagged) on the lab
+
+Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), 3 nodes, load average at the end
+$(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS hack/bench-underlay.sh\`. Medians of $ROUNDS alternating rounds.
+
+| what | pod | node | pod/node |
+| --- | --- | --- | --- |
+| iperf3 TCP to the external host, 10 s (Gbit/s): underlay pod on node-1 vs node-1 | $MPT (${PT[*]}) | $MNT (${NT[*]}) | $(ratio "$MPT" "$MNT") |
+| ping RTT to the external host, average of 200 (ms): underlay pod on node-1 vs node-1 | $MPR (${PR[*]}) | $MNR (${NR[*]}) | $(ratio "$MPR" "$MNR") |
+| iperf3 TCP, overlay pod on node-3 to underlay pod on node-1 vs node-3 to node-1 (Gbit/s) | $MOT (${OT[*]}) | $MRT (${RT[*]}) | $(ratio "$MOT" "$MRT") |
+MD

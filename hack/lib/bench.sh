@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# Functions shared by the lab benchmark scripts (hack/bench-*.sh). The caller
+# sets LAB (the estuary-lab command as an array) and STATE, and defines die.
+
+KBIN=
+kubectl() { "$KBIN/kubectl" --kubeconfig "$STATE/kubeconfig" --cache-dir "$STATE/kubectl-cache" "$@"; }
+
+# wait_until DESC SECONDS CMD...: poll CMD until it succeeds or time runs out.
+wait_until() {
+  local desc=$1 limit=$2 deadline
+  shift 2
+  deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || die "$desc: not true after ${limit}s"
+    sleep 0.5
+  done
+}
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+ratio() { printf '%.2f\n' "$(echo "scale=4; $1 / $2" | bc -l)"; }
+
+# sandbox_pid NODE POD: the pause process of a pod in namespace default (the
+# lab's nodes share the host's pid namespace).
+sandbox_pid() {
+  local node=$1 pod=$2 cid sid
+  cid=$(kubectl get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+  sid=$("${LAB[@]}" exec "$node" -- ctr -n k8s.io containers info --spec "${cid#containerd://}" |
+    jq -r '.annotations["io.kubernetes.cri.sandbox-id"]')
+  "${LAB[@]}" exec "$node" -- ctr -n k8s.io tasks ls | awk -v id="$sid" '$1 == id && $3 == "RUNNING" {print $2}'
+}
+
+# in_ns MACHINE PID CMD...: CMD on a lab machine (node-N, external, router) and,
+# with a PID, in that process's network namespace (else the machine's own).
+in_ns() {
+  local node=$1 pid=$2
+  shift 2
+  if [ -n "$pid" ]; then
+    "${LAB[@]}" exec "$node" -- nsenter --net="/proc/$pid/ns/net" "$@"
+  else
+    "${LAB[@]}" exec "$node" -- "$@"
+  fi
+}
+
+# iperf_between SRV_MACHINE SRV_PID CLI_MACHINE CLI_PID DST: TCP throughput of a
+# 10 s iperf3 run from the client to DST, in Gbit/s.
+iperf_between() {
+  local srv_m=$1 srv_pid=$2 cli_m=$3 cli_pid=$4 dst=$5 srv
+  in_ns "$srv_m" "$srv_pid" timeout 60 iperf3 -s -1 >/dev/null 2>&1 &
+  srv=$!
+  listening() { in_ns "$srv_m" "$srv_pid" ss -Hltn 'sport = :5201' | grep -q 5201; }
+  wait_until "iperf3 server on $dst" 30 listening
+  in_ns "$cli_m" "$cli_pid" iperf3 -c "$dst" -t 10 -J | jq '.end.sum_received.bits_per_second / 1e9 * 100 | round / 100'
+  wait "$srv" || true
+}
+
+# ping_from MACHINE PID DST: average RTT of 200 pings 0.01 s apart, in ms.
+ping_from() {
+  in_ns "$1" "$2" ping -c 200 -i 0.01 -q "$3" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'
+}
