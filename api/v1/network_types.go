@@ -47,6 +47,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'BGP' || (has(self.netID) && self.netID >= 1)",fieldPath=".netID",reason=FieldValueRequired,message="a BGP network needs netID, the nodes' local AS number, from 1 to 4294967295"
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'BGP' || (has(self.bgpPeers) && size(self.bgpPeers) > 0)",fieldPath=".bgpPeers",reason=FieldValueRequired,message="a BGP network needs at least one peer"
 // +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode == 'BGP') || !has(self.bgpPeers) || size(self.bgpPeers) == 0",fieldPath=".bgpPeers",reason=FieldValueForbidden,message="bgpPeers are only allowed on a network in mode BGP"
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode == 'BGP') || !has(self.bgpWaitForPeer)",fieldPath=".bgpWaitForPeer",reason=FieldValueForbidden,message="bgpWaitForPeer is only allowed on a network in mode BGP"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.mode) ? (has(self.mode) && self.mode == oldSelf.mode) : (!has(self.mode) || self.mode == (self.type == 'Overlay' ? 'VXLAN' : 'VLAN'))",fieldPath=".mode",reason=FieldValueForbidden,message="mode is immutable"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.netID) == has(self.netID) && (!has(self.netID) || self.netID == oldSelf.netID)",fieldPath=".netID",reason=FieldValueForbidden,message="netID is immutable"
 type NetworkSpec struct {
@@ -82,7 +83,50 @@ type NetworkSpec struct {
 	// +listMapKey=address
 	// +kubebuilder:validation:MaxItems=16
 	BGPPeers []BGPPeer `json:"bgpPeers,omitempty"`
+
+	// BGPWaitForPeer says whether a pod of this BGP network waits, while its
+	// node's daemon sets it up, until the node has an Established session
+	// with at least one of bgpPeers, so that its address is announced before
+	// it runs. Unset means true. False lets pods start without a session;
+	// their addresses are announced once one comes up. Only allowed in mode
+	// BGP.
+	// +optional
+	BGPWaitForPeer *bool `json:"bgpWaitForPeer,omitempty"`
 }
+
+// WaitsForBGPPeer reports whether a pod of the network waits for an
+// Established BGP session on its node: a BGP network unless bgpWaitForPeer
+// is false.
+func (s *NetworkSpec) WaitsForBGPPeer() bool {
+	return s.Mode == NetworkModeBGP && (s.BGPWaitForPeer == nil || *s.BGPWaitForPeer)
+}
+
+// AnnotationBGPPeers is the Node annotation in which the node's daemon
+// publishes the session state of its BGP speakers: a JSON object mapping
+// each BGP network whose domain holds the node to its peers
+// ([]NodeBGPPeer, ordered by address). Only that node's daemon writes it;
+// it is absent while the node runs no speaker.
+const AnnotationBGPPeers = "networking.estuary.io/bgp-peers"
+
+// NodeBGPPeer is one peer's session as a node's daemon publishes it in
+// AnnotationBGPPeers.
+type NodeBGPPeer struct {
+	// Address is the peer's IP address.
+	Address string `json:"address"`
+	// ASN is the peer's AS number.
+	ASN int64 `json:"asn"`
+	// State is the BGP session state (Idle, Connect, Active, OpenSent,
+	// OpenConfirm, Established or Unknown).
+	State string `json:"state"`
+}
+
+// BGPStateEstablished is NodeBGPPeer.State of a session that is up.
+const BGPStateEstablished = "Established"
+
+// ConditionBGPPeersEstablished is the Network condition, on BGP networks,
+// that is True when every node of the domain has at least one Established
+// session and False (naming the nodes and peers) otherwise.
+const ConditionBGPPeersEstablished = "BGPPeersEstablished"
 
 // BGPPeer is one router that the nodes of a BGP network peer with.
 type BGPPeer struct {

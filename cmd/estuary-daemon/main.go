@@ -47,6 +47,8 @@ func main() {
 	flag.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
 	flag.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")
 	flag.StringVar(&cfg.UnderlayUplink, "underlay-uplink", "", "NIC of the underlay's VLAN networks (default: the tunnel's parent link)")
+	flag.IntVar(&cfg.KubeProxyMasqueradeBit, "kube-proxy-masquerade-bit", daemon.AutoMasqueradeBit,
+		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
 	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz and /bgp (the BGP peers as JSON) bind to ("0" disables)`)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

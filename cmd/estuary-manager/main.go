@@ -3,6 +3,9 @@
 // and Network status, and Node labels naming each node's networks and their
 // free capacity. One replica leads at a time (a Lease); the others wait.
 // With --webhook-port it also serves the admission webhook, on every replica.
+// With --bootstrap-dir the leader creates the objects in that directory
+// (the release's default Network and Subnets) that do not exist yet, once
+// its webhook serves (see internal/bootstrap).
 package main
 
 import (
@@ -25,6 +28,8 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/bootstrap"
+	"github.com/estuary-cni/estuary/internal/controller/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/webhook"
@@ -40,6 +45,8 @@ func main() {
 		workers     = flag.Int("workers", 4, "pods served in parallel")
 		webhookPort = flag.Int("webhook-port", 0, "port the admission webhook serves on; 0 disables the webhook")
 		webhookCfg  = webhookFlags{}
+		bootDir     = flag.String("bootstrap-dir", "", "directory of YAML objects the leader creates when absent, never updating existing ones (after the webhook serves); empty: none")
+		bootOwner   = flag.String("bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
 		zapOpts     = zap.Options{}
 	)
 	flag.StringVar(&webhookCfg.certDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key (default: controller-runtime's)")
@@ -84,10 +91,21 @@ func main() {
 		log.Error(err, "set up node labels")
 		os.Exit(1)
 	}
+	if err := bgpstatus.Setup(mgr); err != nil {
+		log.Error(err, "set up bgp status")
+		os.Exit(1)
+	}
 	ctx := ctrl.SetupSignalHandler()
+	var serving <-chan struct{}
 	if *webhookPort != 0 {
-		if err := setupWebhook(ctx, mgr, webhookCfg); err != nil {
+		if serving, err = setupWebhook(ctx, mgr, webhookCfg); err != nil {
 			log.Error(err, "set up webhook")
+			os.Exit(1)
+		}
+	}
+	if *bootDir != "" {
+		if err := setupBootstrap(mgr, *bootDir, *bootOwner, serving); err != nil {
+			log.Error(err, "set up bootstrap")
 			os.Exit(1)
 		}
 	}
@@ -131,11 +149,12 @@ type webhookFlags struct {
 // setupWebhook registers the admission webhook. With a certificate Secret,
 // a rotator creates and renews the certificate and the webhook server starts
 // once it is mounted. The replica is ready only once the server answers.
-func setupWebhook(ctx context.Context, mgr manager.Manager, f webhookFlags) error {
+// The returned channel is closed once the handlers are registered.
+func setupWebhook(ctx context.Context, mgr manager.Manager, f webhookFlags) (<-chan struct{}, error) {
 	var registered <-chan struct{}
 	if f.secret == "" {
 		if err := webhook.Setup(ctx, mgr); err != nil {
-			return err
+			return nil, err
 		}
 		done := make(chan struct{})
 		close(done)
@@ -143,7 +162,7 @@ func setupWebhook(ctx context.Context, mgr manager.Manager, f webhookFlags) erro
 	} else {
 		ns, name, ok := strings.Cut(f.secret, "/")
 		if !ok {
-			return fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.secret)
+			return nil, fmt.Errorf("--webhook-cert-secret %q: want namespace/name", f.secret)
 		}
 		var err error
 		registered, err = webhook.SetupWithRotation(ctx, mgr, webhook.CertRotation{
@@ -151,11 +170,36 @@ func setupWebhook(ctx context.Context, mgr manager.Manager, f webhookFlags) erro
 			Service: f.service, Configuration: f.configuration, CertDir: f.certDir,
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := mgr.AddReadyzCheck("webhook", webhook.ReadyCheck(mgr, registered)); err != nil {
-		return fmt.Errorf("add readiness check: %w", err)
+		return nil, fmt.Errorf("add readiness check: %w", err)
+	}
+	return registered, nil
+}
+
+// setupBootstrap adds the leader's creator of the objects in dir. It starts
+// once serving is closed (nil: at once) and retries each object until the
+// API server accepts it: the webhook must first have a ready endpoint and
+// its CA injected. Readiness does not wait for it, since the webhook's
+// Service only sends requests to ready replicas.
+func setupBootstrap(mgr manager.Manager, dir, owner string, serving <-chan struct{}) error {
+	objs, err := bootstrap.Load(dir)
+	if err != nil {
+		return err
+	}
+	c := &bootstrap.Creator{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Objects: objs, Wait: serving,
+		Events: mgr.GetEventRecorder("estuary-manager"), Log: ctrl.Log.WithName("bootstrap"),
+	}
+	if owner != "" {
+		if c.Owner, err = bootstrap.ParseOwner(owner, mgr.GetRESTMapper()); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(c); err != nil {
+		return fmt.Errorf("add bootstrap: %w", err)
 	}
 	return nil
 }

@@ -77,7 +77,17 @@ type Config struct {
 	// HealthAddr serves /healthz (--health-probe-bind-address); empty or
 	// "0" serves nothing.
 	HealthAddr string
+	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
+	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it
+	// from kube-proxy's ConfigMap, falling back to 14
+	// (--kube-proxy-masquerade-bit). The flag's default is auto; the zero
+	// value of the field is bit 0.
+	KubeProxyMasqueradeBit int
 }
+
+// AutoMasqueradeBit makes the daemon read kube-proxy's masquerade bit from
+// the ConfigMap kube-system/kube-proxy.
+const AutoMasqueradeBit = -1
 
 // withDefaults fills the empty settings that have a default.
 func (c Config) withDefaults() Config {
@@ -150,6 +160,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := regexp.Compile(c.VXLANParentRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--vxlan-parent-regex: %w", err))
+	}
+	if c.KubeProxyMasqueradeBit < AutoMasqueradeBit || c.KubeProxyMasqueradeBit > 31 {
+		errs = append(errs, fmt.Errorf("--kube-proxy-masquerade-bit: %d is neither -1 (auto) nor in 0..31", c.KubeProxyMasqueradeBit))
 	}
 	if c.MTU < 0 || (c.MTU > 0 && c.MTU < 576) || c.MTU > 65535 {
 		errs = append(errs, fmt.Errorf("--mtu: %d is neither 0 nor in 576..65535", c.MTU))

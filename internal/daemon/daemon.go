@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -94,7 +95,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var syncer *netsync.Syncer
-	srv, err := startServer(cfg, w, func() { syncer.Trigger() })
+	// syncer is set before the server serves its first ADD.
+	ready := readiness(func(ctx context.Context, ips []netip.Addr) error { return syncer.PodReady(ctx, ips) })
+	srv, err := startServer(cfg, w, ready, func() { syncer.Trigger() })
 	if err != nil {
 		return err
 	}
@@ -102,6 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store()); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
+	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
 	stopErr := run(ctx, cfg, parts, syncer.BGPPeers)
@@ -132,9 +136,14 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
 	w client.Client, eps netsync.Endpoints) (*netsync.Syncer, error) {
+	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
+	if err != nil {
+		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
+	}
+	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
 	s, err := netsync.New(ctx, netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
-		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP,
+		Underlay: ua, ARP: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
 	}, agent, c, w, eps)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
@@ -193,9 +202,9 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 
 // startServer opens the CNI server over the podnet backend; the caller
 // serves it. onChange is called after each change of the endpoint store.
-func startServer(cfg Config, addrs podnet.Addresses, onChange func()) (*cniserver.Server, error) {
+func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func()) (*cniserver.Server, error) {
 	backend, err := podnet.New(podnet.Config{
-		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
+		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU, Readiness: ready,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod network backend: %w", err)
@@ -207,6 +216,11 @@ func startServer(cfg Config, addrs podnet.Addresses, onChange func()) (*cniserve
 	}
 	return srv, nil
 }
+
+// readiness adapts a function to podnet.Readiness.
+type readiness func(ctx context.Context, ips []netip.Addr) error
+
+func (f readiness) PodReady(ctx context.Context, ips []netip.Addr) error { return f(ctx, ips) }
 
 func closeServer(srv *cniserver.Server) error {
 	if err := srv.Close(); err != nil {
@@ -265,6 +279,6 @@ func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers
 		return err
 	}
 	parts.goFunc("health probe", func() error { return <-done })
-	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp"})
+	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/metrics"})
 	return nil
 }

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -93,7 +96,8 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintln(w, "ok")
 }
 
-// serveHealth listens on addr and serves /healthz until ctx ends. It
+// serveHealth listens on addr and serves /healthz, /bgp and /metrics (the
+// BGP peers' session states, Go and process metrics) until ctx ends. It
 // returns once listening, with the bound address and a channel that yields
 // Serve's outcome.
 func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan error, error) {
@@ -104,9 +108,13 @@ func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", h.serveBGP)
+		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
 	}
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() {

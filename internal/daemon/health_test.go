@@ -139,3 +139,39 @@ func TestBGPStatusJSON(t *testing.T) {
 		t.Fatalf("/bgp = %+v (%s)", got, resp.Header.Get("Content-Type"))
 	}
 }
+
+func TestMetricsExportPeerState(t *testing.T) {
+	socket, _ := cniservertest.Paths(t)
+	h, err := newHealth(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.conn.Close() })
+	h.bgp = func(context.Context) (map[string][]bgp.PeerStatus, error) {
+		return map[string][]bgp.PeerStatus{"fabric": {{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgp.StateEstablished}}}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	lis, _, err := serveHealth(ctx, "127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + lis + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`estuary_bgp_peer_state{network="fabric",peer="10.77.0.1",state="Established"} 1`,
+		`estuary_bgp_peer_state{network="fabric",peer="10.77.0.1",state="Active"} 0`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}

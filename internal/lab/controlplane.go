@@ -104,6 +104,10 @@ func (l *Lab) apiserverArgs(bin string) []string {
 		"--service-cluster-ip-range=" + l.plan.Services.String(),
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
+		// Webhooks and aggregated APIs are dialled at their Service's endpoints:
+		// the control plane runs no kube-proxy, so ClusterIPs are unreachable
+		// from it.
+		"--enable-aggregator-routing=true",
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=1",

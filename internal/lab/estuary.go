@@ -42,8 +42,11 @@ type EstuaryState struct {
 func (p Paths) estuaryDir() string { return filepath.Join(p.Root, "estuary") }
 
 // EstuaryValues returns the chart values the lab installs estuary with: the images
-// it built (imported into every node, never pulled) and the lab's pod range as the
-// default overlay subnet.
+// it built (imported into every node, never pulled), the lab's pod range as the
+// default overlay subnet. The admission webhook is on: the lab's kube-apiserver
+// runs with --enable-aggregator-routing=true, so it dials the webhook Service's
+// endpoints (the manager's node address, on the switch) rather than its
+// ClusterIP, which the control plane, running no kube-proxy, cannot reach.
 func EstuaryValues(plan *Plan, img images.Estuary) ([]byte, error) {
 	image := func(b images.Built) map[string]any {
 		return map[string]any{"repository": b.Repository(), "tag": b.Version()}
@@ -65,6 +68,10 @@ func EstuaryValues(plan *Plan, img images.Estuary) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// defaultNetworkObjects are the Network and Subnet of EstuaryValues' default
+// network (the chart's default network name and the subnet named there).
+var defaultNetworkObjects = []string{"networks.networking.estuary.io/overlay", "subnets.networking.estuary.io/overlay-v4"}
 
 // prepareEstuary builds the estuary images (cached by content), installs helm into
 // the checkout's bin directory and returns what the install will use.
@@ -146,6 +153,14 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	for _, w := range []string{"daemonset/" + estuaryDaemonSet, "deployment/" + estuaryDeployment} {
 		if err := l.rolloutStatus(ctx, st.BinDir, w); err != nil {
 			return err
+		}
+	}
+	// The manager's leader creates the default network from the chart's
+	// bootstrap ConfigMap once it runs; pods started before would wait.
+	l.step("waiting for the default network %s", strings.Join(defaultNetworkObjects, ", "))
+	for _, o := range defaultNetworkObjects {
+		if _, err := l.kubectl(ctx, st.BinDir, "wait", "--for=create", o, "--timeout=2m"); err != nil {
+			return fmt.Errorf("the manager did not create the default network: %w", err)
 		}
 	}
 	e.InstalledAt = time.Now()

@@ -40,7 +40,7 @@ func AddCertRotator(mgr manager.Manager, c CertRotation) (<-chan struct{}, error
 		return nil, fmt.Errorf("certificate rotation needs a Secret (namespace and name), a Service, a configuration name and the directory the Secret is mounted at")
 	}
 	ready := make(chan struct{})
-	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	err := rotator.AddRotator(scopedManager{Manager: mgr, config: scopedConfig(mgr.GetConfig(), c)}, &rotator.CertRotator{
 		SecretKey:      c.Secret,
 		CertDir:        c.CertDir,
 		CAName:         "estuary-webhook-ca",

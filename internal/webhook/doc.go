@@ -17,10 +17,18 @@
 //   - Pod (create): the network, subnets and network type it asks for through
 //     its annotations, or its namespace's, parse, exist and agree.
 //
-// Mutating rule (pod create): a pod whose network is an Underlay network gets
-// required node affinity for the network's nodeSelector, ANDed into each of
-// its own node selector terms, so it is only scheduled inside the network's
-// domain.
+// Mutating rules (pod create), each ANDed into every one of the pod's own
+// required node selector terms:
+//
+//   - a pod whose network is an Underlay network gets the network's
+//     nodeSelector, so it is only scheduled inside the network's domain;
+//   - a pod gets, for each address family it takes a new address of (its
+//     ip-family annotation, else the families of the network's public
+//     subnets; none when it names its subnets, or is a StatefulSet pod an
+//     IPInstance is kept for), networking.estuary.io/ipv4-available-<network>
+//     (or ipv6-) NotIn [false], the labels internal/controller/nodelabel
+//     keeps, so a pod whose network is full stays Pending with the
+//     scheduler's node affinity reason instead of failing on a node.
 //
 // Design: every rule is a pure function over plain values (the object and
 // the lists of Networks, Subnets, Nodes or IPInstances it is checked against)
@@ -33,11 +41,18 @@
 // the window in which a bad object can be written, and the re-check in the
 // manager is what makes a bypassed or raced webhook harmless.
 //
+// Failure policies: the Network and Subnet webhooks fail closed; the pod
+// webhooks default to Ignore (Service.PodFailurePolicy), so creating a pod
+// never depends on the webhook being up: the manager re-checks the pod rules
+// before it allocates and refuses an out-of-domain allocation with an event.
+//
 // Serving: Setup registers the handlers on the manager's webhook server
 // (paths Path*) for a certificate provided in its CertDir; SetupWithRotation
 // lets cert-controller's rotator create and renew the certificate in a
 // Secret and inject its CA into the configurations that Configurations
-// builds, and starts serving once the Secret is mounted. The pod webhooks
+// builds, and starts serving once the Secret is mounted. The rotator's
+// reads are scoped by name to that Secret and those configurations, so its
+// RBAC grants name them (see scopedManager). The pod webhooks
 // skip kube-system and the webhook's own namespace, so the webhook cannot
 // keep its own pods from starting.
 //

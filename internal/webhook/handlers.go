@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -123,23 +124,38 @@ func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.W
 }
 
 // PodDefaulter adds node affinity for a pod's Underlay network domain (see
-// AddDomainAffinity). Reader is the manager's cache.
+// AddDomainAffinity) and for the free capacity of its network (see
+// AvailabilityRequirements). Reader is the manager's cache.
 type PodDefaulter struct {
 	Reader client.Reader
 }
 
-// Default resolves the pod's network and, if it is an Underlay network,
-// adds its domain to the pod's required node affinity. A pod whose network
-// cannot be resolved is left alone; the validating webhook refuses it.
+// Default resolves the pod's network and adds to the pod's required node
+// affinity the network's domain, if it is an Underlay network, and the
+// availability labels of each family the pod takes a new address of. A pod
+// whose network cannot be resolved is left alone; the validating webhook
+// refuses it.
 func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Spec.HostNetwork {
 		return nil
 	}
-	in, err := readPodInputs(ctx, d.Reader, podNamespace(ctx, pod))
+	namespace := podNamespace(ctx, pod)
+	in, err := readPodInputs(ctx, d.Reader, namespace)
 	if err != nil {
 		return err
 	}
-	AddDomainAffinity(pod, in.domain(pod))
+	sel, n := in.network(pod)
+	if n == nil {
+		return nil
+	}
+	AddDomainAffinity(pod, DomainSelector(n))
+	held, err := holdsAddresses(ctx, d.Reader, namespace, pod)
+	if err != nil {
+		return err
+	}
+	if !held {
+		AddRequirements(pod, AvailabilityRequirements(n.Name, FamiliesNeeded(&sel, n, in.subnets)))
+	}
 	return nil
 }
 
@@ -149,19 +165,40 @@ type podInputs struct {
 	subnets  []estuaryv1.Subnet
 }
 
-// domain is the node selector of the pod's network if it is an Underlay
-// network, else nil, also when the selection does not parse or resolve
-// (the validating webhook refuses such a pod).
-func (in *podInputs) domain(pod *corev1.Pod) map[string]string {
+// network is the pod's selection and the network it gets, nil also when
+// the selection does not parse or resolve (the validating webhook refuses
+// such a pod).
+func (in *podInputs) network(pod *corev1.Pod) (Selection, *estuaryv1.Network) {
 	sel, err := SelectionFor(pod, in.ns)
-	if err != nil || sel.Empty() {
-		return nil
+	if err != nil {
+		return sel, nil
 	}
 	n, err := ResolveNetwork(&sel, in.networks, in.subnets)
 	if err != nil {
-		return nil
+		return sel, nil
 	}
-	return DomainSelector(n)
+	return sel, n
+}
+
+// holdsAddresses reports whether the pod, a StatefulSet's, is named by an
+// IPInstance that the StatefulSet keeps for it: such a pod gets those
+// addresses back, needs no free one, and must not wait for capacity.
+func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod *corev1.Pod) (bool, error) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "StatefulSet" || pod.Name == "" {
+		return false, nil
+	}
+	var instances estuaryv1.IPInstanceList
+	if err := r.List(ctx, &instances, client.InNamespace(namespace)); err != nil {
+		return false, internal("list ipinstances", err)
+	}
+	for i := range instances.Items {
+		b := &instances.Items[i].Spec.Binding
+		if b.PodName == pod.Name && b.Owner.Kind == "StatefulSet" && b.Owner.Name == owner.Name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // podNamespace is the pod's namespace, taken from the admission request when

@@ -37,8 +37,8 @@ const (
 
 // +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-network,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=networks,verbs=create;update;delete,versions=v1,name=network.validate.estuary.io,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-subnet,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=subnets,verbs=create;update;delete,versions=v1,name=subnet.validate.estuary.io,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.validate.estuary.io,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.mutate.estuary.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.validate.estuary.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.mutate.estuary.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 
 // Setup registers the cache indexes the handlers list by and the four
 // handlers on mgr's webhook server: AddIndexes and Register.
@@ -87,12 +87,51 @@ type Service struct {
 	Namespace, Name string
 	Port            int32
 	CABundle        []byte
+	// PodFailurePolicy is the failure policy of the pod webhooks; empty
+	// means Ignore: creating a pod must not depend on the webhook being up,
+	// and the manager re-checks the pod rules before it allocates.
+	PodFailurePolicy admissionregistrationv1.FailurePolicyType
+	// TimeoutSeconds bounds the Network and Subnet webhooks (0: 10), and
+	// PodTimeoutSeconds the pod webhooks (0: 5), short because every pod
+	// create waits for them.
+	TimeoutSeconds, PodTimeoutSeconds int32
+}
+
+// Defaults of Service's failure policy and timeouts.
+const (
+	DefaultPodFailurePolicy  = admissionregistrationv1.Ignore
+	DefaultTimeoutSeconds    = 10
+	DefaultPodTimeoutSeconds = 5
+)
+
+func (svc Service) podFailurePolicy() admissionregistrationv1.FailurePolicyType {
+	if svc.PodFailurePolicy == "" {
+		return DefaultPodFailurePolicy
+	}
+	return svc.PodFailurePolicy
+}
+
+func (svc Service) timeout() int32 {
+	if svc.TimeoutSeconds == 0 {
+		return DefaultTimeoutSeconds
+	}
+	return svc.TimeoutSeconds
+}
+
+func (svc Service) podTimeout() int32 {
+	if svc.PodTimeoutSeconds == 0 {
+		return DefaultPodTimeoutSeconds
+	}
+	return svc.PodTimeoutSeconds
 }
 
 // Configurations builds the webhook configurations the markers above
-// describe, pointing at svc, both named ConfigurationName. The pod webhooks
-// skip kube-system and the webhook's own namespace, so that the webhook's
-// own pods (and the cluster's) can start while it is down.
+// describe, pointing at svc, both named ConfigurationName. The Network and
+// Subnet webhooks fail closed (Fail). The pod webhooks use svc's pod
+// failure policy (default Ignore) and skip kube-system and the webhook's
+// own namespace, so that the webhook's own pods (and the cluster's) can
+// start while it is down. charts/estuary renders the same configurations
+// (test/chart compares them).
 func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
 	networks := rule([]string{estuaryv1.GroupVersion.Group}, []string{"networks"}, create, update, del)
 	subnets := rule([]string{estuaryv1.GroupVersion.Group}, []string{"subnets"}, create, update, del)
@@ -106,6 +145,8 @@ func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConf
 		},
 	}
 	validating.Webhooks[2].NamespaceSelector = skipSystem(svc)
+	validating.Webhooks[2].FailurePolicy = ptr.To(svc.podFailurePolicy())
+	validating.Webhooks[2].TimeoutSeconds = ptr.To(svc.podTimeout())
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
@@ -113,11 +154,11 @@ func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConf
 			ClientConfig:            clientConfig(svc, PathMutatePod),
 			Rules:                   []admissionregistrationv1.RuleWithOperations{pods},
 			NamespaceSelector:       skipSystem(svc),
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			FailurePolicy:           ptr.To(svc.podFailurePolicy()),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
-			TimeoutSeconds:          ptr.To[int32](10),
+			TimeoutSeconds:          ptr.To(svc.podTimeout()),
 		}},
 	}
 	return validating, mutating
@@ -125,9 +166,12 @@ func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConf
 
 // skipSystem selects every namespace but kube-system and svc's.
 func skipSystem(svc Service) *metav1.LabelSelector {
+	values := []string{metav1.NamespaceSystem}
+	if svc.Namespace != metav1.NamespaceSystem {
+		values = append(values, svc.Namespace)
+	}
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn,
-		Values: []string{metav1.NamespaceSystem, svc.Namespace},
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: values,
 	}}}
 }
 
@@ -155,7 +199,7 @@ func validatingHook(name string, svc Service, path string, r admissionregistrati
 		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 		AdmissionReviewVersions: []string{"v1"},
-		TimeoutSeconds:          ptr.To[int32](10),
+		TimeoutSeconds:          ptr.To(svc.timeout()),
 	}
 }
 

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -20,25 +21,28 @@ func ensureNamespace(t *testing.T) {
 	}
 }
 
-// TestRenderedObjectsAccepted submits every rendered object to the API server
-// (dry run, strict field validation): the workloads against the built-in
-// schemas and admission, the default Network and Subnets against the CRDs'
-// schema and CEL rules.
+// TestRenderedObjectsAccepted submits every rendered object, and every
+// object of the bootstrap ConfigMap, to the API server (dry run, strict
+// field validation): the workloads and webhook configurations against the
+// built-in schemas and admission, the default Network and Subnets against
+// the CRDs' schema and CEL rules.
 func TestRenderedObjectsAccepted(t *testing.T) {
 	ensureNamespace(t)
 	for name, objs := range renders(t) {
 		kinds := map[string]int{}
-		for _, o := range objs {
+		for _, o := range append(slices.Clone(objs), bootstrapped(t, objs)...) {
 			kinds[o.GetKind()]++
 			if err := k8s.Create(ctx(t), o.DeepCopy(), client.DryRunAll); err != nil {
 				t.Errorf("%s: %s %s refused: %v", name, o.GetKind(), o.GetName(), err)
 			}
 		}
-		wantSubnets := 1
+		wantSubnets, wantHooks := 1, 1
 		if name == "dual-stack" {
 			wantSubnets = 2
 		}
-		if kinds["Network"] != 1 || kinds["Subnet"] != wantSubnets || kinds["DaemonSet"] != 1 || kinds["Deployment"] != 1 {
+		if kinds["Network"] != 1 || kinds["Subnet"] != wantSubnets || kinds["DaemonSet"] != 1 || kinds["Deployment"] != 1 ||
+			kinds["ConfigMap"] != 1 || kinds["ValidatingWebhookConfiguration"] != wantHooks ||
+			kinds["MutatingWebhookConfiguration"] != wantHooks || kinds["Service"] != wantHooks || kinds["Secret"] != wantHooks {
 			t.Errorf("%s: rendered kinds %v", name, kinds)
 		}
 	}
@@ -195,7 +199,7 @@ func allowed(t *testing.T, user string, a access) bool {
 // TestInvalidNetworkRefused shows the dry runs above are checked against the
 // CRDs: a VXLAN network without a VNI is refused.
 func TestInvalidNetworkRefused(t *testing.T) {
-	n := find(t, render(t, "--set", "defaultNetwork.netID=0"), "Network", "overlay")
+	n := find(t, bootstrapped(t, render(t, "--set", "defaultNetwork.netID=0")), "Network", "overlay")
 	err := k8s.Create(ctx(t), n, client.DryRunAll)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("Network with netID 0: %v; want Invalid", err)

@@ -59,12 +59,15 @@ func renders(t *testing.T) map[string][]*unstructured.Unstructured {
 
 func TestRBACHasNoWildcards(t *testing.T) {
 	for name, objs := range renders(t) {
-		roles := 0
+		roles, managerRoles := 0, []string(nil)
 		for _, o := range objs {
 			if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
 				continue
 			}
 			roles++
+			if o.GetLabels()["app.kubernetes.io/component"] == "manager" {
+				managerRoles = append(managerRoles, o.GetKind()+"/"+o.GetName())
+			}
 			var r rbacv1.ClusterRole // a Role's rules have the same shape
 			convert(t, o, &r)
 			for i, rule := range r.Rules {
@@ -78,8 +81,17 @@ func TestRBACHasNoWildcards(t *testing.T) {
 				}
 			}
 		}
-		if roles != 3 {
-			t.Errorf("%s: %d roles rendered, want 3 (a ClusterRole per component and the leader-election Role)", name, roles)
+		// The manager's: its ClusterRole, the leader-election Role, the
+		// bootstrap owner (a ClusterRole granting nothing) and, with the
+		// webhook, the certificate Secret's Role.
+		want := []string{"ClusterRole/estuary-bootstrap", "ClusterRole/estuary-manager",
+			"Role/estuary-manager-leader-election", "Role/estuary-manager-webhook"}
+		slices.Sort(managerRoles)
+		if !slices.Equal(managerRoles, want) {
+			t.Errorf("%s: manager roles %v, want %v", name, managerRoles, want)
+		}
+		if roles <= len(managerRoles) {
+			t.Errorf("%s: no role for the daemon rendered", name)
 		}
 	}
 }
@@ -241,7 +253,16 @@ func TestDefaultNetwork(t *testing.T) {
 		"lab":        {4, map[string]string{"overlay-v4": lab.PodCIDR}},
 		"dual-stack": {7, map[string]string{"overlay-v4": "10.96.0.0/12", "overlay-v6": "fd00:10:96::/64"}},
 	}
-	for name, objs := range renders(t) {
+	for name, rendered := range renders(t) {
+		objs := bootstrapped(t, rendered)
+		for _, o := range objs {
+			if o.GetLabels()["app.kubernetes.io/managed-by"] != "estuary-manager" {
+				t.Errorf("%s: bootstrap %s %s labels %v; want managed-by estuary-manager", name, o.GetKind(), o.GetName(), o.GetLabels())
+			}
+		}
+		if len(objs) == 0 || objs[0].GetKind() != "Network" {
+			t.Errorf("%s: the bootstrap objects do not start with the Network their Subnets need", name)
+		}
 		n := find(t, objs, "Network", "overlay")
 		typ, _, _ := unstructured.NestedString(n.Object, "spec", "type")
 		netID, _, _ := unstructured.NestedFieldNoCopy(n.Object, "spec", "netID")
@@ -261,7 +282,7 @@ func TestDefaultNetwork(t *testing.T) {
 	}
 	off := render(t, "--set", "defaultNetwork.enabled=false")
 	for _, o := range off {
-		if o.GetKind() == "Network" || o.GetKind() == "Subnet" {
+		if o.GetKind() == "Network" || o.GetKind() == "Subnet" || o.GetName() == "estuary-bootstrap" {
 			t.Errorf("defaultNetwork.enabled=false rendered %s %s", o.GetKind(), o.GetName())
 		}
 	}

@@ -4,5 +4,8 @@
 // components rely on, and submits every rendered object to a real kube-apiserver
 // (envtest, with the chart's CRDs) so the default Network and Subnets are checked
 // against the CRD schema and CEL rules and the RBAC against the calls the manager
-// and the daemon make.
+// and the daemon make. The default Network and Subnets are read from the
+// bootstrap ConfigMap as the manager reads them; the webhook configurations are
+// compared with internal/webhook's; the certificate rotator runs as the manager's
+// service account with nothing but the chart's RBAC.
 package chart

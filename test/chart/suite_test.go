@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,13 +25,17 @@ const (
 	namespace = "estuary-chart"
 )
 
-var k8s client.Client
+var (
+	k8s client.Client
+	// restConfig reaches the API server as its administrator.
+	restConfig *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	// Strict: a field the schema does not know fails the write instead of being
 	// pruned, so a misspelt field in a template cannot pass.
-	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"charts/estuary/crds"}, Strict: true}, func(_ *rest.Config, c client.Client) (func(), error) {
-		k8s = c
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"charts/estuary/crds"}, Strict: true}, func(cfg *rest.Config, c client.Client) (func(), error) {
+		k8s, restConfig = c, cfg
 		return nil, nil
 	}))
 }
@@ -62,6 +67,16 @@ func helmBinary(t *testing.T) string {
 // rendered objects.
 func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
+	objs, err := renderErr(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// renderErr is render that returns helm's failure.
+func renderErr(t *testing.T, args ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	home := t.TempDir()
 	cmd := exec.Command(helmBinary(t), append([]string{"template", "estuary", chartDir, "--namespace", namespace}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
@@ -70,7 +85,7 @@ func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm template %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("helm template %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(string(out), "\n---") {
@@ -79,11 +94,11 @@ func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 		}
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatalf("parse rendered object: %v\n%s", err, doc)
+			return nil, fmt.Errorf("parse rendered object: %w\n%s", err, doc)
 		}
 		objs = append(objs, obj)
 	}
-	return objs
+	return objs, nil
 }
 
 func stripComments(doc string) string {

@@ -72,6 +72,8 @@ var createCases = []struct {
 	{"BGP peer with AS 0", network("x", "type: Underlay\nmode: BGP\nnetID: 1\nnodeSelector: {a: b}\nbgpPeers: [{address: 10.0.0.1, asn: 0}]\n"), "spec.bgpPeers[0].asn", "greater than or equal to 1"},
 	{"BGP peer restart time over 4095", network("x", "type: Underlay\nmode: BGP\nnetID: 1\nnodeSelector: {a: b}\nbgpPeers: [{address: 10.0.0.1, asn: 1, gracefulRestartSeconds: 5000}]\n"), "spec.bgpPeers[0].gracefulRestartSeconds", "less than or equal to 4095"},
 	{"duplicate BGP peers", network("x", "type: Underlay\nmode: BGP\nnetID: 1\nnodeSelector: {a: b}\nbgpPeers: [{address: 10.0.0.1, asn: 1}, {address: 10.0.0.1, asn: 2}]\n"), "spec.bgpPeers[1]", "Duplicate value"},
+	{"bgpWaitForPeer on a VLAN network", network("x", vlanSpec+"bgpWaitForPeer: false\n"), "spec.bgpWaitForPeer", "only allowed on a network in mode BGP"},
+	{"bgpWaitForPeer on an Overlay network", network("x", overlaySpec+"bgpWaitForPeer: true\n"), "spec.bgpWaitForPeer", "only allowed on a network in mode BGP"},
 	{"BGP password without key", network("x", "type: Underlay\nmode: BGP\nnetID: 1\nnodeSelector: {a: b}\nbgpPeers: [{address: 10.0.0.1, asn: 1, passwordSecretRef: {namespace: ns, name: s}}]\n"), "spec.bgpPeers[0].passwordSecretRef.key", "Required value"},
 
 	// Subnet
@@ -184,6 +186,7 @@ func TestValidAccepted(t *testing.T) {
 		{"IPv6 /127", subnet("x", "network: n1\nrange: {version: 6, cidr: \"fd00:1::/127\"}\n"), ""},
 		{"IPv4 /8", subnet("x", "network: n1\nrange: {version: 4, cidr: 10.0.0.0/8}\n"), ""},
 		{"mode defaulted later", network("x", "type: Underlay\nnodeSelector: {a: b}\n"), network("x", "type: Underlay\nmode: VLAN\nnodeSelector: {a: b}\n")},
+		{"BGP network that lets pods start without a session", network("x", bgpSpec+"bgpWaitForPeer: false\n"), network("x", bgpSpec+"bgpWaitForPeer: true\n")},
 		{"nodeSelector changed", network("x", vlanSpec), network("x", strings.Replace(vlanSpec, "rack: r1", "rack: r2", 1))},
 		{"reserved and excluded addresses changed", subnet("x", v4RangeSpec+"  reservedIPs: [10.1.0.9]\n"), subnet("x", v4RangeSpec+"  reservedIPs: [10.1.0.9-10.1.0.10]\n  excludeIPs: [10.1.0.200]\n")},
 		{"instance retained", ipInstance("x", ipiSpec, "Bound"), ipInstance("x", ipiSpec, "Retained")},

@@ -123,16 +123,31 @@ func (e *labEnv) deleteAndWait(t *testing.T, o client.Object) {
 	}
 }
 
-// underlayPod is a netexec pod of network rack1. With inDomain it carries
-// the network's nodeSelector (the admission webhook that would add it is not
-// installed); otherwise it is bound to node.
-func underlayPod(name, node string, inDomain bool) *corev1.Pod {
+// underlayPod is a netexec pod of network rack1, bound to node when one is
+// given. It carries no node selector: the admission webhook adds the
+// network's domain to its node affinity.
+func underlayPod(name, node string) *corev1.Pod {
 	p := netexecPod(name, node, nil)
 	p.Annotations = map[string]string{estuaryv1.AnnotationNetwork: underlayNetwork}
-	if inDomain {
-		p.Spec.NodeSelector = map[string]string{rackLabel: rackValue}
-	}
 	return p
+}
+
+// requiresDomain reports whether every term of p's required node affinity
+// asks for label key=value, as the webhook adds for a network's domain.
+func requiresDomain(p *corev1.Pod, key, value string) bool {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for _, term := range terms {
+		if !slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == key && r.Operator == corev1.NodeSelectorOpIn && slices.Equal(r.Values, []string{value})
+		}) {
+			return false
+		}
+	}
+	return len(terms) > 0
 }
 
 // TestUnderlayUntaggedVLAN: pods of an Underlay network (mode VLAN, netID 0)
@@ -148,7 +163,7 @@ func TestUnderlayUntaggedVLAN(t *testing.T) {
 	cidr := netip.MustParsePrefix(sn.Spec.Range.CIDR)
 	ns := e.newNamespace(t, "underlay")
 
-	e.mustCreate(t, ns, underlayPod("under", "", true), netexecPod("over", "node-3", map[string]string{"app": "over"}), underlayPod("outside", "node-3", false))
+	e.mustCreate(t, ns, underlayPod("under", ""), netexecPod("over", "node-3", map[string]string{"app": "over"}), underlayPod("outside", "node-3"))
 	pods := e.waitPods(t, ns, "under", "over")
 	under, over := pods["under"], pods["over"]
 	underNS, overNS := e.podNetns(t, &under), e.podNetns(t, &over)
@@ -161,6 +176,9 @@ func TestUnderlayUntaggedVLAN(t *testing.T) {
 		}
 		if !slices.Contains(underlayNodes, under.Spec.NodeName) {
 			t.Errorf("pod %s runs on %q, want one of %v", under.Name, under.Spec.NodeName, underlayNodes)
+		}
+		if !requiresDomain(&under, rackLabel, rackValue) {
+			t.Errorf("pod %s: the webhook did not require the domain %s=%s: affinity %+v", under.Name, rackLabel, rackValue, under.Spec.Affinity)
 		}
 		ipi, err := e.podInstance(testCtx(t, time.Minute), ns, under.Name)
 		if err != nil {
@@ -306,7 +324,6 @@ func TestUnderlayStatefulSetKeepsAddressAcrossDomainNodes(t *testing.T) {
 	ns := e.newNamespace(t, "underlay-sts")
 	sts := statefulSet(ns, "fixed", 1)
 	sts.Spec.Template.Annotations = map[string]string{estuaryv1.AnnotationNetwork: underlayNetwork}
-	sts.Spec.Template.Spec.NodeSelector = map[string]string{rackLabel: rackValue}
 	if err := e.c.Create(testCtx(t, time.Minute), sts); err != nil {
 		t.Fatalf("create statefulset %s: %v", sts.Name, err)
 	}
@@ -387,12 +404,12 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	sn := e.createUnderlayRange(t, 250, 250)
 	only := string(sn.Spec.Range.Start)
 	ns := e.newNamespace(t, "underlay-full")
-	e.mustCreate(t, ns, underlayPod("first", "", false))
+	e.mustCreate(t, ns, underlayPod("first", ""))
 	first := e.waitPods(t, ns, "first")["first"]
 	if first.Status.PodIP != only {
 		t.Fatalf("pod first has address %q, want the subnet's only one %s", first.Status.PodIP, only)
 	}
-	e.mustCreate(t, ns, underlayPod("second", "", false))
+	e.mustCreate(t, ns, underlayPod("second", ""))
 	eventually(t, "pod second unschedulable for node affinity", 2*time.Minute, func(ctx context.Context) error {
 		var p corev1.Pod
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "second"}, &p); err != nil {

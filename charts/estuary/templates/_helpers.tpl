@@ -41,3 +41,131 @@ IP family (4 or 6) of a CIDR.
 {{- define "estuary.cidrVersion" -}}
 {{- if contains ":" . }}6{{ else }}4{{ end -}}
 {{- end -}}
+
+{{/*
+Names the manager's webhook flags carry: the Service, the Secret the
+certificate rotator fills, and both webhook configurations. They must match
+what internal/webhook registers (test/chart compares).
+*/}}
+{{- define "estuary.webhookService" -}}estuary-webhook{{- end -}}
+{{- define "estuary.webhookSecret" -}}estuary-webhook-cert{{- end -}}
+{{- define "estuary.webhookConfiguration" -}}estuary-webhook{{- end -}}
+
+{{/*
+The ClusterRole, granting nothing, that owns the objects the manager
+bootstraps, so that uninstalling the release deletes them.
+*/}}
+{{- define "estuary.bootstrapOwner" -}}estuary-bootstrap{{- end -}}
+
+{{/*
+Labels of the objects the manager bootstraps: not Helm's, the manager
+creates them.
+*/}}
+{{- define "estuary.bootstrapLabels" -}}
+app.kubernetes.io/managed-by: estuary-manager
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: estuary
+{{- end -}}
+
+{{/*
+The default overlay Network and its Subnets, as YAML documents.
+*/}}
+{{- define "estuary.defaultNetwork" -}}
+{{- $n := .Values.defaultNetwork -}}
+apiVersion: networking.estuary.io/v1
+kind: Network
+metadata:
+  name: {{ $n.name }}
+  labels:
+    {{- include "estuary.bootstrapLabels" . | nindent 4 }}
+spec:
+  type: Overlay
+  mode: VXLAN
+  netID: {{ int64 $n.netID }}
+{{- range $n.subnets }}
+---
+apiVersion: networking.estuary.io/v1
+kind: Subnet
+metadata:
+  name: {{ required "defaultNetwork.subnets[].name is required" .name }}
+  labels:
+    {{- include "estuary.bootstrapLabels" $ | nindent 4 }}
+spec:
+  network: {{ $n.name }}
+  range:
+    version: {{ include "estuary.cidrVersion" (required "defaultNetwork.subnets[].cidr is required" .cidr) }}
+    cidr: {{ .cidr | quote }}
+    {{- with .start }}
+    start: {{ . | quote }}
+    {{- end }}
+    {{- with .end }}
+    end: {{ . | quote }}
+    {{- end }}
+    {{- with .gateway }}
+    gateway: {{ . | quote }}
+    {{- end }}
+    {{- with .reservedIPs }}
+    reservedIPs:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with .excludeIPs }}
+    excludeIPs:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+  natOutgoing: {{ ne .natOutgoing false }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A webhook's clientConfig. Call with (dict "ctx" $ "path" "/...").
+*/}}
+{{- define "estuary.webhookClient" -}}
+clientConfig:
+  service:
+    namespace: {{ .ctx.Release.Namespace }}
+    name: {{ include "estuary.webhookService" .ctx }}
+    path: {{ .path }}
+    port: 443
+{{- end -}}
+
+{{/*
+A Network or Subnet validating webhook: create, update and delete, failing
+closed. Call with (dict "ctx" $ "name" ... "path" ... "group" ... "resource" ...).
+*/}}
+{{- define "estuary.validatingHook" -}}
+- name: {{ .name }}
+  {{- include "estuary.webhookClient" . | nindent 2 }}
+  rules:
+    - operations: [CREATE, UPDATE, DELETE]
+      apiGroups: [{{ .group | quote }}]
+      apiVersions: [v1]
+      resources: [{{ .resource }}]
+      scope: "*"
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: {{ .ctx.Values.webhook.timeoutSeconds }}
+{{- end -}}
+
+{{/*
+What the pod webhooks share: pod creates outside kube-system and the release
+namespace, webhook.pods.failurePolicy, a short timeout.
+*/}}
+{{- define "estuary.podHook" -}}
+{{- $p := .Values.webhook.pods -}}
+rules:
+  - operations: [CREATE]
+    apiGroups: [""]
+    apiVersions: [v1]
+    resources: [pods]
+    scope: "*"
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ list "kube-system" .Release.Namespace | uniq | toJson }}
+failurePolicy: {{ if has $p.failurePolicy (list "Ignore" "Fail") }}{{ $p.failurePolicy }}{{ else }}{{ fail (printf "webhook.pods.failurePolicy is %q: want Ignore or Fail" $p.failurePolicy) }}{{ end }}
+sideEffects: None
+admissionReviewVersions: [v1]
+timeoutSeconds: {{ $p.timeoutSeconds }}
+{{- end -}}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,13 +159,19 @@ func nodeSide(t *testing.T, sock string) {
 	subnets := pfx("10.244.1.0/24")
 	all := DesiredPrefixes(pods, subnets)
 
+	var changes atomic.Int64
+	cfg.OnPeerChange = func() { changes.Add(1) }
 	s, err := Start(ctx, cfg, []Peer{router}, all)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 
-	waitEstablished(t, s, router.Address)
+	// The session state changes alone, without polling, lead to Established.
+	establishedByChanges(ctx, t, s, router.Address)
+	if changes.Load() == 0 {
+		t.Error("OnPeerChange was never called while the session came up")
+	}
 	waitFor(t, 30*time.Second, "bird to say the session is Established", func() error {
 		return birdEstablished(sock, true)
 	})
@@ -249,6 +256,11 @@ func nodeSide(t *testing.T, sock string) {
 	if err := s.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
+	select {
+	case <-s.Changed():
+	default:
+		t.Error("Changed is not closed after Stop")
+	}
 	waitFor(t, 30*time.Second, "bird to see the session go down", func() error {
 		return birdEstablished(sock, false)
 	})
@@ -287,6 +299,26 @@ func nodeSide(t *testing.T, sock string) {
 	})
 	if err := birdNotRestarting(sock); err != nil {
 		t.Fatalf("bird treats a removed peer as restarting: %v", err)
+	}
+}
+
+// establishedByChanges waits for the session with peer to be Established,
+// reading the peers only when Changed says a session state changed.
+func establishedByChanges(ctx context.Context, t *testing.T, s *Speaker, peer netip.Addr) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		changed := s.Changed()
+		st, err := peerState(ctx, s, peer)
+		if err == nil && st.Established() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("session with %s not Established after its state changes (last %+v, %v): %v", peer, st, err, ctx.Err())
+		}
 	}
 }
 

@@ -60,3 +60,49 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(advertisedDesc, prometheus.GaugeValue, float64(len(s.Advertised())))
 }
+
+var peerStateDesc = prometheus.NewDesc("estuary_bgp_peer_state",
+	"The session state of each BGP peer of each BGP network of the node: 1 for the current state, 0 for the others.",
+	[]string{"network", "peer", "state"}, nil)
+
+// peerStates are the states peer_state reports, in FSM order.
+var peerStates = []SessionState{StateIdle, StateConnect, StateActive, StateOpenSent, StateOpenConfirm,
+	StateEstablished, StateUnknown}
+
+// NetworksCollector exports the session state of every speaker of the node,
+// one per BGP network, as the estuary_bgp_peer_state gauge family.
+type NetworksCollector struct {
+	peers func(context.Context) (map[string][]PeerStatus, error)
+}
+
+// NewNetworksCollector returns a collector of what peers reports: per BGP
+// network, the status of its speaker's peers (netsync.Syncer.BGPPeers).
+func NewNetworksCollector(peers func(context.Context) (map[string][]PeerStatus, error)) *NetworksCollector {
+	return &NetworksCollector{peers: peers}
+}
+
+// Describe implements prometheus.Collector.
+func (c *NetworksCollector) Describe(ch chan<- *prometheus.Desc) { ch <- peerStateDesc }
+
+// Collect implements prometheus.Collector. The networks that answered are
+// exported even when another failed; the failure is reported as an invalid
+// metric.
+func (c *NetworksCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	nets, err := c.peers(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(peerStateDesc, err)
+	}
+	for network, peers := range nets {
+		for _, p := range peers {
+			for _, st := range peerStates {
+				v := 0.0
+				if p.State == st {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(peerStateDesc, prometheus.GaugeValue, v, network, p.Address.String(), string(st))
+			}
+		}
+	}
+}

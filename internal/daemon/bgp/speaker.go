@@ -58,6 +58,9 @@ type Config struct {
 	Restarting bool
 	// Logger receives GoBGP's log. The zero value discards it.
 	Logger logr.Logger
+	// OnPeerChange, when set, is called after every change of a session's
+	// state, on a goroutine of the speaker; it must not block.
+	OnPeerChange func()
 }
 
 // Peer is one router the node peers with.
@@ -106,6 +109,11 @@ type Speaker struct {
 	srv      *server.BgpServer
 	stopping *atomic.Bool // set once the BGP instance is stopped
 
+	cancelWatch context.CancelFunc // ends the session state subscription
+	changeMu    sync.Mutex         // guards changed and watchEnded
+	changed     chan struct{}      // closed at the next session state change
+	watchEnded  bool               // the speaker stopped; changed stays closed
+
 	mu         sync.Mutex
 	running    bool
 	peers      map[netip.Addr]Peer
@@ -145,6 +153,7 @@ func Start(ctx context.Context, cfg Config, peers []Peer, prefixes []netip.Prefi
 		running:    true,
 		peers:      map[netip.Addr]Peer{},
 		advertised: map[netip.Prefix]struct{}{},
+		changed:    make(chan struct{}),
 	}
 	global := &api.Global{
 		Asn:        cfg.LocalASN,
@@ -160,6 +169,10 @@ func Start(ctx context.Context, cfg Config, peers []Peer, prefixes []netip.Prefi
 		return nil, fmt.Errorf("start bgp (AS %d, router id %s): %w", cfg.LocalASN, cfg.RouterID, err)
 	}
 	if err := s.installImportPolicy(ctx); err != nil {
+		s.abort()
+		return nil, err
+	}
+	if err := s.watchPeers(); err != nil {
 		s.abort()
 		return nil, err
 	}
@@ -317,6 +330,7 @@ func (s *Speaker) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.running = false
+	s.endWatch()
 	err := s.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: true})
 	s.releaseServer()
 	if err != nil {
@@ -328,6 +342,7 @@ func (s *Speaker) Stop(ctx context.Context) error {
 // abort stops a speaker whose start failed half way.
 func (s *Speaker) abort() {
 	s.running = false
+	s.endWatch()
 	_ = s.srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})
 	s.releaseServer()
 }

@@ -3,12 +3,17 @@
 // every CNI ADD waiting for a pod when one of that pod's records changes, so an
 // ADD neither polls the API server nor acts on a record meant for an earlier
 // pod of the same name (the pod UID must match and the record must be Bound).
+// With SetBGPSessions, the wait also covers the node's BGP sessions: a pod
+// of a BGP network that waits for a peer (spec.bgpWaitForPeer, true unless
+// set false) gets its addresses only once the node's speaker for that
+// network has an Established session, within the same deadline.
 package ipwait
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -28,6 +33,7 @@ type Waiter struct {
 	reader   client.Reader
 	node     string
 	diagnose Diagnose
+	sessions BGPSessions
 
 	mu      sync.Mutex
 	waiting map[string][]chan struct{} // by namespace/pod
@@ -72,17 +78,25 @@ func (w *Waiter) changed(obj any) {
 }
 
 // Wait returns the pod's addresses once every record for it is Bound to this
-// pod UID, or fails when ctx ends, naming the pod.
+// pod UID and, with SetBGPSessions, the node has an Established session in
+// each of their BGP networks that waits for one; it fails when ctx ends,
+// naming the pod.
 func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
 	key := namespace + "/" + pod
 	for {
 		// Subscribe before reading, so a record that lands between the read
 		// and the wait still wakes us.
 		ch := w.subscribe(key)
-		addrs, err := w.lookup(ctx, namespace, pod, uid)
+		addrs, networks, err := w.lookup(ctx, namespace, pod, uid)
 		if err != nil || len(addrs) > 0 {
 			w.unsubscribe(key, ch)
-			return addrs, err
+			if err == nil {
+				err = w.waitPeers(ctx, key, networks)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return addrs, nil
 		}
 		select {
 		case <-ch:
@@ -136,37 +150,41 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 	}
 }
 
-// lookup reads the pod's records from the informer cache. It returns nothing
-// (and no error) while any record is missing (fewer than the count each record
-// carries), retained, or bound to another pod UID: the manager is still
-// working on this pod.
-func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
+// lookup reads the pod's records from the informer cache: the addresses and
+// the networks they belong to. It returns nothing (and no error) while any
+// record is missing (fewer than the count each record carries), retained, or
+// bound to another pod UID: the manager is still working on this pod.
+func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []string, error) {
 	var list estuaryv1.IPInstanceList
 	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
-		return nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
+		return nil, nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
 	}
 	var out []podnet.Address
+	var networks []string
 	want := len(list.Items)
 	for i := range list.Items {
 		ipi := &list.Items[i]
 		if ipi.Spec.Binding.PodUID != uid || ipi.Status.Phase != estuaryv1.IPInstanceBound {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if n, err := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses]); err == nil && n > want {
 			want = n
 		}
 		a, err := address(ipi)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, a)
+		if !slices.Contains(networks, ipi.Spec.Network) {
+			networks = append(networks, ipi.Spec.Network)
+		}
 	}
 	if len(out) < want {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
-	return out, nil
+	return out, networks, nil
 }
 
 func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {

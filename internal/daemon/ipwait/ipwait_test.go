@@ -25,6 +25,7 @@ import (
 
 var (
 	k8s    client.Client
+	view   cache.Cache // the waiter's cache
 	waiter *Waiter
 )
 
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 // waiter, which serves node-a's.
 func setup(cfg *rest.Config, c client.Client) (func(), error) {
 	k8s = c
-	view, err := cache.New(cfg, cache.Options{Scheme: c.Scheme()})
+	var err error
+	view, err = cache.New(cfg, cache.Options{Scheme: c.Scheme()})
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +54,15 @@ func setup(cfg *rest.Config, c client.Client) (func(), error) {
 	return cancel, nil
 }
 
-// record creates an IPInstance for pod ns/pod, one of count addresses.
+// record creates an IPInstance for pod ns/pod, one of count addresses, in
+// network n.
 func record(t *testing.T, ns, pod, uid, node, ip string, count int, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
+	t.Helper()
+	return recordIn(t, "n", ns, pod, uid, node, ip, count, phase)
+}
+
+// recordIn creates an IPInstance for pod ns/pod in network.
+func recordIn(t *testing.T, network, ns, pod, uid, node, ip string, count int, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
 	t.Helper()
 	p := netip.MustParsePrefix(ip)
 	v := int32(4)
@@ -68,7 +77,7 @@ func record(t *testing.T, ns, pod, uid, node, ip string, count int, phase estuar
 			Annotations: map[string]string{estuaryv1.AnnotationAddresses: fmt.Sprint(count)},
 		},
 		Spec: estuaryv1.IPInstanceSpec{
-			Network: "n", Subnet: "s",
+			Network: network, Subnet: "s",
 			Address: estuaryv1.InstanceAddress{IP: ip, Version: v},
 			Binding: estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: pod, UID: uid}, PodName: pod, PodUID: uid, NodeName: node},
 		},

@@ -93,8 +93,9 @@ type speakerState struct {
 // syncBGP makes the running speakers those of the node's BGP networks:
 // it starts a missing one, reconciles every one with the peers and
 // prefixes of this pass, and withdraws and stops the speaker of a network
-// that is gone from the node. Each network's failure is reported; none
-// stops the others.
+// that is gone from the node; then it publishes the speakers' session
+// states on the Node (publishBGPPeers). Each network's failure is reported;
+// none stops the others. Every session state change triggers a pass.
 func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs Objects, pods []netip.Addr) error {
 	if node == nil {
 		s.mu.Lock()
@@ -126,6 +127,7 @@ func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs Objects, p
 	for _, name := range gone {
 		errs = append(errs, s.removeSpeaker(ctx, name))
 	}
+	errs = append(errs, s.publishBGPPeers(ctx, node))
 	return errors.Join(errs...)
 }
 
@@ -156,6 +158,8 @@ func (s *Syncer) syncSpeaker(ctx context.Context, node *corev1.Node, n BGPNetwor
 		cfg.Restarting = !s.bgpStarted[n.Name] && s.hadPodsAtStart(n.Subnets)
 	}
 	cfg.Logger = s.opts.Log.WithName("bgp").WithValues("network", n.Name)
+	// A session state change is published on the Node by the next pass.
+	cfg.OnPeerChange = s.Trigger
 	sp, err := s.opts.StartSpeaker(ctx, cfg, peers, n.Prefixes)
 	s.mu.Lock()
 	defer s.mu.Unlock()

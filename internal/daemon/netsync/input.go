@@ -59,6 +59,10 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 	endpoints []store.Endpoint) (overlay.Input, error) {
 	in := overlay.Input{Config: cfg}
 	var errs []error
+	underlays := map[string]bool{}
+	for _, n := range objs.Networks {
+		underlays[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay
+	}
 	for _, sn := range objs.Subnets {
 		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
 		if err != nil {
@@ -66,11 +70,18 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 			continue
 		}
 		in.ClusterPrefixes = append(in.ClusterPrefixes, p.Masked())
-		if sn.Spec.Network == ovl.Name {
+		switch {
+		case sn.Spec.Network == ovl.Name:
 			nat := sn.Spec.NATOutgoing == nil || *sn.Spec.NATOutgoing
 			in.Subnets = append(in.Subnets, overlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: nat})
+		case underlays[sn.Spec.Network]:
+			// A malformed gateway only loses its throw route: the subnet
+			// is still reached through the tunnel.
+			gw, _ := netip.ParseAddr(string(sn.Spec.Range.Gateway))
+			in.Underlays = append(in.Underlays, overlay.Underlay{CIDR: p.Masked(), Gateway: gw})
 		}
 	}
+	slices.SortFunc(in.Underlays, func(a, b overlay.Underlay) int { return comparePrefixes(a.CIDR, b.CIDR) })
 	for _, n := range objs.Nodes {
 		if n.Name == self {
 			in.NodeIPs = nodeIPs(n)
@@ -142,9 +153,12 @@ func localPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error)
 }
 
 // NeighTable maps every address a neighbour request on the tunnel may ask
-// for (other nodes' pods and the other nodes themselves) to the MAC of the
-// tunnel endpoint that owns it. This node's own pods are not in it: they are
-// answered by the kernel's proxy entries.
+// for (other nodes' pods, overlay and underlay alike, and the other nodes
+// themselves) to the MAC of the tunnel endpoint that owns it: an overlay
+// pod's traffic to an underlay pod rides the tunnel to that pod's node
+// (table 1002), so underlay pods are resolved on the tunnel too. This
+// node's own pods are not in it: they are answered by the kernel's proxy
+// entries.
 func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
 	macs := map[string]state.MAC{}
 	out := map[netip.Addr]state.MAC{}

@@ -123,3 +123,38 @@ func TestNeighTable(t *testing.T) {
 		}
 	}
 }
+
+// The overlay input lists every Underlay subnet (VLAN and BGP) with its
+// gateway for table 1002, and the answerer resolves underlay pods too.
+func TestBuildInputUnderlays(t *testing.T) {
+	vlanA := subnet("vlan-a", "vlan", "192.168.10.0/24", nil)
+	vlanA.Spec.Range.Gateway = "192.168.10.1"
+	objs := Objects{
+		Networks: []estuaryv1.Network{network("overlay", estuaryv1.NetworkTypeOverlay, 4),
+			underlayNet("vlan", "", 0, nil), bgpNet("fabric", 65010, nil, "10.77.0.1")},
+		Subnets: []estuaryv1.Subnet{subnet("fabric-a", "fabric", "10.90.0.0/24", nil), vlanA,
+			subnet("ov4", "overlay", "10.78.0.0/16", nil), subnet("stray", "nowhere", "10.99.0.0/24", nil)},
+		Nodes: []corev1.Node{node("node-2", "10.77.0.12", "02:00:00:00:00:02", "10.77.0.12")},
+		IPInstances: []estuaryv1.IPInstance{instance("192.168.10.7/24", "node-2", estuaryv1.IPInstanceBound),
+			instance("10.90.0.9/32", "node-2", estuaryv1.IPInstanceBound)},
+	}
+	in, err := BuildInput("node-1", overlay.Config{Device: "estvx4"}, objs.Networks[0], objs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []overlay.Underlay{{CIDR: netip.MustParsePrefix("10.90.0.0/24")},
+		{CIDR: netip.MustParsePrefix("192.168.10.0/24"), Gateway: netip.MustParseAddr("192.168.10.1")}}
+	if !slices.Equal(in.Underlays, want) {
+		t.Errorf("underlays = %+v, want %+v", in.Underlays, want)
+	}
+	if len(in.Subnets) != 1 || in.Subnets[0].Name != "ov4" {
+		t.Errorf("overlay subnets = %+v, want ov4 only", in.Subnets)
+	}
+	table := NeighTable("node-1", objs)
+	mac := state.MustParseMAC("02:00:00:00:00:02")
+	for _, a := range []string{"192.168.10.7", "10.90.0.9"} {
+		if got, ok := table[netip.MustParseAddr(a)]; !ok || got != mac {
+			t.Errorf("neighbour table[%s] = %v, %v; want node-2's VTEP MAC", a, got, ok)
+		}
+	}
+}

@@ -26,8 +26,8 @@
 // reported and skipped without cutting the rest off. The overlay waits for
 // an Overlay network to exist.
 //
-// The underlay. The input holds the VLAN-mode Underlay networks whose
-// domain holds this node (nodelabel.Attached over the node's labels in the
+// The underlay. The input holds the Underlay networks (VLAN and BGP mode,
+// a BGP network with its peer addresses) whose domain holds this node (nodelabel.Attached over the node's labels in the
 // cache, as the manager labels nodes), their subnets, and in each subnet the
 // addresses of the endpoint store that lie in its CIDR; it also lists every
 // Underlay subnet of the cluster, which fixes table numbers and what the
@@ -40,9 +40,15 @@
 // outside every domain a full read of the kernel's state per pass. The
 // uplink is Options.Uplink, else the tunnel's parent link; when it cannot be
 // resolved, or this node's Node is not in the cache, the underlay is left as
-// it is rather than removed. Underlay subnets with natOutgoing are not
-// masqueraded: the overlay's NAT takes its sources from overlay subnets
-// only, and its Input has no place for others.
+// it is rather than removed. The uplink's addresses go in with their prefix
+// lengths: they tell which BGP peer is on the uplink's network. Underlay
+// subnets with natOutgoing (underlay.NATSources of that input) are handed
+// to the overlay's NAT table (overlay.Input.UnderlayNAT), so they are
+// masqueraded only while an Overlay network exists. Every Underlay subnet
+// also goes into the overlay input (Underlays), so overlay pods reach
+// underlay pods through the tunnel, and NeighTable resolves underlay pods
+// as it does overlay ones. Options.KubeProxyMark, kube-proxy's masquerade
+// mark, is left to kube-proxy by the NAT table.
 //
 // BGP. Each BGP-mode Underlay network of the node gets one speaker (AS =
 // netID, router id and IPv4 next hop = the node's first internal IPv4
@@ -110,8 +116,14 @@ type Options struct {
 	Underlay Underlay
 	// Uplink is the underlay's NIC; empty means the tunnel's parent link.
 	Uplink string
+	// ARP runs PodReady's checks on underlay segments; nil runs none.
+	ARP ARP
 	// StartSpeaker starts the BGP speakers (default StartBGP).
 	StartSpeaker StartSpeaker
+	// KubeProxyMark is kube-proxy's masquerade mark (MarkOf of its
+	// masqueradeBit): estuary's NAT leaves packets carrying it to
+	// kube-proxy. 0 makes no such exception.
+	KubeProxyMark uint32
 }
 
 // Defaults of Options.Quiet and Options.MaxDelay.

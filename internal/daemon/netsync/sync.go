@@ -13,6 +13,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
 // sync is one reconcile: read, then the overlay (compute, publish, apply),
@@ -35,7 +36,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
 	node := s.self(objs)
 	return errors.Join(
-		s.syncOverlay(ctx, objs, eps, parent),
+		s.syncOverlay(ctx, node, objs, eps, parent),
 		s.syncUnderlay(ctx, node, objs, pods, parent),
 		s.syncBGP(ctx, node, objs, pods),
 	)
@@ -53,7 +54,7 @@ func (s *Syncer) self(objs Objects) *corev1.Node {
 
 // syncOverlay computes, publishes and applies the overlay; nothing until an
 // Overlay network exists.
-func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint,
+func (s *Syncer) syncOverlay(ctx context.Context, node *corev1.Node, objs Objects, eps []store.Endpoint,
 	parent func() (overlay.Parent, error)) error {
 	ovl, ok := OverlayNetwork(objs.Networks)
 	if !ok {
@@ -69,6 +70,14 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 	in, inputErr := BuildInput(s.opts.Node, cfg, ovl, objs, eps)
 	if inputErr != nil {
 		s.opts.Log.Error(inputErr, "objects skipped while computing the data path")
+	}
+	in.KubeProxyMark = s.opts.KubeProxyMark
+	if node != nil {
+		// The natOutgoing underlay subnets of the node's domains; their
+		// errors are the underlay's to report.
+		pods, _ := localPods(eps, nil)
+		uin, _ := BuildUnderlayInput(node, "", objs, pods)
+		in.UnderlayNAT = underlay.NATSources(uin)
 	}
 	start := time.Now()
 	plan, err := s.dp.Apply(ctx, in)

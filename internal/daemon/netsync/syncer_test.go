@@ -36,7 +36,8 @@ type fakeDataplane struct {
 }
 
 func (f *fakeDataplane) ResolveParent(overlay.ParentSpec) (overlay.Parent, error) {
-	return overlay.Parent{Link: "eth0", IP: netip.MustParseAddr("10.77.0.11"), MTU: 1500}, nil
+	return overlay.Parent{Link: "eth0", IP: netip.MustParseAddr("10.77.0.11"), MTU: 1500,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("10.77.0.11/24")}}, nil
 }
 
 func (f *fakeDataplane) Apply(_ context.Context, in overlay.Input) (state.Plan, error) {

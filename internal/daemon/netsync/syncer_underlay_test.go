@@ -18,6 +18,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
 // logLines collects the loop's log.
@@ -89,10 +90,17 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 
 	eventually(t, "the underlay input holds vlan with its subnets and local pods, without an Overlay network", func() error {
 		in, _ := fu.last()
-		if in.Uplink != "eth0" || len(in.Networks) != 1 || in.Networks[0].Name != "vlan" || in.Networks[0].VLAN != 100 {
+		if in.Uplink != "eth0" || len(in.Networks) != 2 || in.Networks[1].Name != "vlan" || in.Networks[1].VLAN != 100 {
 			return fmt.Errorf("input %+v", in)
 		}
-		subs := in.Networks[0].Subnets
+		if f := in.Networks[0]; f.Name != "fabric" || f.Mode != underlay.ModeBGP ||
+			!slices.Equal(f.Peers, addrs("10.77.0.1", "10.77.0.2")) {
+			return fmt.Errorf("bgp network %+v", f)
+		}
+		if want := netip.MustParsePrefix("10.77.0.11/24"); len(in.NodeAddrs) != 1 || in.NodeAddrs[0].Prefix != want {
+			return fmt.Errorf("node addresses %v, want %s: the uplink's prefix tells which peers are on it", in.NodeAddrs, want)
+		}
+		subs := in.Networks[1].Subnets
 		if len(subs) != 2 || subs[0].Name != "vlan-a" || !slices.Equal(subs[0].LocalPods, addrs("192.168.10.5")) ||
 			subs[0].Gateway != netip.MustParseAddr("192.168.10.1") || subs[1].Name != "vlan-b" || len(subs[1].LocalPods) != 0 {
 			return fmt.Errorf("subnets %+v", subs)

@@ -57,7 +57,8 @@ func LocalUnderlays(node *corev1.Node, nets []estuaryv1.Network, mode estuaryv1.
 }
 
 // BuildUnderlayInput computes the underlay's desired input for node: the
-// VLAN-mode Underlay networks whose domain holds it, each with its subnets
+// Underlay networks (VLAN and BGP mode) whose domain holds it, each with its
+// mode, a BGP network's peer addresses, its subnets
 // and the local pods (pods, the addresses plumbed on this node) inside each
 // subnet's CIDR, and every Underlay subnet of the cluster for table
 // numbering. A node outside every domain gets an input without networks,
@@ -90,8 +91,23 @@ func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []n
 		}
 		subs := bySubnet[n.Name]
 		slices.SortFunc(subs, func(a, b underlay.Subnet) int { return strings.Compare(a.Name, b.Name) })
-		in.Networks = append(in.Networks, underlay.Network{Name: n.Name, VLAN: vlan, Subnets: subs})
+		in.Networks = append(in.Networks, underlay.Network{Name: n.Name, Mode: underlay.ModeVLAN, VLAN: vlan, Subnets: subs})
 	}
+	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeBGP) {
+		subs := bySubnet[n.Name]
+		slices.SortFunc(subs, func(a, b underlay.Subnet) int { return strings.Compare(a.Name, b.Name) })
+		u := underlay.Network{Name: n.Name, Mode: underlay.ModeBGP, Subnets: subs}
+		for _, p := range n.Spec.BGPPeers {
+			a, err := netip.ParseAddr(p.Address)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("network %s: bgpPeers address %q: %w", n.Name, p.Address, err))
+				continue
+			}
+			u.Peers = append(u.Peers, a.Unmap())
+		}
+		in.Networks = append(in.Networks, u)
+	}
+	slices.SortFunc(in.Networks, func(a, b underlay.Network) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(in.Cluster, func(a, b underlay.SubnetRef) int { return strings.Compare(a.Name, b.Name) })
 	return in, errors.Join(errs...)
 }
@@ -188,8 +204,10 @@ func (s *Syncer) syncUnderlay(ctx context.Context, node *corev1.Node, objs Objec
 	return nil
 }
 
-// uplink returns the underlay's uplink and the node's own address on it
-// (when known, and not a pod's address, which an enhanced address is).
+// uplink returns the underlay's uplink and the node's own addresses on it
+// with their prefix lengths (when known, and not a pod's address, which an
+// enhanced address is): they tell which BGP peers are on the uplink's
+// networks and which subnets need no enhanced address.
 func (s *Syncer) uplink(parent func() (overlay.Parent, error), pods []netip.Addr) (string, []state.Addr, error) {
 	var p overlay.Parent
 	var err error
@@ -201,9 +219,14 @@ func (s *Syncer) uplink(parent func() (overlay.Parent, error), pods []netip.Addr
 		// An uplink without a global address (a trunk) is still usable.
 		return s.opts.Uplink, nil, nil
 	}
-	ip := p.IP.Unmap()
-	if !ip.IsValid() || slices.Contains(pods, ip) {
-		return p.Link, nil, nil
+	var addrs []state.Addr
+	for _, pf := range p.Prefixes {
+		if ip := pf.Addr().Unmap(); ip.IsValid() && !slices.Contains(pods, ip) {
+			addrs = append(addrs, state.Addr{Dev: p.Link, Prefix: netip.PrefixFrom(ip, pf.Bits())})
+		}
 	}
-	return p.Link, []state.Addr{{Dev: p.Link, Prefix: netip.PrefixFrom(ip, ip.BitLen())}}, nil
+	if ip := p.IP.Unmap(); len(p.Prefixes) == 0 && ip.IsValid() && !slices.Contains(pods, ip) {
+		addrs = append(addrs, state.Addr{Dev: p.Link, Prefix: netip.PrefixFrom(ip, ip.BitLen())})
+	}
+	return p.Link, addrs, nil
 }

@@ -116,6 +116,14 @@ func underlayNet(name string, mode estuaryv1.NetworkMode, netID int64, sel map[s
 	return n
 }
 
+func bgpNet(name string, asn int64, sel map[string]string, peers ...string) estuaryv1.Network {
+	n := underlayNet(name, estuaryv1.NetworkModeBGP, asn, sel)
+	for _, p := range peers {
+		n.Spec.BGPPeers = append(n.Spec.BGPPeers, estuaryv1.BGPPeer{Address: p, ASN: 65000})
+	}
+	return n
+}
+
 func addrs(s ...string) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range s {
@@ -138,7 +146,7 @@ func TestBuildUnderlayInput(t *testing.T) {
 	objs := Objects{
 		Networks: []estuaryv1.Network{network("overlay", estuaryv1.NetworkTypeOverlay, 4),
 			underlayNet("vlan", "", 100, r1), underlayNet("other", estuaryv1.NetworkModeVLAN, 0, map[string]string{"rack": "r2"}),
-			underlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1), deleting},
+			bgpNet("fabric", 65010, r1, "10.77.0.1"), deleting},
 		Subnets: []estuaryv1.Subnet{vlanB, vlanA, subnet("ov4", "overlay", "10.78.0.0/16", nil),
 			subnet("other-a", "other", "192.168.20.0/24", nil), subnet("fabric-a", "fabric", "10.90.0.0/24", nil),
 			subnet("bad", "vlan", "192.168.30.0/33", nil)},
@@ -148,10 +156,16 @@ func TestBuildUnderlayInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "subnet bad") {
 		t.Fatalf("error = %v; want one naming subnet bad", err)
 	}
-	if in.Uplink != "eth0" || len(in.Networks) != 1 || in.Networks[0].Name != "vlan" || in.Networks[0].VLAN != 100 {
-		t.Fatalf("networks = %+v; want only vlan (VLAN mode, in the domain, not being deleted)", in.Networks)
+	if in.Uplink != "eth0" || len(in.Networks) != 2 || in.Networks[1].Name != "vlan" || in.Networks[1].VLAN != 100 ||
+		in.Networks[1].Mode != underlay.ModeVLAN {
+		t.Fatalf("networks = %+v; want fabric and vlan (in the domain, not being deleted)", in.Networks)
 	}
-	subs := in.Networks[0].Subnets
+	if f := in.Networks[0]; f.Name != "fabric" || f.Mode != underlay.ModeBGP || f.VLAN != 0 ||
+		!slices.Equal(f.Peers, addrs("10.77.0.1")) || len(f.Subnets) != 1 ||
+		!slices.Equal(f.Subnets[0].LocalPods, addrs("10.90.0.9")) {
+		t.Fatalf("fabric = %+v; want BGP mode, its peer, fabric-a with its pod", f)
+	}
+	subs := in.Networks[1].Subnets
 	if len(subs) != 2 || subs[0].Name != "vlan-a" || subs[1].Name != "vlan-b" {
 		t.Fatalf("subnets = %+v; want vlan-a and vlan-b", subs)
 	}

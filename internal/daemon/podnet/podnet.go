@@ -84,6 +84,13 @@ var (
 	HostMAC     = state.MustParseMAC("ee:ee:ee:ee:ee:ee")
 )
 
+// Readiness is the last step of an Add: checks and announcements a pod's
+// addresses need on the node's networks (an underlay's duplicate address
+// probe, gateway check and gratuitous ARP); netsync.Syncer implements it.
+type Readiness interface {
+	PodReady(ctx context.Context, ips []netip.Addr) error
+}
+
 // DefaultAddressTimeout bounds how long Add waits for a pod's addresses.
 const DefaultAddressTimeout = 30 * time.Second
 
@@ -97,6 +104,9 @@ type Config struct {
 	// AddressTimeout bounds the wait for a pod's addresses;
 	// DefaultAddressTimeout if zero.
 	AddressTimeout time.Duration
+	// Readiness checks the pod's addresses on the node's networks once its
+	// interface is built, before Add succeeds; nil checks nothing.
+	Readiness Readiness
 	// MTU of both veth ends; 0 keeps the kernel's default.
 	MTU int
 }
@@ -153,6 +163,11 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	if err == nil {
 		err = p.configure(addrs)
 	}
+	if err == nil && b.cfg.Readiness != nil {
+		if rerr := b.cfg.Readiness.PodReady(ctx, addressIPs(addrs)); rerr != nil {
+			err = fmt.Errorf("%s: %w", podRef(a), rerr)
+		}
+	}
 	if err != nil {
 		if created {
 			if derr := p.host.DeleteLink(p.hostVeth); derr != nil {
@@ -162,6 +177,14 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 		return nil, err
 	}
 	return p.reply(addrs)
+}
+
+func addressIPs(addrs []Address) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, a.IP.Addr())
+	}
+	return out
 }
 
 func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]Address, error) {

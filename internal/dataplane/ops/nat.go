@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -23,6 +24,9 @@ const (
 	natSources   = "nat-sources"
 	natCluster   = "cluster"
 	natTagPrefix = "estuary/masquerade/v1 oifname!="
+	// natMarkTag tags the rule that leaves packets carrying kube-proxy's
+	// masquerade mark to kube-proxy; the mark follows in hex.
+	natMarkTag = "estuary/kube-proxy-mark/v1 return mark&"
 )
 
 // NAT writes estuary's source NAT into the nftables of one namespace.
@@ -124,6 +128,10 @@ func (n *NAT) addTable(t *nftables.Table, fam state.Family, f state.NATFamily) e
 	if err := n.conn.AddSet(cl, setElements(f.Exempt, fam)); err != nil {
 		return fmt.Errorf("set %s: %w", natCluster, err)
 	}
+	if f.SkipMark != 0 {
+		n.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: markReturnExprs(f.SkipMark),
+			UserData: []byte(markTag(f.SkipMark))})
+	}
 	n.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: masqExprs(fam, f.Device, src, cl),
 		UserData: []byte(natTagPrefix + f.Device)})
 	return nil
@@ -145,6 +153,20 @@ func masqExprs(fam state.Family, dev string, src, cl *nftables.Set) []expr.Any {
 		&expr.Masq{},
 	}
 }
+
+// markReturnExprs: meta mark & mark == mark return. The chain's later rule
+// then never masquerades what kube-proxy marked for its own masquerade.
+func markReturnExprs(mark uint32) []expr.Any {
+	m := binaryutil.NativeEndian.PutUint32(mark)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: m, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: m},
+		&expr.Verdict{Kind: expr.VerdictReturn},
+	}
+}
+
+func markTag(mark uint32) string { return fmt.Sprintf("%s%#08x", natMarkTag, mark) }
 
 // ifname pads a link name with NULs to IFNAMSIZ, as the kernel compares it.
 func ifname(s string) []byte {
@@ -188,6 +210,9 @@ func natImage(f state.NATFamily, fam state.Family) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", natChain, nftables.ChainTypeNAT,
 		*nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource)
+	if f.SkipMark != 0 {
+		fmt.Fprintf(&b, "rule %s\n", markTag(f.SkipMark))
+	}
 	fmt.Fprintf(&b, "rule %s\n", natTagPrefix+f.Device)
 	b.WriteString(setImage(natCluster, setElements(f.Exempt, fam)))
 	b.WriteString(setImage(natSources, setElements(f.Sources, fam)))

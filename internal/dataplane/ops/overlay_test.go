@@ -169,6 +169,12 @@ func TestNATEnsure(t *testing.T) {
 	want.IPv4.Device = "estvx2"
 	ensure(want, state.IPv4)
 	ensure(want)
+	want.IPv4.SkipMark = 1 << 14
+	ensure(want, state.IPv4)
+	ensure(want)
+	want.IPv4.SkipMark = 1 << 12
+	ensure(want, state.IPv4)
+	ensure(want)
 	ensure(state.NAT{IPv4: want.IPv4}, state.IPv6)
 	ensure(state.NAT{}, state.IPv4)
 	ensure(state.NAT{})

@@ -24,6 +24,8 @@ type LinkAddrs struct {
 	// Addrs holds the link's global unicast addresses, IPv4 first, each
 	// family in the kernel's order.
 	Addrs []netip.Addr
+	// Prefixes are Addrs with their prefix lengths, in the same order.
+	Prefixes []netip.Prefix
 }
 
 // LinksWithAddrs lists every link in index order with its global unicast
@@ -33,22 +35,27 @@ func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
 	if err != nil {
 		return nil, err
 	}
-	byIndex := make(map[int][]netip.Addr, len(ls))
+	byIndex := make(map[int]*LinkAddrs, len(ls))
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, fam) })
 		if err != nil {
 			return nil, err
 		}
 		for _, ad := range as {
-			if ip, ok := nodeAddr(ad); ok {
-				byIndex[ad.LinkIndex] = append(byIndex[ad.LinkIndex], ip)
+			if _, ok := byIndex[ad.LinkIndex]; !ok {
+				byIndex[ad.LinkIndex] = &LinkAddrs{}
 			}
+			byIndex[ad.LinkIndex].add(ad)
 		}
 	}
 	out := make([]LinkAddrs, 0, len(ls))
 	for _, link := range ls {
 		a := link.Attrs()
-		out = append(out, LinkAddrs{Name: a.Name, Index: a.Index, MTU: a.MTU, Addrs: byIndex[a.Index]})
+		la := LinkAddrs{Name: a.Name, Index: a.Index, MTU: a.MTU}
+		if got := byIndex[a.Index]; got != nil {
+			la.Addrs, la.Prefixes = got.Addrs, got.Prefixes
+		}
+		out = append(out, la)
 	}
 	slices.SortFunc(out, func(a, b LinkAddrs) int { return a.Index - b.Index })
 	return out, nil
@@ -72,12 +79,24 @@ func (h *Handle) linkAddrs(link netlink.Link) (LinkAddrs, error) {
 			return LinkAddrs{}, err
 		}
 		for _, ad := range as {
-			if ip, ok := nodeAddr(ad); ok {
-				la.Addrs = append(la.Addrs, ip)
-			}
+			la.add(ad)
 		}
 	}
 	return la, nil
+}
+
+// add appends ad when it is one of the node's own addresses.
+func (la *LinkAddrs) add(ad netlink.Addr) {
+	ip, ok := nodeAddr(ad)
+	if !ok {
+		return
+	}
+	bits := ip.BitLen()
+	if ad.IPNet != nil {
+		bits, _ = ad.Mask.Size()
+	}
+	la.Addrs = append(la.Addrs, ip)
+	la.Prefixes = append(la.Prefixes, netip.PrefixFrom(ip, bits))
 }
 
 // nodeAddr returns ad's address if it is one of the node's own: global

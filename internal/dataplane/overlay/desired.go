@@ -36,6 +36,7 @@ func Desired(in Input) (state.State, state.NAT) {
 			s.FDB = append(s.FDB, state.FDB{Dev: in.Device, MAC: r.MAC, Dst: r.VTEP})
 		}
 	}
+	s.Routes = append(s.Routes, underlayRoutes(in, fams, s.Routes)...)
 	for _, p := range in.LocalPods {
 		if p.IsValid() {
 			s.Neighs = append(s.Neighs, state.Neigh{Dev: in.Device, IP: p.Unmap(), Proxy: true})
@@ -61,13 +62,44 @@ func remotes(in Input) []Remote {
 	return out
 }
 
+// underlayRoutes sends the underlay subnets of the overlay's families into
+// the tunnel for overlay sources (table 1002), each gateway inside its
+// subnet thrown back to the node's own routing. Destinations table 1002
+// already holds (have: a node's address) and repeated CIDRs are skipped.
+func underlayRoutes(in Input, fams map[state.Family]bool, have []state.Route) []state.Route {
+	seen := map[state.RouteKey]bool{}
+	for _, r := range have {
+		seen[r.Key()] = true
+	}
+	var out []state.Route
+	add := func(r state.Route) {
+		if !seen[r.Key()] {
+			seen[r.Key()] = true
+			out = append(out, r)
+		}
+	}
+	for _, u := range in.Underlays {
+		if !u.CIDR.IsValid() || !fams[familyOf(u.CIDR.Addr())] {
+			continue
+		}
+		cidr := netip.PrefixFrom(u.CIDR.Addr().Unmap(), u.CIDR.Bits()).Masked()
+		add(onDevice(NodesTable, cidr, in.Device))
+		if gw := u.Gateway.Unmap(); gw.IsValid() && cidr.Contains(gw) {
+			add(state.Route{Table: NodesTable, Dst: netip.PrefixFrom(gw, gw.BitLen()), Type: state.RouteThrow,
+				Protocol: state.ProtocolEstuary})
+		}
+	}
+	return out
+}
+
 func onDevice(table int, dst netip.Prefix, dev string) state.Route {
 	return state.Route{Table: table, Dst: dst, Dev: dev, Scope: state.ScopeLink, Protocol: state.ProtocolEstuary}
 }
 
-// desiredNAT masquerades, per family, the NATOutgoing subnets towards every
-// destination outside the cluster's prefixes and the overlay subnets, unless
-// the packet leaves through the tunnel.
+// desiredNAT masquerades, per family, the NATOutgoing overlay subnets and
+// the natOutgoing underlay subnets (UnderlayNAT) towards every destination
+// outside the cluster's prefixes and those subnets, unless the packet leaves
+// through the tunnel or carries kube-proxy's masquerade mark.
 func desiredNAT(in Input) state.NAT {
 	var n state.NAT
 	for _, f := range []state.Family{state.IPv4, state.IPv6} {
@@ -86,7 +118,13 @@ func desiredNAT(in Input) state.NAT {
 				nf.Exempt = append(nf.Exempt, p)
 			}
 		}
-		nf.Device = in.Device
+		for _, p := range in.UnderlayNAT {
+			if p.IsValid() && familyOf(p.Addr()) == f {
+				nf.Sources = append(nf.Sources, p)
+				nf.Exempt = append(nf.Exempt, p)
+			}
+		}
+		nf.Device, nf.SkipMark = in.Device, in.KubeProxyMark
 		nf = nf.Canonical()
 		if f == state.IPv6 {
 			n.IPv6 = nf

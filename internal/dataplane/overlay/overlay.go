@@ -50,10 +50,37 @@
 // The rule keys on the source rather than on a connection mark, so it
 // needs no conntrack state and also covers connections pods open to nodes.
 //
+// Overlay to underlay. Table 1002 also holds every underlay subnet of the
+// cluster (VLAN and BGP; Input.Underlays) on the tunnel, with the subnet's
+// gateway as a `throw` route (a physical router, reached through the node's
+// own routing). An overlay pod's packet to an underlay pod therefore rides
+// the tunnel to the underlay pod's node with its overlay source, and no
+// physical router ever sees an overlay address. The destination is
+// resolved like an overlay pod: the answerer knows every pod's node, and
+// each node's proxy entries cover all its local pods (LocalPods holds them
+// all, underlay ones included). The receiving node delivers through table
+// 1000; the underlay pod's reply, to an overlay address, takes rule 1001
+// back into the tunnel, and on the first node the reverse-path check of that
+// reply (source: the underlay pod) finds table 1002's route on the tunnel.
+// Underlay pods among themselves (rule 1002 keys on overlay sources only),
+// and nodes reaching underlay pods (main table), still use the physical
+// network. The cost: an overlay pod reaches no other host inside an
+// underlay subnet than the gateway and the nodes (their /32 routes), since
+// the tunnel resolves only pods and nodes. Under a strict "all" rp_filter
+// (the device's own 0 does not lower it) a broadcast request from a node's
+// address for an underlay pod fails that pod's node's reverse-path check
+// (the node routes the pod's subnet to node addresses out of its physical
+// link), so underlay pods are then resolved by the answerer alone.
+//
 // SNAT. One nftables table per family, `estuary`, wholly estuary's: a nat
 // postrouting chain (priority 100) with one rule masquerading packets from
-// a NATOutgoing overlay subnet to a destination outside every estuary
-// subnet that do not leave through the tunnel. Sets, not one rule per
+// a NATOutgoing overlay subnet, or from a natOutgoing underlay subnet of
+// this node's domains (Input.UnderlayNAT), to a destination outside every
+// estuary subnet that do not leave through the tunnel. Before it, a rule
+// returns packets whose firewall mark carries kube-proxy's masquerade bit
+// (Input.KubeProxyMark, read from kube-proxy's configuration by the
+// daemon): kube-proxy masquerades those itself, and nothing is NATed twice
+// or by the wrong party. Sets, not one rule per
 // subnet, keep the rule constant while subnets change; the table is
 // compared with what is wanted and, when it differs, rewritten in one
 // atomic batch. kube-proxy's tables (iptables or nftables) are never read
@@ -136,9 +163,29 @@ type Input struct {
 	// reply to this node (rule 1002) could not resolve it. IPv4 needs
 	// none: ARP answers for any local address.
 	NodeIPs []netip.Addr
+	// Underlays are the cluster's underlay subnets (VLAN and BGP): overlay
+	// pods reach them through the tunnel (table 1002), never with their
+	// overlay source on the physical network.
+	Underlays []Underlay
+	// UnderlayNAT are the underlay subnets with natOutgoing whose pods run
+	// on this node (underlay.NATSources): masqueraded like the NATOutgoing
+	// overlay subnets, in the same table.
+	UnderlayNAT []netip.Prefix
+	// KubeProxyMark is kube-proxy's masquerade mark (1 << masqueradeBit):
+	// packets carrying it are left to kube-proxy's own masquerade. 0 adds
+	// no such exception.
+	KubeProxyMark uint32
 	// NoFlood leaves out the all-zero FDB entries, so that only the
 	// answerer resolves remote addresses (tests; diagnosis).
 	NoFlood bool
+}
+
+// Underlay is an underlay subnet as the overlay routes it: CIDR into the
+// tunnel, Gateway (when inside CIDR) thrown back to the node's own routing,
+// since it is a router of the physical network, not a pod.
+type Underlay struct {
+	CIDR    netip.Prefix
+	Gateway netip.Addr
 }
 
 // DeviceName returns the VXLAN device's name for netID: "estvx" and netID

@@ -30,11 +30,13 @@ func (s ParentSpec) String() string {
 }
 
 // Parent is a resolved parent link: its name, its first global unicast
-// address (the VTEP address) and its MTU.
+// address (the VTEP address), its MTU, and all its global unicast addresses
+// with their prefix lengths (IPv4 first).
 type Parent struct {
-	Link string
-	IP   netip.Addr
-	MTU  int
+	Link     string
+	IP       netip.Addr
+	MTU      int
+	Prefixes []netip.Prefix
 }
 
 // ResolveParent finds the link spec names and its VTEP address.
@@ -46,7 +48,7 @@ func (a *Agent) ResolveParent(spec ParentSpec) (Parent, error) {
 	if len(la.Addrs) == 0 {
 		return Parent{}, fmt.Errorf("resolve %s: link %s has no global unicast address", spec, la.Name)
 	}
-	return Parent{Link: la.Name, IP: la.Addrs[0], MTU: la.MTU}, nil
+	return Parent{Link: la.Name, IP: la.Addrs[0], MTU: la.MTU, Prefixes: la.Prefixes}, nil
 }
 
 func (a *Agent) findParent(spec ParentSpec) (ops.LinkAddrs, error) {

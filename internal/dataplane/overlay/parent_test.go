@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -36,7 +37,11 @@ func TestResolveParent(t *testing.T) {
 		{ParentSpec{Regex: "^uplink"}, Parent{Link: "uplink1", IP: ip("192.168.7.2"), MTU: 1500}},
 	} {
 		got, err := a.ResolveParent(tc.spec)
-		if err != nil || got != tc.want {
+		if len(got.Prefixes) == 0 || got.Prefixes[0].Addr() != got.IP || got.Prefixes[0].Bits() != 24 {
+			t.Errorf("ResolveParent(%+v).Prefixes = %v, want %s/24 first", tc.spec, got.Prefixes, got.IP)
+		}
+		got.Prefixes = nil
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ResolveParent(%+v) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
 		}
 	}

@@ -9,12 +9,15 @@ import (
 
 // NATFamily is the source NAT of one address family: packets from Sources to
 // a destination outside Exempt that do not leave through Device are
-// masqueraded to the address of their outgoing interface. No Sources means
-// no NAT for the family.
+// masqueraded to the address of their outgoing interface, unless their
+// firewall mark has every bit of SkipMark set (kube-proxy's masquerade mark:
+// kube-proxy masquerades those itself). No Sources means no NAT for the
+// family; SkipMark 0 means no exception.
 type NATFamily struct {
-	Sources []netip.Prefix
-	Exempt  []netip.Prefix
-	Device  string
+	Sources  []netip.Prefix
+	Exempt   []netip.Prefix
+	Device   string
+	SkipMark uint32
 }
 
 // NAT is the source NAT estuary wants per family.
@@ -32,13 +35,15 @@ func (f NATFamily) Canonical() NATFamily {
 	if f.Empty() {
 		return NATFamily{}
 	}
-	return NATFamily{Sources: canonPrefixes(f.Sources), Exempt: canonPrefixes(f.Exempt), Device: f.Device}
+	return NATFamily{Sources: canonPrefixes(f.Sources), Exempt: canonPrefixes(f.Exempt), Device: f.Device,
+		SkipMark: f.SkipMark}
 }
 
 // Equal reports whether two families describe the same NAT.
 func (f NATFamily) Equal(o NATFamily) bool {
 	a, b := f.Canonical(), o.Canonical()
-	return slices.Equal(a.Sources, b.Sources) && slices.Equal(a.Exempt, b.Exempt) && a.Device == b.Device
+	return slices.Equal(a.Sources, b.Sources) && slices.Equal(a.Exempt, b.Exempt) && a.Device == b.Device &&
+		a.SkipMark == b.SkipMark
 }
 
 // Family returns the NAT of family fam.
@@ -53,7 +58,11 @@ func (f NATFamily) String() string {
 	if f.Empty() {
 		return "no nat"
 	}
-	return fmt.Sprintf("masquerade from %v to not %v oif != %s", f.Sources, f.Exempt, f.Device)
+	s := fmt.Sprintf("masquerade from %v to not %v oif != %s", f.Sources, f.Exempt, f.Device)
+	if f.SkipMark != 0 {
+		s += fmt.Sprintf(" mark & %#x != %#x", f.SkipMark, f.SkipMark)
+	}
+	return s
 }
 
 func (n NAT) String() string {

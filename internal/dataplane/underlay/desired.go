@@ -26,6 +26,8 @@ type local struct {
 	vlan int
 	slot int
 	pods []netip.Addr // valid, unmapped, inside sub.CIDR, sorted, unique
+	bgp  bool         // a BGP subnet: default via peer, nothing on the segment
+	peer netip.Addr   // a BGP subnet's next hop
 }
 
 // resolve returns the subnets of in that have local pods, in slot order,
@@ -91,15 +93,41 @@ func resolveSubnet(in Input, n Network, s Subnet) (local, bool, error) {
 		return local{}, false, nil
 	}
 	slices.SortFunc(pods, netip.Addr.Compare)
-	return local{sub: s, dev: VLANName(in.Uplink, vlan), vlan: vlan, pods: slices.Compact(pods)}, true, nil
+	l := local{sub: s, dev: VLANName(in.Uplink, vlan), vlan: vlan, pods: slices.Compact(pods), bgp: n.IsBGP()}
+	if l.bgp {
+		if l.peer = reachablePeer(in, n, s.CIDR.Addr().Is4()); !l.peer.IsValid() {
+			return local{}, false, fmt.Errorf("underlay subnet %s: no BGP peer of network %s on the networks of uplink %s",
+				s.Name, n.Name, in.Uplink)
+		}
+	}
+	return l, true, nil
+}
+
+// reachablePeer returns the first peer of n of the given family inside the
+// prefix of a node address on the uplink, the zero Addr if none is.
+func reachablePeer(in Input, n Network, v4 bool) netip.Addr {
+	for _, p := range n.Peers {
+		p = p.Unmap()
+		if !p.IsValid() || p.Is4() != v4 {
+			continue
+		}
+		for _, a := range in.NodeAddrs {
+			if a.Dev == in.Uplink && a.Prefix.IsValid() && a.Prefix.Bits() < a.Prefix.Addr().BitLen() &&
+				netip.PrefixFrom(a.Prefix.Addr().Unmap(), a.Prefix.Bits()).Contains(p) {
+				return p
+			}
+		}
+	}
+	return netip.Addr{}
 }
 
 // maxTime orders subnets missing from Input.Cluster after every listed one.
 var maxTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // Desired computes the kernel state the underlay wants on a node: per
-// local subnet its rule, table, proxy neighbours and enhanced address. It
-// is pure: equal inputs give equal outputs, and nothing is read.
+// local subnet its rule, table, proxy neighbours and enhanced address (a
+// BGP subnet: its rule and `default via <peer> dev <uplink>` only). It is
+// pure: equal inputs give equal outputs, and nothing is read.
 func Desired(in Input) state.State {
 	var s state.State
 	ls, _ := resolve(in)
@@ -107,6 +135,13 @@ func Desired(in Input) state.State {
 		table := TableBase + l.slot
 		cidr := l.sub.CIDR
 		s.Rules = append(s.Rules, state.Rule{Priority: table, Table: table, Src: cidr})
+		if l.bgp {
+			s.Routes = append(s.Routes, state.Route{
+				Table: table, Dst: netip.PrefixFrom(unspecified(l.peer), 0), Gw: l.peer, Dev: l.dev,
+				Protocol: state.ProtocolEstuary,
+			})
+			continue
+		}
 		s.Routes = append(s.Routes, state.Route{
 			Table: table, Dst: cidr, Dev: l.dev, Scope: state.ScopeLink, Protocol: state.ProtocolEstuary,
 		})
@@ -191,8 +226,8 @@ func Problems(in Input) []error {
 	return errs
 }
 
-// NATSources returns the CIDRs of this node's underlay subnets whose
-// natOutgoing is true, for the overlay's NAT table (Input.Subnets with
+// NATSources returns the CIDRs of this node's underlay subnets (VLAN and
+// BGP) whose natOutgoing is true, for the overlay's NAT table (Input.Subnets with
 // NATOutgoing there); sorted, unique.
 func NATSources(in Input) []netip.Prefix {
 	var out []netip.Prefix

@@ -1,9 +1,10 @@
-// Package underlay computes and applies the VLAN-mode underlay data path of
-// a node: the 802.1Q sub-interfaces of its underlay networks, one policy
-// rule and routing table per local underlay subnet, the proxy neighbours
-// that make the node answer the segment's ARP/NDP for its pods, and the
-// "enhanced address" that gives the node's own ARP requests on behalf of
-// pods a sender inside the pods' subnet. Desired is pure; Agent applies.
+// Package underlay computes and applies the underlay data path of a node:
+// the 802.1Q sub-interfaces of its VLAN networks, one policy rule and
+// routing table per local underlay subnet (VLAN or BGP mode), the proxy
+// neighbours that make the node answer the segment's ARP/NDP for its VLAN
+// pods, and the "enhanced address" that gives the node's own ARP requests
+// on behalf of pods a sender inside the pods' subnet. Desired is pure;
+// Agent applies.
 //
 // # Design
 //
@@ -21,6 +22,17 @@
 // without which the kernel does not proxy) and table 1000 delivers.
 // Nothing is written for a subnet without local pods, and everything of a
 // subnet is kept while it has one.
+//
+// BGP subnets. A subnet of a BGP-mode network has no segment of its own:
+// its pods' /32s are announced to the fabric by the node's BGP speaker
+// (package bgp), and the fabric delivers to the node. Its table holds only
+// `default via <peer> dev <uplink>`, the peer being the network's first
+// peer of the subnet's family inside the prefix of one of the node's own
+// addresses on the uplink (Input.NodeAddrs): the kernel accepts only an
+// on-link next hop. A subnet none of whose peers is on the uplink's
+// networks is left out and reported. No proxy neighbours (nobody ARPs for
+// a routed /32) and no enhanced address (the node never ARPs for a peer in
+// the pods' subnet). netID is the AS number there, not a VLAN id.
 //
 // The vlan-if. netID (the Subnet's override, else the Network's) 0 means
 // untagged: the uplink NIC itself. Otherwise an 802.1Q sub-interface named
@@ -105,8 +117,10 @@
 // are never deleted.
 //
 // NAT. Underlay subnets are never masqueraded by default: the segment
-// routes pod addresses. A Subnet with natOutgoing true is reported by
-// NATSources for the overlay's NAT table; this package writes no NAT.
+// (or the fabric) routes pod addresses. A Subnet with natOutgoing true is
+// reported by NATSources for the overlay's NAT table (overlay
+// Input.UnderlayNAT), which masquerades it to the address of the outgoing
+// link for destinations outside the cluster; this package writes no NAT.
 package underlay
 
 import (
@@ -142,8 +156,8 @@ type Input struct {
 	// Uplink is the node's NIC on the underlay segments: the parent of
 	// every sub-interface, and the vlan-if of untagged networks.
 	Uplink string
-	// Networks are the VLAN-mode underlay networks whose domain holds this
-	// node.
+	// Networks are the underlay networks (VLAN and BGP mode) whose domain
+	// holds this node.
 	Networks []Network
 	// Cluster lists every underlay subnet of the cluster, of any network
 	// and mode: it fixes table numbers and which neighbours and addresses
@@ -151,18 +165,38 @@ type Input struct {
 	// it.
 	Cluster []SubnetRef
 	// NodeAddrs are addresses the node itself holds (not estuary's marked
-	// ones). A subnet with a node address inside it on its vlan-if needs no
-	// enhanced address.
+	// ones), with their prefix lengths. A subnet with a node address inside
+	// it on its vlan-if needs no enhanced address; a BGP peer inside the
+	// prefix of one on the uplink is reachable.
 	NodeAddrs []state.Addr
 }
 
-// Network is a VLAN-mode underlay network.
+// Mode is an underlay network's mode.
+type Mode string
+
+// Modes of an underlay network; the empty mode is ModeVLAN.
+const (
+	ModeVLAN Mode = "VLAN"
+	ModeBGP  Mode = "BGP"
+)
+
+// Network is an underlay network.
 type Network struct {
 	Name string
-	// VLAN is the Network's netID: 0 untagged, 1-4094 tagged.
-	VLAN    int
+	// Mode is VLAN (also when empty) or BGP.
+	Mode Mode
+	// VLAN is a VLAN network's netID: 0 untagged, 1-4094 tagged. A BGP
+	// network's netID is its AS number and is not read here.
+	VLAN int
+	// Peers are a BGP network's peer addresses in the Network's order: the
+	// first of a subnet's family inside the prefix of a node address on
+	// the uplink (Input.NodeAddrs) is the default gateway of its subnets.
+	Peers   []netip.Addr
 	Subnets []Subnet
 }
+
+// IsBGP reports whether the network is in BGP mode.
+func (n Network) IsBGP() bool { return n.Mode == ModeBGP }
 
 // Subnet is one subnet of a network, with this node's pods in it.
 type Subnet struct {
@@ -240,8 +274,12 @@ func Ownership() state.Ownership {
 	}
 }
 
-// vlanOf returns the subnet's effective VLAN id.
+// vlanOf returns the subnet's effective VLAN id; a BGP subnet is always on
+// the uplink itself.
 func vlanOf(n Network, s Subnet) int {
+	if n.IsBGP() {
+		return 0
+	}
 	if s.VLAN != nil {
 		return *s.VLAN
 	}

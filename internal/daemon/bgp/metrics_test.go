@@ -1,0 +1,38 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestNetworksCollector(t *testing.T) {
+	c := NewNetworksCollector(func(context.Context) (map[string][]PeerStatus, error) {
+		return map[string][]PeerStatus{"fabric": {
+			{Address: netip.MustParseAddr("10.0.0.1"), ASN: 65000, State: StateEstablished},
+		}}, nil
+	})
+	want := `# HELP estuary_bgp_peer_state The session state of each BGP peer of each BGP network of the node: 1 for the current state, 0 for the others.
+# TYPE estuary_bgp_peer_state gauge
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="Active"} 0
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="Connect"} 0
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="Established"} 1
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="Idle"} 0
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="OpenConfirm"} 0
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="OpenSent"} 0
+estuary_bgp_peer_state{network="fabric",peer="10.0.0.1",state="Unknown"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	failing := NewNetworksCollector(func(context.Context) (map[string][]PeerStatus, error) {
+		return nil, errors.New("network other: list bgp peers: timeout")
+	})
+	if err := testutil.CollectAndCompare(failing, strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("a failing speaker is not reported: %v", err)
+	}
+}

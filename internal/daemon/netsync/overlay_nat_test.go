@@ -1,0 +1,61 @@
+package netsync
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+)
+
+// The overlay input carries the natOutgoing underlay subnets of the node's
+// domains, the cluster's underlay subnets and kube-proxy's mark.
+func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
+	r1 := map[string]string{"rack": "r1"}
+	self := labelled(node("node-1", "", "", "10.77.0.11"), r1)
+	yes := true
+	objs := Objects{
+		Networks: []estuaryv1.Network{network("overlay", estuaryv1.NetworkTypeOverlay, 4),
+			underlayNet("vlan", "", 0, r1), bgpNet("fabric", 65010, r1, "10.77.0.1"),
+			underlayNet("far", "", 0, map[string]string{"rack": "r2"})},
+		Subnets: []estuaryv1.Subnet{subnet("ov4", "overlay", "10.78.0.0/16", nil),
+			subnet("vlan-a", "vlan", "192.168.10.0/24", nil), subnet("vlan-nat", "vlan", "192.168.11.0/24", &yes),
+			subnet("fabric-nat", "fabric", "10.90.0.0/24", &yes), subnet("far-nat", "far", "192.168.20.0/24", &yes)},
+		Nodes: []corev1.Node{self},
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&self).Build()
+	dp := &fakeDataplane{}
+	s := &Syncer{opts: withDefaults(Options{Node: "node-1", Log: logr.Discard(), KubeProxyMark: 0x4000}),
+		dp: dp, reader: c, writer: c}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"192.168.11.5/24"}}}
+	parent := func() (overlay.Parent, error) { return dp.ResolveParent(overlay.ParentSpec{}) }
+	if err := s.syncOverlay(ctx, &self, objs, eps, parent); err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := dp.last()
+	wantNAT := []netip.Prefix{netip.MustParsePrefix("10.90.0.0/24"), netip.MustParsePrefix("192.168.11.0/24")}
+	if !slices.Equal(in.UnderlayNAT, wantNAT) {
+		t.Errorf("UnderlayNAT = %v, want %v (natOutgoing subnets of the node's domains only)", in.UnderlayNAT, wantNAT)
+	}
+	if in.KubeProxyMark != 0x4000 {
+		t.Errorf("KubeProxyMark = %#x, want 0x4000", in.KubeProxyMark)
+	}
+	if len(in.Underlays) != 4 {
+		t.Errorf("Underlays = %v, want all 4 underlay subnets of the cluster", in.Underlays)
+	}
+}

@@ -1,0 +1,110 @@
+package netsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+)
+
+// ARP is the underlay's address checks on the segment; underlay.Agent
+// implements it.
+type ARP interface {
+	Probe(ctx context.Context, in underlay.Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error)
+	CheckGateway(ctx context.Context, in underlay.Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error)
+	Announce(in underlay.Input, ip netip.Addr) error
+}
+
+// How long PodReady listens for an answer to a duplicate address probe and
+// to the gateway's ARP request.
+const (
+	ProbeWait   = 300 * time.Millisecond
+	GatewayWait = time.Second
+)
+
+// PodReady runs, for each IPv4 address of ips in a VLAN-mode underlay
+// subnet of this node, what must hold before the pod is reported ready:
+// no other host answers a duplicate address probe for it (a node still
+// holding the pod's previous incarnation would), the subnet's gateway
+// answers ARP asked on the pod's behalf, and a gratuitous ARP moves the
+// segment's caches (the gateway's, a switch's) to this node. Overlay and
+// BGP addresses need none of it. Without Options.ARP it checks nothing.
+func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
+	if s.opts.ARP == nil {
+		return nil
+	}
+	objs, err := s.read(ctx)
+	if err != nil {
+		return fmt.Errorf("underlay checks: %w", err)
+	}
+	node := s.self(objs)
+	if node == nil {
+		return fmt.Errorf("underlay checks: node %s is not in the cache", s.opts.Node)
+	}
+	in, _ := BuildUnderlayInput(node, "", objs, ips)
+	checks := vlanAddresses(in, ips)
+	if len(checks) == 0 {
+		return nil
+	}
+	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
+	if in.Uplink, in.NodeAddrs, err = s.uplink(parent, ips); err != nil {
+		return fmt.Errorf("underlay checks: %w", err)
+	}
+	var errs []error
+	for _, c := range checks {
+		errs = append(errs, s.readyOne(ctx, in, c))
+	}
+	return errors.Join(errs...)
+}
+
+// vlanCheck is one address to check and the subnet holding it.
+type vlanCheck struct {
+	ip  netip.Addr
+	sub underlay.Subnet
+}
+
+// vlanAddresses returns the IPv4 addresses of ips inside a subnet of a
+// VLAN-mode network of in.
+func vlanAddresses(in underlay.Input, ips []netip.Addr) []vlanCheck {
+	var out []vlanCheck
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if !ip.Is4() {
+			continue
+		}
+		for _, n := range in.Networks {
+			if n.IsBGP() {
+				continue
+			}
+			for _, sn := range n.Subnets {
+				if sn.CIDR.IsValid() && sn.CIDR.Contains(ip) {
+					out = append(out, vlanCheck{ip: ip, sub: sn})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (s *Syncer) readyOne(ctx context.Context, in underlay.Input, c vlanCheck) error {
+	mac, err := s.opts.ARP.Probe(ctx, in, c.ip, ProbeWait)
+	if err != nil {
+		return err
+	}
+	if mac != nil {
+		return fmt.Errorf("address %s of subnet %s is in use on the segment by %s (duplicate address probe on %s)",
+			c.ip, c.sub.Name, mac, in.Uplink)
+	}
+	if gw := c.sub.Gateway.Unmap(); gw.Is4() {
+		if _, err := s.opts.ARP.CheckGateway(ctx, in, c.ip, GatewayWait); err != nil {
+			return err
+		}
+	}
+	return s.opts.ARP.Announce(in, c.ip)
+}
