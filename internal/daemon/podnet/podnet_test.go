@@ -2,11 +2,13 @@ package podnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -451,5 +453,46 @@ func TestParallelAdds(t *testing.T) {
 	}
 	if got := strings.Count(ipCmd(t, e.host, "rule", "show"), "lookup 1000"); got != 1 {
 		t.Errorf("%d rules lookup 1000, want 1", got)
+	}
+}
+
+// readinessFunc adapts a function to Readiness.
+type readinessFunc func(ctx context.Context, ips []netip.Addr) error
+
+func (f readinessFunc) PodReady(ctx context.Context, ips []netip.Addr) error { return f(ctx, ips) }
+
+// Readiness runs once the pod's interface works, with the pod's addresses;
+// its failure fails the Add, names the pod and leaves nothing behind.
+func TestReadinessGatesAdd(t *testing.T) {
+	e := newEnv(t)
+	var seen []netip.Addr
+	var routed bool
+	fail := errors.New("address 10.0.0.11 of subnet rack1-v4 is in use on the segment")
+	e.b.cfg.Readiness = readinessFunc(func(_ context.Context, ips []netip.Addr) error {
+		seen = ips
+		routed = strings.Contains(ipCmd(t, e.host, "route", "show", "table", "all"), "10.0.0.11")
+		if ips[0] == netip.MustParseAddr("10.0.0.11") {
+			return fail
+		}
+		return nil
+	})
+	ok, _ := e.pod(t, "ready", "eth0", addr("10.0.0.10/24"))
+	e.add(t, ok)
+	if !slices.Equal(seen, []netip.Addr{netip.MustParseAddr("10.0.0.10")}) {
+		t.Errorf("Readiness saw %v, want the pod's address 10.0.0.10", seen)
+	}
+	bad, podNS := e.pod(t, "dup", "eth0", addr("10.0.0.11/24"))
+	_, err := e.b.Add(context.Background(), bad)
+	if !errors.Is(err, fail) || !strings.Contains(err.Error(), "pod default/dup") {
+		t.Fatalf("Add = %v, want the readiness error naming pod default/dup", err)
+	}
+	if !routed {
+		t.Error("Readiness ran before the host route to the pod existed")
+	}
+	if out := hostLinks(t, e.host); strings.Contains(out, HostVethName(bad)) {
+		t.Errorf("host veth left behind:\n%s", out)
+	}
+	if out := ipCmd(t, podNS, "-o", "link", "show"); strings.Contains(out, "eth0") {
+		t.Errorf("pod interface left behind:\n%s", out)
 	}
 }
