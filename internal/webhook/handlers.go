@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,9 +15,12 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
-// NetworkValidator admits Networks. Reader is the manager's cache.
+// NetworkValidator admits Networks. Reader is the manager's cache; Live,
+// when set, reads the API server and confirms a refused delete (see
+// confirmDelete).
 type NetworkValidator struct {
 	Reader client.Reader
+	Live   client.Reader
 }
 
 // ValidateCreate applies ValidateNetwork.
@@ -38,7 +42,26 @@ func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Netw
 	if err := v.Reader.List(ctx, &subnets, client.MatchingFields{IndexSubnetNetwork: n.Name}); err != nil {
 		return nil, internal("list subnets", err)
 	}
-	return nil, ValidateNetworkDelete(n, subnets.Items)
+	return nil, confirmDelete(ValidateNetworkDelete(n, subnets.Items), v.Live, func(live client.Reader) error {
+		var all estuaryv1.SubnetList
+		if err := live.List(ctx, &all); err != nil {
+			return internal("list subnets", err)
+		}
+		return ValidateNetworkDelete(n, all.Items)
+	})
+}
+
+// confirmDelete returns the cache's verdict on a delete, unless it is a
+// refusal and live is set: then the verdict of check against the API
+// server. The cache can still hold an object deleted a moment ago (the
+// subnet deleted just before its network), and a refusal must hold against
+// what exists now; an admitted delete needs no second read.
+func confirmDelete(cached error, live client.Reader, check func(client.Reader) error) error {
+	var d *Denial
+	if live == nil || !errors.As(cached, &d) {
+		return cached
+	}
+	return check(live)
 }
 
 func (v *NetworkValidator) validate(ctx context.Context, n *estuaryv1.Network) error {
@@ -55,9 +78,11 @@ func (v *NetworkValidator) validate(ctx context.Context, n *estuaryv1.Network) e
 	return ValidateNetwork(n, networks.Items, nodes.Items)
 }
 
-// SubnetValidator admits Subnets. Reader is the manager's cache.
+// SubnetValidator admits Subnets. Reader is the manager's cache; Live, as
+// NetworkValidator's, confirms a refused delete.
 type SubnetValidator struct {
 	Reader client.Reader
+	Live   client.Reader
 }
 
 // ValidateCreate applies ValidateSubnet.
@@ -79,7 +104,13 @@ func (v *SubnetValidator) ValidateDelete(ctx context.Context, s *estuaryv1.Subne
 	if err := v.Reader.List(ctx, &instances, client.MatchingFields{IndexIPInstanceSubnet: s.Name}); err != nil {
 		return nil, internal("list ipinstances", err)
 	}
-	return nil, ValidateSubnetDelete(s, instances.Items)
+	return nil, confirmDelete(ValidateSubnetDelete(s, instances.Items), v.Live, func(live client.Reader) error {
+		var held estuaryv1.IPInstanceList
+		if err := live.List(ctx, &held, client.MatchingLabels{estuaryv1.LabelSubnet: s.Name}); err != nil {
+			return internal("list ipinstances", err)
+		}
+		return ValidateSubnetDelete(s, held.Items)
+	})
 }
 
 func (v *SubnetValidator) validate(ctx context.Context, s *estuaryv1.Subnet) error {

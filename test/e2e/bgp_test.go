@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,6 +132,10 @@ func TestBGPUnderlay(t *testing.T) {
 		e.waitRouterRoute(t, b.Status.PodIP, b.Spec.NodeName)
 	})
 
+	t.Run("network condition: every domain node has an established session", func(t *testing.T) {
+		e.waitBGPEstablished(t)
+	})
+
 	t.Run("external host and pods reach each other without NAT", func(t *testing.T) {
 		serveClientIP(t, e.externalNetns, fmt.Sprintf("%s:%d", e.externalAddr, externalPort))
 		for _, p := range []corev1.Pod{a, b} {
@@ -154,6 +159,24 @@ func TestBGPUnderlay(t *testing.T) {
 		e.waitRouterRoute(t, b.Status.PodIP, "")
 		e.waitRouterRoute(t, a.Status.PodIP, a.Spec.NodeName)
 	})
+}
+
+// waitBGPEstablished waits until the manager reports every domain node of
+// the BGP network with an established session.
+func (e *labEnv) waitBGPEstablished(t *testing.T) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("network %s condition %s True", bgpNetwork, estuaryv1.ConditionBGPPeersEstablished), 2*time.Minute,
+		func(ctx context.Context) error {
+			var n estuaryv1.Network
+			if err := e.c.Get(ctx, client.ObjectKey{Name: bgpNetwork}, &n); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(n.Status.Conditions, estuaryv1.ConditionBGPPeersEstablished)
+			if c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
 }
 
 // checkExternalBothWays: the external host reaches the pod at its own

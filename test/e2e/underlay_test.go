@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -208,6 +209,12 @@ func TestUnderlayUntaggedVLAN(t *testing.T) {
 		})
 		if hostOf(seen) != underIP {
 			t.Errorf("the external host saw pod %s as %s, want its own address %s (underlay subnets are not NATed)", under.Name, seen, underIP)
+		}
+	})
+
+	t.Run("underlay pod reaches every node", func(t *testing.T) {
+		for _, n := range e.nodes {
+			checkPing(t, fmt.Sprintf("%s -> %s", under.Name, n), underNS, e.nodeAddr[n], 3)
 		}
 	})
 
@@ -432,4 +439,80 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	if second.Status.PodIP != only || !slices.Contains(underlayNodes, second.Spec.NodeName) {
 		t.Errorf("pod second: address %q on %s, want %s on one of %v", second.Status.PodIP, second.Spec.NodeName, only, underlayNodes)
 	}
+}
+
+// vlanSupport returns why the kernel cannot make 802.1Q sub-interfaces, or
+// nil: it tries one on a veth in a scratch network namespace.
+func vlanSupport(ctx context.Context) error {
+	ns := fmt.Sprintf("estlab-e2e-vlan-%d", time.Now().UnixNano())
+	run := func(args ...string) error {
+		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if err := run("netns", "add", ns); err != nil {
+		return err
+	}
+	defer func() { _ = run("netns", "delete", ns) }()
+	if err := run("-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1"); err != nil {
+		return err
+	}
+	return run("-n", ns, "link", "add", "link", "v0", "name", "v0.100", "type", "vlan", "id", "100")
+}
+
+// TestUnderlayTaggedVLAN: an Underlay network with netID 100 puts its pods
+// on node-1/node-2's eth0.100, created when first needed; the router holds
+// the subnet's gateway on its own eth0.100, and the external host and the
+// pod reach each other without NAT. Kernels without 802.1Q skip it.
+func TestUnderlayTaggedVLAN(t *testing.T) {
+	if err := vlanSupport(testCtx(t, time.Minute)); err != nil {
+		t.Skipf("the kernel cannot make 802.1Q VLAN sub-interfaces: %v", err)
+	}
+	e := needLab(t)
+	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
+	const vlan, cidr, gw = "eth0.100", "10.77.101.0/24", "10.77.101.1"
+	ctx := testCtx(t, time.Minute)
+	for _, args := range [][]string{
+		{"ip", "link", "add", "link", "eth0", "name", vlan, "type", "vlan", "id", "100"},
+		{"ip", "addr", "add", gw + "/24", "dev", vlan},
+		{"ip", "link", "set", vlan, "up"},
+	} {
+		if _, err := e.run(ctx, "router", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = e.run(context.Background(), "router", "ip", "link", "delete", vlan) })
+	prefix := netip.MustParsePrefix(cidr)
+	nw := &estuaryv1.Network{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack1-vlan100"},
+		Spec: estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN,
+			NetID: ptr.To[int64](100), NodeSelector: map[string]string{rackLabel: rackValue}},
+	}
+	sn := &estuaryv1.Subnet{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack1-vlan100-v4"},
+		Spec: estuaryv1.SubnetSpec{Network: nw.Name, Range: estuaryv1.AddressRange{
+			Version: 4, CIDR: cidr, Gateway: gw,
+			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
+		}},
+	}
+	for _, o := range []client.Object{nw, sn} {
+		t.Cleanup(func() { e.deleteAndWait(t, o) })
+		if err := e.c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	ns := e.newNamespace(t, "underlay-tagged")
+	p := netexecPod("tagged", "node-1", nil)
+	p.Annotations = map[string]string{estuaryv1.AnnotationNetwork: nw.Name}
+	e.mustCreate(t, ns, p)
+	pod := e.waitPods(t, ns, "tagged")["tagged"]
+	if a, err := netip.ParseAddr(pod.Status.PodIP); err != nil || !prefix.Contains(a) {
+		t.Fatalf("pod %s has address %q, want one in %s", pod.Name, pod.Status.PodIP, cidr)
+	}
+	if _, err := e.run(ctx, "node-1", "ip", "link", "show", vlan); err != nil {
+		t.Errorf("node-1 has no %s: %v", vlan, err)
+	}
+	serveClientIP(t, e.externalNetns, fmt.Sprintf("%s:%d", e.externalAddr, externalPort))
+	e.checkExternalBothWays(t, &pod, e.podNetns(t, &pod))
 }

@@ -1,0 +1,67 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// stale returns a reader holding objs with the handlers' indexes, standing
+// in for a cache that has not seen their deletion yet.
+func stale(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := estuaryv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&estuaryv1.Subnet{}, IndexSubnetNetwork, func(o client.Object) []string {
+			return []string{o.(*estuaryv1.Subnet).Spec.Network}
+		}).
+		WithIndex(&estuaryv1.IPInstance{}, IndexIPInstanceSubnet, func(o client.Object) []string {
+			return []string{o.(*estuaryv1.IPInstance).Spec.Subnet}
+		}).Build()
+}
+
+// A delete the cache refuses is admitted when the API server no longer
+// holds what the cache does, and refused when it still does.
+func TestRefusedDeleteConfirmedLive(t *testing.T) {
+	ctx := context.Background()
+	n := underlay("rack1", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "1"})
+	sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "rack1-v4"}, Spec: estuaryv1.SubnetSpec{Network: "rack1"}}
+	ipi := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", Labels: map[string]string{estuaryv1.LabelSubnet: "rack1-v4"}},
+		Spec:       estuaryv1.IPInstanceSpec{Subnet: "rack1-v4"},
+	}
+	cache, empty := stale(t, sn.DeepCopy(), ipi.DeepCopy()), stale(t)
+	var d *Denial
+
+	nv := &NetworkValidator{Reader: cache}
+	if _, err := nv.ValidateDelete(ctx, &n); !errors.As(err, &d) {
+		t.Fatalf("without a live reader: delete of network rack1 = %v, want the cache's refusal", err)
+	}
+	nv.Live = empty
+	if _, err := nv.ValidateDelete(ctx, &n); err != nil {
+		t.Errorf("subnet gone from the API server: delete of network rack1 = %v, want admitted", err)
+	}
+	nv.Live = stale(t, sn.DeepCopy())
+	if _, err := nv.ValidateDelete(ctx, &n); !errors.As(err, &d) {
+		t.Errorf("subnet still in the API server: delete of network rack1 = %v, want refused", err)
+	}
+
+	sv := &SubnetValidator{Reader: cache, Live: empty}
+	if _, err := sv.ValidateDelete(ctx, sn); err != nil {
+		t.Errorf("IPInstance gone from the API server: delete of subnet rack1-v4 = %v, want admitted", err)
+	}
+	sv.Live = stale(t, ipi.DeepCopy())
+	if _, err := sv.ValidateDelete(ctx, sn); !errors.As(err, &d) {
+		t.Errorf("IPInstance still in the API server: delete of subnet rack1-v4 = %v, want refused", err)
+	}
+}
