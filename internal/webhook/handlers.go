@@ -105,8 +105,10 @@ func (v *SubnetValidator) ValidateDelete(ctx context.Context, s *estuaryv1.Subne
 		return nil, internal("list ipinstances", err)
 	}
 	return nil, confirmDelete(ValidateSubnetDelete(s, instances.Items), v.Live, func(live client.Reader) error {
+		// Every namespace's records, matched on spec.subnet: the API server
+		// has no index for it, and a label could be missing.
 		var held estuaryv1.IPInstanceList
-		if err := live.List(ctx, &held, client.MatchingLabels{estuaryv1.LabelSubnet: s.Name}); err != nil {
+		if err := live.List(ctx, &held); err != nil {
 			return internal("list ipinstances", err)
 		}
 		return ValidateSubnetDelete(s, held.Items)

@@ -37,7 +37,7 @@ func TestRefusedDeleteConfirmedLive(t *testing.T) {
 	n := underlay("rack1", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "1"})
 	sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "rack1-v4"}, Spec: estuaryv1.SubnetSpec{Network: "rack1"}}
 	ipi := &estuaryv1.IPInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", Labels: map[string]string{estuaryv1.LabelSubnet: "rack1-v4"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"},
 		Spec:       estuaryv1.IPInstanceSpec{Subnet: "rack1-v4"},
 	}
 	cache, empty := stale(t, sn.DeepCopy(), ipi.DeepCopy()), stale(t)

@@ -1,16 +1,21 @@
 package chart
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
 func ensureNamespace(t *testing.T) {
@@ -178,6 +183,45 @@ func installRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx(t), obj) })
+	}
+	waitRBACSeen(t, objs)
+}
+
+// waitRBACSeen waits until the API server's authorizer, which reads RBAC
+// objects through its own informers, allows each binding's service
+// accounts the first rule of the bound role: until then an access review
+// may deny what the chart grants.
+func waitRBACSeen(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding // a ClusterRoleBinding has the same shape
+		convert(t, o, &b)
+		var role rbacv1.ClusterRole // a Role's rules have the same shape
+		convert(t, find(t, objs, b.RoleRef.Kind, b.RoleRef.Name), &role)
+		if len(role.Rules) == 0 {
+			continue
+		}
+		r := role.Rules[0]
+		a := named{access: access{verb: r.Verbs[0], resource: r.Resources[0], namespace: b.Namespace}}
+		if len(r.APIGroups) > 0 {
+			a.group = r.APIGroups[0]
+		}
+		if len(r.ResourceNames) > 0 {
+			a.name = r.ResourceNames[0]
+		}
+		for _, sub := range b.Subjects {
+			user := fmt.Sprintf("system:serviceaccount:%s:%s", sub.Namespace, sub.Name)
+			testenv.Eventually(t, fmt.Sprintf("%s %s seen by the authorizer (%s may %s)", o.GetKind(), o.GetName(), user, a), 30*time.Second,
+				func() error {
+					if !allowedName(t, user, a) {
+						return errors.New("not allowed yet")
+					}
+					return nil
+				})
+		}
 	}
 }
 
