@@ -143,9 +143,13 @@ func TestBGPUnderlay(t *testing.T) {
 		}
 	})
 
-	t.Run("overlay pod and BGP pod reach each other", func(t *testing.T) {
+	t.Run("overlay pod and BGP pod reach each other through the tunnel", func(t *testing.T) {
+		dropped := e.routerDropsFrom(t, lab.PodCIDR)
 		checkClientIP(t, e.podNetns(t, &over), &over, &a)
 		checkClientIP(t, e.podNetns(t, &a), &a, &over)
+		if n := dropped(); n != 0 {
+			t.Errorf("the router saw %d packets from the overlay %s: overlay-BGP traffic left the tunnel", n, lab.PodCIDR)
+		}
 	})
 
 	t.Run("daemon restart loses no route and no ping", func(t *testing.T) {

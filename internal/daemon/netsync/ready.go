@@ -13,8 +13,8 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
-// ARP is the underlay's address checks on the segment; underlay.Agent
-// implements it.
+// ARP is the underlay's address checks on the segment (ARP for IPv4, NDP
+// for IPv6); underlay.Agent implements it.
 type ARP interface {
 	Probe(ctx context.Context, in underlay.Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error)
 	CheckGateway(ctx context.Context, in underlay.Input, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error)
@@ -22,18 +22,19 @@ type ARP interface {
 }
 
 // How long PodReady listens for an answer to a duplicate address probe and
-// to the gateway's ARP request.
+// to the ARP request or Neighbor Solicitation for the gateway.
 const (
 	ProbeWait   = 300 * time.Millisecond
 	GatewayWait = time.Second
 )
 
-// PodReady runs, for each IPv4 address of ips in a VLAN-mode underlay
-// subnet of this node, what must hold before the pod is reported ready:
-// no other host answers a duplicate address probe for it (a node still
-// holding the pod's previous incarnation would), the subnet's gateway
-// answers ARP asked on the pod's behalf, and a gratuitous ARP moves the
-// segment's caches (the gateway's, a switch's) to this node. Overlay and
+// PodReady runs, for each address of ips in a VLAN-mode underlay subnet of
+// this node, what must hold before the pod is reported ready: no other
+// host answers a duplicate address probe for it (a node still holding the
+// pod's previous incarnation would), the subnet's gateway of its family
+// answers ARP (IPv4) or a Neighbor Solicitation (IPv6) sent on the pod's
+// behalf, and a gratuitous ARP or an unsolicited Neighbor Advertisement
+// moves the segment's caches (the gateway's, a switch's) to this node. Overlay and
 // BGP addresses need none of it. Without Options.ARP it checks nothing.
 func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 	if s.opts.ARP == nil {
@@ -69,15 +70,12 @@ type vlanCheck struct {
 	sub underlay.Subnet
 }
 
-// vlanAddresses returns the IPv4 addresses of ips inside a subnet of a
+// vlanAddresses returns the addresses of ips inside a subnet of a
 // VLAN-mode network of in.
 func vlanAddresses(in underlay.Input, ips []netip.Addr) []vlanCheck {
 	var out []vlanCheck
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if !ip.Is4() {
-			continue
-		}
 		for _, n := range in.Networks {
 			if n.IsBGP() {
 				continue
@@ -101,7 +99,7 @@ func (s *Syncer) readyOne(ctx context.Context, in underlay.Input, c vlanCheck) e
 		return fmt.Errorf("address %s of subnet %s is in use on the segment by %s (duplicate address probe on %s)",
 			c.ip, c.sub.Name, mac, in.Uplink)
 	}
-	if gw := c.sub.Gateway.Unmap(); gw.Is4() {
+	if gw := c.sub.Gateway.Unmap(); gw.IsValid() && gw.Is4() == c.ip.Is4() {
 		if _, err := s.opts.ARP.CheckGateway(ctx, in, c.ip, GatewayWait); err != nil {
 			return err
 		}

@@ -73,8 +73,10 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 	vlan := underlayNet("vlan", estuaryv1.NetworkModeVLAN, 0, r1)
 	fabric := underlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
 	fabric.Spec.BGPPeers = []estuaryv1.BGPPeer{{Address: "10.77.0.1", ASN: 65000}}
+	v6 := apiSubnet("vlan-v6", "vlan", "fd10::/64", "fd10::1")
+	v6.Spec.Range.Version = 6
 	create(t, k8s, &a, &vlan, &fabric, apiSubnet("vlan-a", "vlan", "192.168.10.0/24", "192.168.10.1"),
-		apiSubnet("vlan-b", "vlan", "192.168.11.0/24", ""), apiSubnet("fabric-a", "fabric", "10.90.0.0/24", ""))
+		apiSubnet("vlan-b", "vlan", "192.168.11.0/24", ""), apiSubnet("fabric-a", "fabric", "10.90.0.0/24", ""), v6)
 	go func() { _ = c.Start(ctx) }()
 
 	pod := addrs("192.168.10.5", "10.90.0.9", "10.244.0.3")
@@ -93,6 +95,13 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 	}
 	if got, want := arp.take(), []string{"probe 192.168.11.7 on eth0", "announce 192.168.11.7"}; !slices.Equal(got, want) {
 		t.Errorf("subnet without a gateway: calls %v, want %v", got, want)
+	}
+
+	if err := s.PodReady(ctx, addrs("fd10::7")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := arp.take(), []string{"probe fd10::7 on eth0", "gateway fd10::7", "announce fd10::7"}; !slices.Equal(got, want) {
+		t.Errorf("IPv6 subnet: calls %v, want %v", got, want)
 	}
 
 	arp.gwErr = errors.New("underlay gateway 192.168.10.1 of subnet vlan-a on eth0: no ARP answer")

@@ -89,6 +89,33 @@ func (h *Handle) arpAsk(ctx context.Context, dev string, sender, target netip.Ad
 		return nil, err
 	}
 	defer s.close()
+	send := func() error { return s.send(arpRequest, sender, target) }
+	return askUntil(ctx, wait, send, func(d time.Duration) (net.HardwareAddr, error) {
+		p, ok, err := s.recv(d)
+		if err != nil || !ok || bytes.Equal(p.senderMAC, s.mac) {
+			return nil, err
+		}
+		// Whoever sends from target holds it; while probing, so does a host
+		// probing for target itself (RFC 5227, section 2.1.1).
+		holder := p.sender == target
+		rival := sender.IsUnspecified() && p.op == arpRequest && p.sender.IsUnspecified() && p.target == target
+		if holder || rival {
+			return p.senderMAC, nil
+		}
+		return nil, nil
+	})
+}
+
+// askInterval is how often askUntil repeats its question.
+const askInterval = 200 * time.Millisecond
+
+// askUntil sends a question at once and every askInterval, and in between
+// reads answers with recv (which returns the holder's MAC, or nil for a
+// frame that is not an answer or for no frame within the time it is
+// given), until an answer comes, wait passes or ctx ends. No answer is
+// nil, nil.
+func askUntil(ctx context.Context, wait time.Duration, send func() error,
+	recv func(time.Duration) (net.HardwareAddr, error)) (net.HardwareAddr, error) {
 	deadline := time.Now().Add(wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -99,24 +126,13 @@ func (h *Handle) arpAsk(ctx context.Context, dev string, sender, target netip.Ad
 			return nil, err
 		}
 		if !time.Now().Before(next) {
-			if err := s.send(arpRequest, sender, target); err != nil {
+			if err := send(); err != nil {
 				return nil, err
 			}
-			next = time.Now().Add(200 * time.Millisecond)
+			next = time.Now().Add(askInterval)
 		}
-		p, ok, err := s.recv(min(time.Until(next), time.Until(deadline)))
-		if err != nil {
-			return nil, err
-		}
-		if !ok || bytes.Equal(p.senderMAC, s.mac) {
-			continue
-		}
-		// Whoever sends from target holds it; while probing, so does a host
-		// probing for target itself (RFC 5227, section 2.1.1).
-		holder := p.sender == target
-		rival := sender.IsUnspecified() && p.op == arpRequest && p.sender.IsUnspecified() && p.target == target
-		if holder || rival {
-			return p.senderMAC, nil
+		if mac, err := recv(min(time.Until(next), time.Until(deadline))); err != nil || mac != nil {
+			return mac, err
 		}
 	}
 	return nil, nil
@@ -131,31 +147,42 @@ type arpSock struct {
 
 // arpSocket opens a packet socket in the handle's namespace, bound to dev.
 func (h *Handle) arpSocket(dev string) (*arpSock, error) {
-	link, err := h.nl.LinkByName(dev)
-	if err != nil {
-		return nil, fmt.Errorf("link %s: %w", dev, err)
-	}
-	a := link.Attrs()
-	if len(a.HardwareAddr) != 6 {
-		return nil, fmt.Errorf("link %s: no Ethernet address", dev)
-	}
-	s := &arpSock{fd: -1, index: a.Index, mac: a.HardwareAddr}
-	err = nsrun.Do(h.ns, func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))
-		if err != nil {
-			return fmt.Errorf("packet socket: %w", err)
-		}
-		s.fd = fd
-		return nil
-	})
+	fd, index, mac, err := h.packetSocket(dev, unix.ETH_P_ARP)
 	if err != nil {
 		return nil, err
 	}
+	s := &arpSock{fd: fd, index: index, mac: mac}
 	if err := unix.Bind(s.fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: s.index}); err != nil {
 		s.close()
 		return nil, fmt.Errorf("bind packet socket to %s: %w", dev, err)
 	}
 	return s, nil
+}
+
+// packetSocket opens an unbound packet socket for protocol proto (0
+// receives nothing until bound) in the handle's namespace, and returns it
+// with dev's index and Ethernet address.
+func (h *Handle) packetSocket(dev string, proto uint16) (fd, index int, mac net.HardwareAddr, err error) {
+	link, err := h.nl.LinkByName(dev)
+	if err != nil {
+		return -1, 0, nil, fmt.Errorf("link %s: %w", dev, err)
+	}
+	a := link.Attrs()
+	if len(a.HardwareAddr) != 6 {
+		return -1, 0, nil, fmt.Errorf("link %s: no Ethernet address", dev)
+	}
+	fd = -1
+	err = nsrun.Do(h.ns, func() error {
+		var serr error
+		if fd, serr = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(proto))); serr != nil {
+			return fmt.Errorf("packet socket: %w", serr)
+		}
+		return nil
+	})
+	if err != nil {
+		return -1, 0, nil, err
+	}
+	return fd, a.Index, a.HardwareAddr, nil
 }
 
 func (s *arpSock) close() { _ = unix.Close(s.fd) }
