@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
@@ -44,6 +45,9 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("underlay checks: %w", err)
 	}
+	if !inVLANSubnet(objs, ips) {
+		return nil
+	}
 	node := s.self(objs)
 	if node == nil {
 		return fmt.Errorf("underlay checks: node %s is not in the cache", s.opts.Node)
@@ -62,6 +66,27 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 		errs = append(errs, s.readyOne(ctx, in, c))
 	}
 	return errors.Join(errs...)
+}
+
+// inVLANSubnet reports whether an address of ips lies in a subnet of a
+// VLAN-mode Underlay network, wherever its domain.
+func inVLANSubnet(objs Objects, ips []netip.Addr) bool {
+	vlan := map[string]bool{}
+	for _, n := range objs.Networks {
+		vlan[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay && modeOf(n) == estuaryv1.NetworkModeVLAN
+	}
+	for _, sn := range objs.Subnets {
+		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
+		if err != nil || !vlan[sn.Spec.Network] {
+			continue
+		}
+		for _, ip := range ips {
+			if p.Masked().Contains(ip.Unmap()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // vlanCheck is one address to check and the subnet holding it.

@@ -90,6 +90,19 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 		}
 		return nil
 	})
+	ghost, err := New(ctx, Options{Node: "ghost", Port: 8472, Log: logr.Discard(), ARP: arp}, &fakeDataplane{}, c, k8s, &fakeEndpoints{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ghost.PodReady(ctx, addrs("10.244.0.3", "10.90.0.9")); err != nil {
+		t.Errorf("node missing from the cache, no VLAN address: PodReady = %v, want nil", err)
+	}
+	if err := ghost.PodReady(ctx, addrs("192.168.10.6")); err == nil || !strings.Contains(err.Error(), "node ghost") {
+		t.Errorf("node missing from the cache, a VLAN address: PodReady = %v, want an error naming node ghost", err)
+	}
+	if got := arp.take(); len(got) != 0 {
+		t.Errorf("node missing from the cache: calls %v, want none", got)
+	}
 	if err := s.PodReady(ctx, addrs("192.168.11.7")); err != nil {
 		t.Fatal(err)
 	}
