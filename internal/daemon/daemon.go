@@ -108,6 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
+	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
 	stopErr := run(ctx, cfg, parts, syncer.BGPPeers)
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
@@ -144,6 +145,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	s, err := netsync.New(ctx, netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, ARP: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
+		HostNetns: cfg.HostNetns,
 	}, agent, c, w, eps)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)

@@ -235,7 +235,7 @@ func (e *labEnv) checkRestartKeepsBGP(t *testing.T, p *corev1.Pod) {
 	}
 	sent, lost := pg.finish(3 * time.Second)
 	t.Logf("external -> %s: %d echo requests over the daemon restart on %s, %d unanswered", p.Name, sent, p.Spec.NodeName, len(lost))
-	if sent < 20 {
+	if sent < 10 {
 		t.Fatalf("only %d echo requests were sent during the restart", sent)
 	}
 	if len(lost) > 0 {

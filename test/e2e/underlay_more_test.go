@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 )
 
 // TestUnderlayStatefulSetKeepsAddressAcrossDomainNodes: the pod of a
@@ -105,9 +106,10 @@ func (e *labEnv) checkExternalReaches(t *testing.T, what, ip string) {
 }
 
 // TestUnderlayFullNetworkPodStaysPending: in a network whose only subnet
-// holds one address, a second pod is not scheduled while the first holds
-// it (the scheduler reports the node affinity the webhook added), and is
-// placed and started once the first pod is gone.
+// holds one address, once the manager has labelled the domain's nodes full,
+// a second pod is not scheduled while the first holds the address (the
+// scheduler reports the node affinity the webhook added), and is placed
+// and started once the first pod is gone.
 func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	e := needLab(t)
 	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
@@ -119,6 +121,19 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	if first.Status.PodIP != only {
 		t.Fatalf("pod first has address %q, want the subnet's only one %s", first.Status.PodIP, only)
 	}
+	key := nodelabel.AvailableKey(underlayNetwork, nodelabel.IPv4)
+	eventually(t, fmt.Sprintf("domain nodes labelled %s=false", key), 2*time.Minute, func(ctx context.Context) error {
+		for _, name := range underlayNodes {
+			var n corev1.Node
+			if err := e.c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+				return err
+			}
+			if n.Labels[key] != "false" {
+				return fmt.Errorf("node %s: %s=%q", name, key, n.Labels[key])
+			}
+		}
+		return nil
+	})
 	e.mustCreate(t, ns, underlayPod("second", ""))
 	eventually(t, "pod second unschedulable for node affinity", 2*time.Minute, func(ctx context.Context) error {
 		var p corev1.Pod

@@ -18,7 +18,10 @@
 // (pods added one after another, a node's status updates) costs one
 // reconcile. A missed event is repaired by the next one (or by the periodic
 // resync), and a restarted daemon converges the same way without history. A
-// failed reconcile is retried with a capped backoff.
+// failed reconcile is retried with a capped backoff. WatchKernel also
+// triggers on changes of the kernel's own links the data path depends on (a
+// deleted tunnel or vlan-if, the uplink going down or changing addresses),
+// so those are repaired at once rather than at the next resync.
 //
 // Three parts, in order: overlay, underlay, BGP. Each pass runs all three;
 // a failure of one is reported and retried but never keeps the others from
@@ -124,6 +127,9 @@ type Options struct {
 	// masqueradeBit): estuary's NAT leaves packets carrying it to
 	// kube-proxy. 0 makes no such exception.
 	KubeProxyMark uint32
+	// HostNetns is the node's network namespace, whose links WatchKernel
+	// watches; empty means the process's own.
+	HostNetns string
 }
 
 // Defaults of Options.Quiet and Options.MaxDelay.

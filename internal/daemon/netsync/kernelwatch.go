@@ -1,0 +1,117 @@
+package netsync
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+)
+
+// Backoff bounds of the kernel watch's resubscription.
+const (
+	kernelWatchRetryFirst = 100 * time.Millisecond
+	kernelWatchRetryLimit = 30 * time.Second
+)
+
+// Relevant reports whether a change of the link name concerns the data
+// path: a VXLAN device (estvx*), a vlan-if (a name ending in .<VLAN id>,
+// `<uplink>.<id>` or `est<hex>.<id>`), or one of parents, the links the
+// tunnel and the underlay use. An empty parent stands for one that could
+// not be resolved: then any link may be it but a pod's host veth. Host veths
+// (est* otherwise) never are: pods are the CNI path's, and their churn must
+// not cost loop passes.
+func Relevant(name string, parents ...string) bool {
+	if name == "" {
+		return false
+	}
+	if ownLink(name) {
+		return true
+	}
+	for _, p := range parents {
+		if name == p || (p == "" && !strings.HasPrefix(name, podnet.HostVethPrefix)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownLink reports whether name is a link the data path itself creates: a
+// VXLAN device or a vlan-if.
+func ownLink(name string) bool {
+	if strings.HasPrefix(name, overlay.DevicePrefix) {
+		return true
+	}
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 || len(name)-i-1 < 1 || len(name)-i-1 > 4 {
+		return false
+	}
+	for _, c := range name[i+1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// WatchKernel triggers a reconcile whenever a link of the node's namespace
+// (Options.HostNetns) that the data path depends on changes (Relevant): a
+// VXLAN device or vlan-if added, changed or deleted, the tunnel parent or
+// the underlay's uplink going down or up or changing addresses. Changes of
+// other links, pods' host veths above all, are ignored. Every subscription,
+// the first and each renewed one, also triggers once, since changes may
+// have come before it. A subscription that fails or ends is logged and
+// opened again with a capped backoff. WatchKernel returns nil when ctx ends.
+func (s *Syncer) WatchKernel(ctx context.Context) error {
+	var parents []string
+	ready := func() {
+		parents = s.watchedParents()
+		s.Trigger()
+	}
+	onChange := func(name string) {
+		if !Relevant(name, parents...) {
+			return
+		}
+		s.Trigger()
+		if !ownLink(name) { // the parent may resolve otherwise now
+			parents = s.watchedParents()
+		}
+	}
+	wait := kernelWatchRetryFirst
+	for {
+		start := time.Now()
+		err := ops.WatchLinks(ctx, s.opts.HostNetns, ready, onChange)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) > kernelWatchRetryLimit {
+			wait = kernelWatchRetryFirst // it ran a while: a fresh failure
+		}
+		s.opts.Log.Error(err, "kernel link watch stopped; subscribing again", "netns", s.opts.HostNetns, "in", wait)
+		s.Trigger() // changes may have been lost
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, kernelWatchRetryLimit)
+	}
+}
+
+// watchedParents returns the links the loop uses beyond its own: the
+// underlay's configured uplink and the tunnel's parent as it resolves now,
+// else its configured name, else "" (unknown).
+func (s *Syncer) watchedParents() []string {
+	var names []string
+	if s.opts.Uplink != "" {
+		names = append(names, s.opts.Uplink)
+	}
+	if p, err := s.dp.ResolveParent(s.opts.Parent); err == nil {
+		return append(names, p.Link)
+	}
+	return append(names, s.opts.Parent.Name)
+}
