@@ -8,6 +8,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/resubscribe"
 )
 
 // Backoff bounds of the kernel watch's resubscription.
@@ -79,27 +80,13 @@ func (s *Syncer) WatchKernel(ctx context.Context) error {
 			parents = s.watchedParents()
 		}
 	}
-	wait := kernelWatchRetryFirst
-	for {
-		start := time.Now()
-		err := ops.WatchLinks(ctx, s.opts.HostNetns, ready, onChange)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > kernelWatchRetryLimit {
-			wait = kernelWatchRetryFirst // it ran a while: a fresh failure
-		}
+	resubscribe.Run(ctx, kernelWatchRetryFirst, kernelWatchRetryLimit, func(ctx context.Context) error {
+		return ops.WatchLinks(ctx, s.opts.HostNetns, ready, onChange)
+	}, func(err error, wait time.Duration) {
 		s.opts.Log.Error(err, "kernel link watch stopped; subscribing again", "netns", s.opts.HostNetns, "in", wait)
 		s.Trigger() // changes may have been lost
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		wait = min(2*wait, kernelWatchRetryLimit)
-	}
+	})
+	return nil
 }
 
 // watchedParents returns the links the loop uses beyond its own: the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -42,21 +41,10 @@ func WatchLinks(ctx context.Context, nsPath string, ready func(), onChange func(
 	}
 	defer h.Close()
 
-	var (
-		mu     sync.Mutex
-		subErr error
-	)
-	onErr := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if subErr == nil {
-			subErr = err
-		}
-	}
+	var subErr firstError
+	onErr := subErr.set
 	closed := func(what string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Errorf("watch links in %s: %s %w", where, what, errors.Join(errLinkSubscriptionClosed, subErr))
+		return fmt.Errorf("watch links in %s: %s %w", where, what, errors.Join(errLinkSubscriptionClosed, subErr.get()))
 	}
 
 	done := make(chan struct{})

@@ -28,18 +28,8 @@ var errSubscriptionClosed = errors.New("neighbour subscription closed")
 func (h *Handle) WatchNeighMisses(ctx context.Context, dev string, miss func(netip.Addr)) error {
 	ch := make(chan netlink.NeighUpdate, 256)
 	done := make(chan struct{})
-	var (
-		mu     sync.Mutex
-		subErr error
-	)
-	onErr := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if subErr == nil {
-			subErr = err
-		}
-	}
-	if err := h.subscribeNeigh(ch, done, onErr); err != nil {
+	var subErr firstError
+	if err := h.subscribeNeigh(ch, done, subErr.set); err != nil {
 		return fmt.Errorf("watch neighbour misses on %s: subscribe: %w", dev, err)
 	}
 	defer func() {
@@ -54,9 +44,7 @@ func (h *Handle) WatchNeighMisses(ctx context.Context, dev string, miss func(net
 			return nil
 		case u, ok := <-ch:
 			if !ok {
-				mu.Lock()
-				err := subErr
-				mu.Unlock()
+				err := subErr.get()
 				return fmt.Errorf("watch neighbour misses on %s: %w", dev, errors.Join(errSubscriptionClosed, err))
 			}
 			if ip, ok := h.missOn(dev, &index, u); ok {
@@ -105,4 +93,25 @@ func (h *Handle) subscribeNeigh(ch chan netlink.NeighUpdate, done chan struct{},
 		errc <- netlink.NeighSubscribeWithOptions(ch, done, opts)
 	}()
 	return <-errc
+}
+
+// firstError keeps the first error a subscription reports, from whichever
+// goroutine reports it.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

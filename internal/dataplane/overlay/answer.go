@@ -8,6 +8,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/resubscribe"
 )
 
 // Backoff bounds of the answerer's resubscription.
@@ -38,26 +39,10 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 			a.report(fmt.Errorf("answer miss on %s: %w", device, err))
 		}
 	}
-	wait := answerRetryFirst
-	for {
-		start := time.Now()
-		err := h.WatchNeighMisses(ctx, device, answer)
-		if ctx.Err() != nil {
-			return nil
-		}
-		a.report(err)
-		if time.Since(start) > answerRetryLimit {
-			wait = answerRetryFirst // it ran a while: a fresh failure
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		wait = min(2*wait, answerRetryLimit)
-	}
+	resubscribe.Run(ctx, answerRetryFirst, answerRetryLimit, func(ctx context.Context) error {
+		return h.WatchNeighMisses(ctx, device, answer)
+	}, func(err error, _ time.Duration) { a.report(err) })
+	return nil
 }
 
 func (a *Agent) report(err error) {
