@@ -42,7 +42,7 @@ func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Netw
 	if err := v.Reader.List(ctx, &subnets, client.MatchingFields{IndexSubnetNetwork: n.Name}); err != nil {
 		return nil, internal("list subnets", err)
 	}
-	return nil, confirmDelete(ValidateNetworkDelete(n, subnets.Items), v.Live, func(live client.Reader) error {
+	return nil, confirm(ValidateNetworkDelete(n, subnets.Items), v.Live, func(live client.Reader) error {
 		var all estuaryv1.SubnetList
 		if err := live.List(ctx, &all); err != nil {
 			return internal("list subnets", err)
@@ -56,7 +56,7 @@ func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Netw
 // server. The cache can still hold an object deleted a moment ago (the
 // subnet deleted just before its network), and a refusal must hold against
 // what exists now; an admitted delete needs no second read.
-func confirmDelete(cached error, live client.Reader, check func(client.Reader) error) error {
+func confirm(cached error, live client.Reader, check func(client.Reader) error) error {
 	var d *Denial
 	if live == nil || !errors.As(cached, &d) {
 		return cached
@@ -65,17 +65,20 @@ func confirmDelete(cached error, live client.Reader, check func(client.Reader) e
 }
 
 func (v *NetworkValidator) validate(ctx context.Context, n *estuaryv1.Network) error {
-	var networks estuaryv1.NetworkList
-	if err := v.Reader.List(ctx, &networks); err != nil {
-		return internal("list networks", err)
-	}
-	var nodes corev1.NodeList
-	if n.Spec.Type == estuaryv1.NetworkTypeUnderlay {
-		if err := v.Reader.List(ctx, &nodes); err != nil {
-			return internal("list nodes", err)
+	check := func(r client.Reader) error {
+		var networks estuaryv1.NetworkList
+		if err := r.List(ctx, &networks); err != nil {
+			return internal("list networks", err)
 		}
+		var nodes corev1.NodeList
+		if n.Spec.Type == estuaryv1.NetworkTypeUnderlay {
+			if err := r.List(ctx, &nodes); err != nil {
+				return internal("list nodes", err)
+			}
+		}
+		return ValidateNetwork(n, networks.Items, nodes.Items)
 	}
-	return ValidateNetwork(n, networks.Items, nodes.Items)
+	return confirm(check(v.Reader), v.Live, check)
 }
 
 // SubnetValidator admits Subnets. Reader is the manager's cache; Live, as
@@ -104,7 +107,7 @@ func (v *SubnetValidator) ValidateDelete(ctx context.Context, s *estuaryv1.Subne
 	if err := v.Reader.List(ctx, &instances, client.MatchingFields{IndexIPInstanceSubnet: s.Name}); err != nil {
 		return nil, internal("list ipinstances", err)
 	}
-	return nil, confirmDelete(ValidateSubnetDelete(s, instances.Items), v.Live, func(live client.Reader) error {
+	return nil, confirm(ValidateSubnetDelete(s, instances.Items), v.Live, func(live client.Reader) error {
 		// Every namespace's records, matched on spec.subnet: the API server
 		// has no index for it, and a label could be missing.
 		var held estuaryv1.IPInstanceList
@@ -116,20 +119,25 @@ func (v *SubnetValidator) ValidateDelete(ctx context.Context, s *estuaryv1.Subne
 }
 
 func (v *SubnetValidator) validate(ctx context.Context, s *estuaryv1.Subnet) error {
-	var networks estuaryv1.NetworkList
-	if err := v.Reader.List(ctx, &networks); err != nil {
-		return internal("list networks", err)
+	check := func(r client.Reader) error {
+		var networks estuaryv1.NetworkList
+		if err := r.List(ctx, &networks); err != nil {
+			return internal("list networks", err)
+		}
+		var subnets estuaryv1.SubnetList
+		if err := r.List(ctx, &subnets); err != nil {
+			return internal("list subnets", err)
+		}
+		return ValidateSubnet(s, networks.Items, subnets.Items)
 	}
-	var subnets estuaryv1.SubnetList
-	if err := v.Reader.List(ctx, &subnets); err != nil {
-		return internal("list subnets", err)
-	}
-	return ValidateSubnet(s, networks.Items, subnets.Items)
+	return confirm(check(v.Reader), v.Live, check)
 }
 
-// PodValidator admits pods (on create). Reader is the manager's cache.
+// PodValidator admits pods (on create). Reader is the manager's cache;
+// Live, when set, confirms a refusal (see confirm).
 type PodValidator struct {
 	Reader client.Reader
+	Live   client.Reader
 }
 
 // ValidateCreate applies ValidatePod.
@@ -138,11 +146,14 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		return nil, nil
 	}
 	pod.Namespace = podNamespace(ctx, pod)
-	in, err := readPodInputs(ctx, v.Reader, pod.Namespace)
-	if err != nil {
-		return nil, err
+	check := func(r client.Reader) error {
+		in, err := readPodInputs(ctx, r, pod.Namespace)
+		if err != nil {
+			return err
+		}
+		return ValidatePod(pod, in.ns, in.networks, in.subnets)
 	}
-	return nil, ValidatePod(pod, in.ns, in.networks, in.subnets)
+	return nil, confirm(check(v.Reader), v.Live, check)
 }
 
 // ValidateUpdate admits every update: a pod's annotations are read once, when
@@ -158,9 +169,12 @@ func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.W
 
 // PodDefaulter adds node affinity for a pod's Underlay network domain (see
 // AddDomainAffinity) and for the free capacity of its network (see
-// AvailabilityRequirements). Reader is the manager's cache.
+// AvailabilityRequirements). Reader is the manager's cache; Live, when set,
+// is read when the cache cannot resolve the pod's network (one created a
+// moment ago).
 type PodDefaulter struct {
 	Reader client.Reader
+	Live   client.Reader
 }
 
 // Default resolves the pod's network and adds to the pod's required node
@@ -178,6 +192,12 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	sel, n := in.network(pod)
+	if n == nil && d.Live != nil {
+		if in, err = readPodInputs(ctx, d.Live, namespace); err != nil {
+			return err
+		}
+		sel, n = in.network(pod)
+	}
 	if n == nil {
 		return nil
 	}

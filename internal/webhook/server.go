@@ -52,15 +52,15 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 
 // Register adds the four handlers to mgr's webhook server, which it adds to
 // mgr's runnables if it is not already. The handlers read mgr's cache, which
-// must have the indexes of AddIndexes, and confirm refused deletes with its
-// API reader. Register may be called after mgr has
+// must have the indexes of AddIndexes, and confirm a refusal, or look up a
+// network the cache does not know yet, with its API reader. Register may be called after mgr has
 // started, e.g. once the serving certificate is in place.
 func Register(mgr manager.Manager) {
 	srv, scheme, r, live := mgr.GetWebhookServer(), mgr.GetScheme(), mgr.GetClient(), mgr.GetAPIReader()
 	srv.Register(PathValidateNetwork, admission.WithValidator(scheme, &NetworkValidator{Reader: r, Live: live}))
 	srv.Register(PathValidateSubnet, admission.WithValidator(scheme, &SubnetValidator{Reader: r, Live: live}))
-	srv.Register(PathValidatePod, admission.WithValidator(scheme, &PodValidator{Reader: r}))
-	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r}))
+	srv.Register(PathValidatePod, admission.WithValidator(scheme, &PodValidator{Reader: r, Live: live}))
+	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r, Live: live}))
 }
 
 // AddIndexes registers IndexSubnetNetwork and IndexIPInstanceSubnet. It
