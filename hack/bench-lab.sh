@@ -20,7 +20,6 @@ PODS=${PODS:-100}
 RUNS=${RUNS:-3}
 NODES=3
 PAUSE=estuary-lab.local/pause:lab
-AGNHOST=estuary-lab.local/agnhost:lab
 
 die() { echo "bench-lab: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
@@ -94,27 +93,13 @@ create_series() {
 
 datapath() {
   local pid_a pid_b ip_b node2
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: bench-a, namespace: default}
-spec:
-  nodeName: node-1
-  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: bench-b, namespace: default}
-spec:
-  nodeName: node-2
-  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
-YAML
+  { netexec_pod bench-a node-1; netexec_pod bench-b node-2; } | kubectl apply -f - >/dev/null
   kubectl wait --for=condition=Ready pod/bench-a pod/bench-b --timeout=180s >/dev/null
   pid_a=$(sandbox_pid node-1 bench-a)
   pid_b=$(sandbox_pid node-2 bench-b)
   [ -n "$pid_a" ] && [ -n "$pid_b" ] || die "no sandbox process for bench-a ($pid_a) or bench-b ($pid_b)"
   ip_b=$(kubectl get pod bench-b -o jsonpath='{.status.podIP}')
-  node2=$("${LAB[@]}" status -o json | jq -r '.nodes[] | select(.name == "node-2") | .address')
+  node2=$(node_address node-2)
   POD_TCP=$(iperf_between node-2 "$pid_b" node-1 "$pid_a" "$ip_b")
   NODE_TCP=$(iperf_between node-2 "" node-1 "" "$node2")
   POD_RTT=$(ping_from node-1 "$pid_a" "$ip_b")

@@ -17,7 +17,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
-AGNHOST=estuary-lab.local/agnhost:lab
 
 die() { echo "bench-underlay: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
@@ -65,28 +64,14 @@ spec:
   network: rack1
   range: {version: 4, cidr: 10.77.100.0/24, gateway: 10.77.100.1, start: 10.77.100.10, end: 10.77.100.200}
 YAML
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: under-a, namespace: default, annotations: {networking.estuary.io/network: rack1}}
-spec:
-  nodeName: node-1
-  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: over-c, namespace: default}
-spec:
-  nodeName: node-3
-  containers: [{name: netexec, image: $AGNHOST, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
-YAML
+{ netexec_pod under-a node-1 rack1; netexec_pod over-c node-3; } | kubectl apply -f - >/dev/null
 kubectl wait --for=condition=Ready pod/under-a pod/over-c --timeout=180s >/dev/null
 pid_u=$(sandbox_pid node-1 under-a)
 pid_o=$(sandbox_pid node-3 over-c)
 [ -n "$pid_u" ] && [ -n "$pid_o" ] || die "no sandbox process for under-a ($pid_u) or over-c ($pid_o)"
 ip_u=$(kubectl get pod under-a -o jsonpath='{.status.podIP}')
 ext=$("${LAB[@]}" status -o json | jq -r .external.address)
-node1=$("${LAB[@]}" status -o json | jq -r '.nodes[] | select(.name == "node-1") | .address')
+node1=$(node_address node-1)
 case "$ip_u" in 10.77.100.*) ;; *) die "under-a has address '$ip_u', not one of rack1-v4" ;; esac
 
 PT=() NT=() PR=() NR=() OT=() RT=()

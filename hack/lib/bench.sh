@@ -57,3 +57,22 @@ iperf_between() {
 ping_from() {
   in_ns "$1" "$2" ping -c 200 -i 0.01 -q "$3" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'
 }
+
+# netexec_pod NAME NODE [NETWORK]: the manifest of an agnhost netexec pod in
+# namespace default bound to NODE, of estuary network NETWORK when given.
+netexec_pod() {
+  local ann=""
+  [ -z "${3:-}" ] || ann=", annotations: {networking.estuary.io/network: $3}"
+  cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default$ann}
+spec:
+  nodeName: $2
+  containers: [{name: netexec, image: estuary-lab.local/agnhost:lab, imagePullPolicy: Never, args: [netexec, --http-port=8080]}]
+YAML
+}
+
+# node_address NODE: the lab node's address on the switch.
+node_address() { "${LAB[@]}" status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .address'; }
