@@ -2,8 +2,9 @@
 # bench-lab.sh measures estuary against the reference bridge CNI on the lab and
 # prints markdown tables ready for docs/benchmarks.md:
 #   (a) time from creating a Deployment of PODS pause pods to all of them Running,
-#       RUNS times on a 3-node `--cni bridge` lab, then RUNS times on a 3-node
-#       `--cni estuary` lab: medians and the estuary/bridge ratio;
+#       in RUNS rounds, each on a fresh 3-node `--cni bridge` lab and then a fresh
+#       3-node `--cni estuary` lab (alternating, so load that builds up over the
+#       benchmark falls on both alike): medians and the estuary/bridge ratio;
 #   (b) on the estuary lab, in the same run: iperf3 TCP throughput (10 s) and ping
 #       RTT (200 pings 0.01 s apart, average) from a pod on node-1 to a pod on
 #       node-2, and from node-1 to node-2 itself; pod/node ratios.
@@ -79,18 +80,6 @@ create_run() {
   printf '%.1f\n' "$(echo "$end - $start" | bc -l)"
 }
 
-# create_series CNI: RUNS timed runs on a fresh lab, into TIMES.
-create_series() {
-  local i t
-  TIMES=()
-  up "$1"
-  for ((i = 1; i <= RUNS; i++)); do
-    t=$(create_run)
-    TIMES+=("$t")
-    echo "bench-lab: $1 run $i: $t s" >&2
-  done
-}
-
 datapath() {
   local pid_a pid_b ip_b node2
   { netexec_pod bench-a node-1; netexec_pod bench-b node-2; } | kubectl apply -f - >/dev/null
@@ -107,10 +96,15 @@ datapath() {
   kubectl delete pod bench-a bench-b --wait=true >/dev/null
 }
 
-create_series bridge
-BRIDGE=("${TIMES[@]}")
-create_series estuary
-ESTUARY=("${TIMES[@]}")
+BRIDGE=() ESTUARY=()
+for ((i = 1; i <= RUNS; i++)); do
+  up bridge
+  BRIDGE+=("$(create_run)")
+  echo "bench-lab: bridge run $i: ${BRIDGE[-1]} s" >&2
+  up estuary
+  ESTUARY+=("$(create_run)")
+  echo "bench-lab: estuary run $i: ${ESTUARY[-1]} s" >&2
+done
 datapath
 
 MB=$(median "${BRIDGE[@]}")
