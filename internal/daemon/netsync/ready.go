@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
@@ -41,23 +44,29 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 	if s.opts.ARP == nil {
 		return nil
 	}
-	objs, err := s.read(ctx)
-	if err != nil {
-		return fmt.Errorf("underlay checks: %w", err)
+	// Every ADD comes here: read only what tells whether the pod has a
+	// VLAN address, and the node only then.
+	var nets estuaryv1.NetworkList
+	var subs estuaryv1.SubnetList
+	shared := client.UnsafeDisableDeepCopy
+	if err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared)); err != nil {
+		return fmt.Errorf("underlay checks: read the cache: %w", err)
 	}
+	objs := Objects{Networks: nets.Items, Subnets: subs.Items}
 	if !inVLANSubnet(objs, ips) {
 		return nil
 	}
-	node := s.self(objs)
-	if node == nil {
-		return fmt.Errorf("underlay checks: node %s is not in the cache", s.opts.Node)
+	var node corev1.Node
+	if err := s.reader.Get(ctx, client.ObjectKey{Name: s.opts.Node}, &node); err != nil {
+		return fmt.Errorf("underlay checks: node %s: %w", s.opts.Node, err)
 	}
-	in, _ := BuildUnderlayInput(node, "", objs, ips)
+	in, _ := BuildUnderlayInput(&node, "", objs, ips)
 	checks := vlanAddresses(in, ips)
 	if len(checks) == 0 {
 		return nil
 	}
 	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
+	var err error
 	if in.Uplink, in.NodeAddrs, err = s.uplink(parent, ips); err != nil {
 		return fmt.Errorf("underlay checks: %w", err)
 	}
