@@ -15,6 +15,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
 // The overlay input carries the natOutgoing underlay subnets of the node's
@@ -44,7 +45,9 @@ func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 	defer cancel()
 	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"192.168.11.5/24"}}}
 	parent := func() (overlay.Parent, error) { return dp.ResolveParent(overlay.ParentSpec{}) }
-	if err := s.syncOverlay(ctx, &self, objs, eps, parent); err != nil {
+	pods, _ := localPods(eps, nil)
+	uin, _ := underlayOf(&self, objs, pods)
+	if err := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent); err != nil {
 		t.Fatal(err)
 	}
 	in, _, _ := dp.last()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -35,11 +36,21 @@ func (s *Syncer) sync(ctx context.Context) error {
 	}
 	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
 	node := s.self(objs)
+	uin, uinErr := underlayOf(node, objs, pods)
 	return errors.Join(
-		s.syncOverlay(ctx, node, objs, eps, parent),
-		s.syncUnderlay(ctx, node, objs, pods, parent),
+		s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent),
+		s.syncUnderlay(ctx, node, uin, uinErr, pods, parent),
 		s.syncBGP(ctx, node, objs, pods),
 	)
+}
+
+// underlayOf is BuildUnderlayInput of node, computed once per pass for the
+// underlay and for the overlay's NAT; without the node, an empty input.
+func underlayOf(node *corev1.Node, objs Objects, pods []netip.Addr) (underlay.Input, error) {
+	if node == nil {
+		return underlay.Input{}, nil
+	}
+	return BuildUnderlayInput(node, "", objs, pods)
 }
 
 // self returns this node's Node from objs, nil if it is missing.
@@ -53,8 +64,10 @@ func (s *Syncer) self(objs Objects) *corev1.Node {
 }
 
 // syncOverlay computes, publishes and applies the overlay; nothing until an
-// Overlay network exists.
-func (s *Syncer) syncOverlay(ctx context.Context, node *corev1.Node, objs Objects, eps []store.Endpoint,
+// Overlay network exists. underlayNAT are the natOutgoing underlay subnets
+// of the node's domains (underlay.NATSources), masqueraded with the
+// overlay's.
+func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint, underlayNAT []netip.Prefix,
 	parent func() (overlay.Parent, error)) error {
 	ovl, ok := OverlayNetwork(objs.Networks)
 	if !ok {
@@ -71,14 +84,7 @@ func (s *Syncer) syncOverlay(ctx context.Context, node *corev1.Node, objs Object
 	if inputErr != nil {
 		s.opts.Log.Error(inputErr, "objects skipped while computing the data path")
 	}
-	in.KubeProxyMark = s.opts.KubeProxyMark
-	if node != nil {
-		// The natOutgoing underlay subnets of the node's domains; their
-		// errors are the underlay's to report.
-		pods, _ := localPods(eps, nil)
-		uin, _ := BuildUnderlayInput(node, "", objs, pods)
-		in.UnderlayNAT = underlay.NATSources(uin)
-	}
+	in.KubeProxyMark, in.UnderlayNAT = s.opts.KubeProxyMark, underlayNAT
 	start := time.Now()
 	plan, err := s.dp.Apply(ctx, in)
 	if err != nil {

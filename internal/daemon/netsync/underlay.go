@@ -159,18 +159,18 @@ func withRetired(cluster, retired []underlay.SubnetRef) []underlay.SubnetRef {
 	return out
 }
 
-// syncUnderlay computes and applies the underlay input. The uplink is
+// syncUnderlay completes and applies the underlay input in (BuildUnderlayInput
+// of the node, with inputErr its skipped objects). The uplink is
 // Options.Uplink, else the overlay's tunnel parent, resolved only when the
 // node has an underlay network.
-func (s *Syncer) syncUnderlay(ctx context.Context, node *corev1.Node, objs Objects, pods []netip.Addr,
-	parent func() (overlay.Parent, error)) error {
+func (s *Syncer) syncUnderlay(ctx context.Context, node *corev1.Node, in underlay.Input, inputErr error,
+	pods []netip.Addr, parent func() (overlay.Parent, error)) error {
 	if s.opts.Underlay == nil {
 		return nil
 	}
 	if node == nil {
 		return fmt.Errorf("underlay: node %s is not in the cache; underlay state left as it is", s.opts.Node)
 	}
-	in, inputErr := BuildUnderlayInput(node, "", objs, pods)
 	if inputErr != nil {
 		s.opts.Log.Error(inputErr, "objects skipped while computing the underlay")
 	}

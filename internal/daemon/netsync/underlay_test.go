@@ -213,7 +213,7 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 	objs := Objects{Networks: []estuaryv1.Network{underlayNet("vlan", "", 0, r1)},
 		Subnets: []estuaryv1.Subnet{subnet("vlan-a", "vlan", "192.168.10.0/24", nil)}}
 	pods := addrs("192.168.10.5")
-	if err := s.syncUnderlay(context.Background(), &self, objs, pods, parent); err != nil {
+	if err := syncUnderlayOf(s, &self, objs, pods, parent); err != nil {
 		t.Fatal(err)
 	}
 	if in, _ := fu.last(); in.Uplink != "eth0" || len(in.NodeAddrs) != 1 || in.NodeAddrs[0].Dev != "eth0" {
@@ -222,7 +222,7 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 	gone := Objects{}
 	fu.fail = true
 	for range 2 {
-		if err := s.syncUnderlay(context.Background(), &self, gone, nil, parent); err == nil {
+		if err := syncUnderlayOf(s, &self, gone, nil, parent); err == nil {
 			t.Fatal("injected failure not reported")
 		}
 		if in, _ := fu.last(); len(in.Networks) != 0 || len(in.Cluster) != 1 || in.Cluster[0].Name != "vlan-a" {
@@ -230,7 +230,7 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 		}
 	}
 	fu.fail = false
-	if err := s.syncUnderlay(context.Background(), &self, gone, nil, parent); err != nil {
+	if err := syncUnderlayOf(s, &self, gone, nil, parent); err != nil {
 		t.Fatal(err)
 	}
 	in, n := fu.last()
@@ -238,16 +238,22 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 		t.Fatalf("cluster %+v; want vlan-a until an Apply without it succeeded", in.Cluster)
 	}
 	// Once an empty input is applied, an unchanged one is not applied again.
-	if err := s.syncUnderlay(context.Background(), &self, gone, nil, parent); err != nil {
+	if err := syncUnderlayOf(s, &self, gone, nil, parent); err != nil {
 		t.Fatal(err)
 	}
 	if _, again := fu.last(); again != n {
 		t.Fatalf("%d applies after an unchanged empty input, want %d", again, n)
 	}
-	if err := s.syncUnderlay(context.Background(), &self, objs, pods, parent); err != nil {
+	if err := syncUnderlayOf(s, &self, objs, pods, parent); err != nil {
 		t.Fatal(err)
 	}
 	if in, again := fu.last(); again != n+1 || len(in.Networks) != 1 {
 		t.Fatalf("%d applies, last %+v; want the network applied again", again, in)
 	}
+}
+
+// syncUnderlayOf runs syncUnderlay as sync does, from the node's objects.
+func syncUnderlayOf(s *Syncer, node *corev1.Node, objs Objects, pods []netip.Addr, parent func() (overlay.Parent, error)) error {
+	in, err := underlayOf(node, objs, pods)
+	return s.syncUnderlay(context.Background(), node, in, err, pods, parent)
 }
