@@ -51,17 +51,18 @@ helm: ## Install helm $(HELM_VERSION) into ./bin (bin/helm links to it).
 	@HELM_VERSION=$(HELM_VERSION) BIN=$(BIN) bash hack/helm.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, and the CNI gRPC code.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, the CNI gRPC code and the fast path's BPF object.
 	$(CONTROLLER_GEN) object paths=./api/v1/...
 	$(CONTROLLER_GEN) crd paths=./api/v1/... output:crd:artifacts:config=config/crd
 	cp config/crd/*.yaml charts/estuary/crds/
 	bash hack/gen-proto.sh
+	go generate ./internal/dataplane/fastpath
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config/crd charts/estuary/crds)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config/crd charts/estuary/crds internal/dataplane/fastpath)" ]; then \
 		echo "generated files are out of date; run 'make generate' and commit:"; \
-		git status --porcelain -- api config/crd charts/estuary/crds; git --no-pager diff --stat -- api config/crd charts/estuary/crds; exit 1; fi
+		git status --porcelain -- api config/crd charts/estuary/crds internal/dataplane/fastpath; git --no-pager diff --stat -- api config/crd charts/estuary/crds internal/dataplane/fastpath; exit 1; fi
 	@echo "generated files are up to date"
 
 .PHONY: lint

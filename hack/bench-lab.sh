@@ -23,20 +23,11 @@ NODES=3
 PAUSE=estuary-lab.local/pause:lab
 
 die() { echo "bench-lab: $*" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
-for tool in iperf3 ping jq bc nsenter; do
-  command -v "$tool" >/dev/null || die "$tool not found (ping: apt-get install iputils-ping)"
-done
-
-STATE=${ESTUARY_LAB_STATE:-$(mktemp -d /tmp/estuary-bench.XXXXXX)/state}
-LAB=(./bin/estuary-lab --state-dir "$STATE")
-LOG=$(mktemp /tmp/estuary-bench-log.XXXXXX)
-mkdir -p bin
-go build -o bin/estuary-lab ./cmd/estuary-lab
-trap '"${LAB[@]}" down >/dev/null 2>&1 || true' EXIT
-
 # shellcheck source=hack/lib/bench.sh
 source hack/lib/bench.sh
+bench_setup
+LOG=$(mktemp /tmp/estuary-bench-log.XXXXXX)
+trap '"${LAB[@]}" down >/dev/null 2>&1 || true' EXIT
 
 # up CNI: a fresh 3-node lab with that CNI.
 up() {
@@ -82,12 +73,8 @@ create_run() {
 
 datapath() {
   local pid_a pid_b ip_b node2
-  { netexec_pod bench-a node-1; netexec_pod bench-b node-2; } | kubectl apply -f - >/dev/null
-  kubectl wait --for=condition=Ready pod/bench-a pod/bench-b --timeout=180s >/dev/null
-  pid_a=$(sandbox_pid node-1 bench-a)
-  pid_b=$(sandbox_pid node-2 bench-b)
-  [ -n "$pid_a" ] && [ -n "$pid_b" ] || die "no sandbox process for bench-a ($pid_a) or bench-b ($pid_b)"
-  ip_b=$(kubectl get pod bench-b -o jsonpath='{.status.podIP}')
+  pod_pair bench-a bench-b
+  pid_a=$PID_A pid_b=$PID_B ip_b=$IP_B
   node2=$(node_address node-2)
   POD_TCP=$(iperf_between node-2 "$pid_b" node-1 "$pid_a" "$ip_b")
   NODE_TCP=$(iperf_between node-2 "" node-1 "" "$node2")

@@ -19,27 +19,10 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 
 die() { echo "bench-underlay: $*" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
-for tool in iperf3 ping jq bc nsenter; do
-  command -v "$tool" >/dev/null || die "$tool not found (ping: apt-get install iputils-ping)"
-done
-
-STATE=${ESTUARY_LAB_STATE:-$(mktemp -d /tmp/estuary-bench.XXXXXX)/state}
-LAB=(./bin/estuary-lab --state-dir "$STATE")
-mkdir -p bin
-go build -o bin/estuary-lab ./cmd/estuary-lab
 # shellcheck source=hack/lib/bench.sh
 source hack/lib/bench.sh
-
-OWN_LAB=
-if [ "$("${LAB[@]}" status -o json 2>/dev/null | jq -r '.phase + "/" + .cni')" != "running/estuary" ]; then
-  LOG=$(mktemp /tmp/estuary-bench-log.XXXXXX)
-  echo "bench-underlay: up --cni estuary --nodes 3" >&2
-  "${LAB[@]}" up --cni estuary --nodes 3 >"$LOG" 2>&1 || { cat "$LOG" >&2; die "up failed"; }
-  OWN_LAB=1
-fi
-KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
-[ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
+bench_setup
+estuary_lab
 
 cleanup() {
   kubectl delete pod under-a over-c --ignore-not-found --wait=true >/dev/null 2>&1 || true

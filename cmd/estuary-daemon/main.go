@@ -49,6 +49,8 @@ func main() {
 	flag.StringVar(&cfg.UnderlayUplink, "underlay-uplink", "", "NIC of the underlay's VLAN networks (default: the tunnel's parent link)")
 	flag.IntVar(&cfg.KubeProxyMasqueradeBit, "kube-proxy-masquerade-bit", daemon.AutoMasqueradeBit,
 		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
+	flag.BoolVar(&cfg.FastPath, "fast-path", true,
+		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
 	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz and /bgp (the BGP peers as JSON) bind to ("0" disables)`)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -1,8 +1,38 @@
 # shellcheck shell=bash
-# Functions shared by the lab benchmark scripts (hack/bench-*.sh). The caller
-# sets LAB (the estuary-lab command as an array) and STATE, and defines die.
+# Functions shared by the lab benchmark scripts (hack/bench-*.sh). Sourced
+# from the repository's root after the caller defines die; bench_setup sets
+# STATE, LAB (the estuary-lab command as an array) and builds the lab tool.
 
 KBIN=
+
+# bench_setup: require root and the tools, choose the lab's state dir
+# (ESTUARY_LAB_STATE, else a temporary one) and build bin/estuary-lab.
+bench_setup() {
+  [ "$(id -u)" -eq 0 ] || die "run as root (the lab makes namespaces, mounts, cgroups)"
+  local tool
+  for tool in iperf3 ping jq bc nsenter; do
+    command -v "$tool" >/dev/null || die "$tool not found (ping: apt-get install iputils-ping)"
+  done
+  STATE=${ESTUARY_LAB_STATE:-$(mktemp -d /tmp/estuary-bench.XXXXXX)/state}
+  LAB=(./bin/estuary-lab --state-dir "$STATE")
+  mkdir -p bin
+  go build -o bin/estuary-lab ./cmd/estuary-lab
+}
+
+# estuary_lab: use the estuary lab at STATE, or bring a 3-node one up; sets
+# KBIN, and OWN_LAB when it brought the lab up (the caller takes it down).
+OWN_LAB=
+estuary_lab() {
+  if [ "$("${LAB[@]}" status -o json 2>/dev/null | jq -r '.phase + "/" + .cni')" != "running/estuary" ]; then
+    local log
+    log=$(mktemp /tmp/estuary-bench-log.XXXXXX)
+    echo "bench: up --cni estuary --nodes 3" >&2
+    "${LAB[@]}" up --cni estuary --nodes 3 >"$log" 2>&1 || { cat "$log" >&2; die "up failed"; }
+    OWN_LAB=1
+  fi
+  KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
+  [ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
+}
 kubectl() { "$KBIN/kubectl" --kubeconfig "$STATE/kubeconfig" --cache-dir "$STATE/kubectl-cache" "$@"; }
 
 # wait_until DESC SECONDS CMD...: poll CMD until it succeeds or time runs out.
@@ -76,3 +106,14 @@ YAML
 
 # node_address NODE: the lab node's address on the switch.
 node_address() { "${LAB[@]}" status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .address'; }
+
+# pod_pair A B: agnhost netexec pods A on node-1 and B on node-2, Ready; sets
+# PID_A and PID_B (their sandboxes' processes) and IP_B.
+pod_pair() {
+  { netexec_pod "$1" node-1; netexec_pod "$2" node-2; } | kubectl apply -f - >/dev/null
+  kubectl wait --for=condition=Ready "pod/$1" "pod/$2" --timeout=180s >/dev/null
+  PID_A=$(sandbox_pid node-1 "$1")
+  PID_B=$(sandbox_pid node-2 "$2")
+  [ -n "$PID_A" ] && [ -n "$PID_B" ] || die "no sandbox process for $1 ($PID_A) or $2 ($PID_B)"
+  IP_B=$(kubectl get pod "$2" -o jsonpath='{.status.podIP}')
+}

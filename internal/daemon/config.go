@@ -83,6 +83,9 @@ type Config struct {
 	// (--kube-proxy-masquerade-bit). The flag's default is auto; the zero
 	// value of the field is bit 0.
 	KubeProxyMasqueradeBit int
+	// FastPath runs the forwarding fast path (package fastpath) on the
+	// node's devices; off, the daemon removes it from them.
+	FastPath bool
 }
 
 // AutoMasqueradeBit makes the daemon read kube-proxy's masquerade bit from

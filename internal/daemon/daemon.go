@@ -31,6 +31,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
@@ -60,6 +61,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("node sysctls: %w", err)
 	}
 	log.Info("node sysctls set", "sysctls", sysctl.List(nodeSysctls))
+	fp, err := startFastPath(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = fp.Close() }()
 
 	ctx, cancel := context.WithCancel(ctx)
 	parts := newRunning()
@@ -102,14 +108,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store()); err != nil {
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
 	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
-	stopErr := run(ctx, cfg, parts, syncer.BGPPeers)
+	stopErr := run(ctx, cfg, parts, syncer.BGPPeers, fp)
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
 }
@@ -136,17 +142,21 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints) (*netsync.Syncer, error) {
+	w client.Client, eps netsync.Endpoints, fp *fastPath) (*netsync.Syncer, error) {
 	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
 	}
 	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
-	s, err := netsync.New(ctx, netsync.Options{
+	opts := netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, ARP: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
-		HostNetns: cfg.HostNetns,
-	}, agent, c, w, eps)
+		HostNetns: cfg.HostNetns, HostVeth: hostVeth,
+	}
+	if fp != nil {
+		opts.FastPath = fp
+	}
+	s, err := netsync.New(ctx, opts, agent, c, w, eps)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
 	}
@@ -162,11 +172,11 @@ func newScheme() (*runtime.Scheme, error) {
 }
 
 // run installs the plugin, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running, peers bgpPeers) error {
+func run(ctx context.Context, cfg Config, parts *running, peers bgpPeers, fp *fastPath) error {
 	if err := install(cfg); err != nil {
 		return err
 	}
-	if err := startHealth(ctx, cfg, parts, peers); err != nil {
+	if err := startHealth(ctx, cfg, parts, peers, fp); err != nil {
 		return err
 	}
 	select {
@@ -256,7 +266,7 @@ func install(cfg Config) error {
 }
 
 // startHealth serves /healthz and /bgp when an address is configured.
-func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers) error {
+func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers, fp *fastPath) error {
 	if cfg.HealthAddr == "" || cfg.HealthAddr == "0" {
 		return nil
 	}
@@ -265,6 +275,9 @@ func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers
 		return err
 	}
 	h.bgp = peers
+	if fp != nil {
+		h.fastpath = fp.prog
+	}
 	go func() {
 		<-ctx.Done()
 		_ = h.conn.Close()
@@ -283,4 +296,9 @@ func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers
 	parts.goFunc("health probe", func() error { return <-done })
 	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/metrics"})
 	return nil
+}
+
+// hostVeth names the host side of an endpoint's veth, as podnet made it.
+func hostVeth(k store.Key) string {
+	return podnet.HostVethName(cniserver.Attachment{ContainerID: k.ContainerID, IfName: k.IfName})
 }

@@ -18,6 +18,7 @@ import (
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 )
 
 // statusTimeout bounds one health probe's Status call.
@@ -32,6 +33,8 @@ type health struct {
 	synced atomic.Bool
 	// bgp reports the BGP peers per network for /bgp; nil serves none.
 	bgp bgpPeers
+	// fastpath's verdict counters go to /metrics; nil exports none.
+	fastpath *fastpath.Program
 }
 
 // bgpPeers returns the status of the BGP speakers' peers, per network.
@@ -113,6 +116,9 @@ func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan er
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", h.serveBGP)
 		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
+	}
+	if h.fastpath != nil {
+		reg.MustRegister(newFastPathCollector(h.fastpath))
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

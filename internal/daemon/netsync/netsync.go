@@ -67,6 +67,13 @@
 // daemon restarts, and a speaker started for a network in which the
 // endpoint store held pods at the daemon's start sets bgp.Config.Restarting.
 // A change of the node's address replaces the speaker the same way.
+//
+// The fast path. With Options.FastPath, each pass also hands the forwarding
+// fast path (package fastpath) its maps and devices: every subnet of the
+// cluster with its natOutgoing, the host sides of the endpoint store's
+// veths (Options.HostVeth names them), the overlay's tunnel, the tunnel's
+// parent and the underlay's uplink. A pod plumbed between two passes takes
+// the kernel's path until the next one, which its ADD triggers.
 package netsync
 
 import (
@@ -130,6 +137,11 @@ type Options struct {
 	// HostNetns is the node's network namespace, whose links WatchKernel
 	// watches; empty means the process's own.
 	HostNetns string
+	// FastPath is the forwarding fast path, synced every pass after the
+	// overlay and the underlay; nil runs none. HostVeth names the host side
+	// of an endpoint's veth for it.
+	FastPath FastPath
+	HostVeth func(store.Key) string
 }
 
 // Defaults of Options.Quiet and Options.MaxDelay.

@@ -18,7 +18,7 @@ import (
 )
 
 // sync is one reconcile: read, then the overlay (compute, publish, apply),
-// the underlay and BGP, each reported on its own.
+// the underlay, BGP and the fast path, each reported on its own.
 func (s *Syncer) sync(ctx context.Context) error {
 	objs, err := s.read(ctx)
 	if err != nil {
@@ -41,6 +41,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 		s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent),
 		s.syncUnderlay(ctx, node, uin, uinErr, pods, parent),
 		s.syncBGP(ctx, node, objs, pods),
+		s.syncFastPath(objs, eps, parent),
 	)
 }
 

@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/sysctl"
+)
+
+// fastPathSysctls are set in the node's namespace while the fast path runs.
+// conntrack sees a fast-forwarded flow's handshake and teardown but not the
+// data between them, so its TCP window tracking must not judge the FIN out
+// of window (kube-proxy drops what conntrack calls invalid).
+var fastPathSysctls = []sysctl.Setting{{Key: "net/netfilter/nf_conntrack_tcp_be_liberal", Value: "1"}}
+
+// fastPathVerify is how often the attacher reads the devices' filters back
+// rather than trusting what it attached.
+const fastPathVerify = time.Minute
+
+// fastPath is the loaded program and its attacher; nil when off.
+type fastPath struct {
+	*fastpath.Attacher
+	prog *fastpath.Program
+	h    *ops.Handle
+}
+
+// startFastPath loads the fast path, or, with cfg.FastPath off, removes a
+// previous daemon's from every device. A kernel that refuses the program
+// costs the fast path only: the daemon logs why and runs without it.
+func startFastPath(cfg Config) (*fastPath, error) {
+	h, err := ops.Open(cfg.HostNetns)
+	if err != nil {
+		return nil, fmt.Errorf("fast path: %w", err)
+	}
+	if !cfg.FastPath {
+		n, err := fastpath.Remove(h)
+		h.Close()
+		if err != nil {
+			return nil, err
+		}
+		log.Info("fast path off", "removedFromDevices", n)
+		return nil, nil
+	}
+	opts := fastpath.Options{
+		TCPTimeout: conntrackTimeout(cfg.HostNetns, "net/netfilter/nf_conntrack_tcp_timeout_established"),
+		UDPTimeout: conntrackTimeout(cfg.HostNetns, "net/netfilter/nf_conntrack_udp_timeout_stream"),
+	}
+	prog, err := fastpath.Load(opts)
+	if err == nil {
+		err = sysctl.Write(cfg.HostNetns, fastPathSysctls)
+		if err != nil {
+			err = errors.Join(err, prog.Close())
+		}
+	}
+	if err != nil {
+		h.Close()
+		log.Error(err, "fast path not started; pods' traffic takes the kernel's forwarding path")
+		return nil, nil
+	}
+	a, err := fastpath.NewAttacher(prog, h, fastPathVerify)
+	if err != nil {
+		h.Close()
+		return nil, errors.Join(err, prog.Close())
+	}
+	log.Info("fast path loaded", "sysctls", sysctl.List(fastPathSysctls),
+		"tcpTimeout", opts.TCPTimeout, "udpTimeout", opts.UDPTimeout)
+	return &fastPath{Attacher: a, prog: prog, h: h}, nil
+}
+
+// conntrackTimeout reads a conntrack timeout sysctl (seconds); 0 (the
+// program's default) when it cannot be read.
+func conntrackTimeout(netns, key string) time.Duration {
+	v, err := sysctl.Read(netns, key)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// Close releases the daemon's references; the attached program keeps
+// forwarding.
+func (f *fastPath) Close() error {
+	if f == nil {
+		return nil
+	}
+	f.h.Close()
+	return f.prog.Close()
+}
+
+// fastPathCollector exports the program's verdict counters.
+type fastPathCollector struct {
+	prog *fastpath.Program
+	desc *prometheus.Desc
+}
+
+func newFastPathCollector(p *fastpath.Program) *fastPathCollector {
+	return &fastPathCollector{prog: p, desc: prometheus.NewDesc("estuary_fastpath_packets_total",
+		"Packets the forwarding fast path saw on this node, by verdict: forwarded by the program "+
+			"(redirect_peer into a local pod, redirect_neigh out of a device) or passed to the kernel's stack, and why.",
+		[]string{"verdict"}, nil)}
+}
+
+func (c *fastPathCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *fastPathCollector) Collect(ch chan<- prometheus.Metric) {
+	s, err := c.prog.Stats()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for verdict, v := range map[string]uint64{
+		"redirect_peer": s.RedirectPeer, "redirect_neigh": s.RedirectNeigh,
+		"pass_conntrack": s.PassConntrack, "pass_route": s.PassRoute, "pass_other": s.PassOther,
+	} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v), verdict)
+	}
+}

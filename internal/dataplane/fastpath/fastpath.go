@@ -1,0 +1,236 @@
+// Package fastpath owns estuary's forwarding fast path: a tc ingress BPF
+// program (bpf/fastpath.c) that forwards a node's established pod traffic
+// straight to its next device, and the maps that tell it the cluster's
+// subnets and the node's pod veths. Loading and the maps are here; the
+// attachments to devices are made through the consumer's TC interface (the
+// ops package), and which devices get it is the caller's to say.
+//
+// # Design
+//
+// Why. A pod's packet crosses its veth pair and is then forwarded by the
+// node like any router's: policy rules and tables, netfilter's PREROUTING,
+// FORWARD and POSTROUTING with conntrack and kube-proxy's chains, then the
+// neighbour table. The node's own packets skip all of that. The program does
+// the forwarding decision the kernel would make (bpf_fib_lookup, which walks
+// the same policy rules and tables) at the first device the packet meets and
+// hands the packet to the output device's neighbour layer
+// (bpf_redirect_neigh), or straight into the destination pod's namespace
+// (bpf_redirect_peer) when that is a local pod, so the receiving pod's
+// packets skip the second backlog queue as well.
+//
+// What it may skip. Only what rewrites nothing and decides nothing new:
+//   - TCP and UDP packets of flows conntrack already holds (bpf_skb_ct_lookup)
+//     as established, with no NAT, no helper and no sequence adjustment.
+//     Every first packet, every NATed flow (kube-proxy's Services and
+//     NodePorts, portmap's hostPorts, natOutgoing masquerade) and every
+//     flow conntrack does not know takes the stack's path, and so does
+//     every TCP SYN, FIN and RST, so conntrack still sees how each
+//     connection starts and ends. The program refreshes the entry's timeout
+//     as conntrack would for a packet it saw.
+//   - ICMP echo requests and replies between cluster addresses, or from a
+//     subnet without natOutgoing (echoes have no conntrack lookup here; no
+//     NAT rewrites an echo between pod addresses, and only natOutgoing's
+//     masquerade rewrites one leaving the cluster). ICMP errors carry inner
+//     headers NAT rewrites and take the stack's path.
+//   - Packets to or from a cluster subnet (the subnets map). Anything else
+//     the node forwards is none of estuary's business.
+//
+// Conntrack therefore sees a flow's handshake and teardown but not the data
+// between them, so its TCP window tracking falls behind; the daemon sets
+// net.netfilter.nf_conntrack_tcp_be_liberal=1 with the fast path, so a FIN
+// after fast-forwarded data is not judged out of window (and dropped by
+// kube-proxy's INVALID rule). Policies that act on established flows in
+// netfilter (rare; NetworkPolicy implementations accept established flows)
+// are bypassed for those flows: the daemon's --fast-path=false turns the
+// program off and removes it.
+//
+// What it leaves. Anything the kernel would not simply forward: local
+// delivery, a route that is not unicast, a packet that would need
+// fragmenting, IPv4 options, IPv6 extension headers, fragments, an expiring
+// TTL, VLAN-tagged frames. Those return TC_ACT_UNSPEC, so any later tc
+// filter still runs and the stack handles them as before.
+//
+// Restarts. The program and its maps live as long as a tc filter holds them,
+// not as long as the daemon: a stopped daemon leaves the last program
+// forwarding with the last maps. A starting daemon loads a fresh program,
+// fills its maps from the API and the state DB, then replaces the filter on
+// each device; no map is pinned and no state is carried over.
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// Name is the program's name; the tc filter carries it.
+const Name = "estuary_fastpath"
+
+// Options set the conntrack timeouts the program refreshes with: the node's
+// nf_conntrack_tcp_timeout_established and nf_conntrack_udp_timeout_stream.
+// Zero leaves the kernel's defaults (5 days, 120 s).
+type Options struct {
+	TCPTimeout time.Duration
+	UDPTimeout time.Duration
+}
+
+// Program is the loaded fast path: the program and its maps.
+type Program struct {
+	objs fastpathObjects
+}
+
+// Load loads the program into the kernel. It fails with the verifier's log
+// or the missing kernel feature (conntrack kfuncs need Linux 6.5 or later
+// with BTF) when the kernel refuses it.
+func Load(opts Options) (*Program, error) {
+	spec, err := loadFastpath()
+	if err != nil {
+		return nil, fmt.Errorf("fast path: read the program: %w", err)
+	}
+	set := func(name string, d time.Duration) error {
+		if d <= 0 {
+			return nil
+		}
+		ms := d.Milliseconds()
+		if ms > int64(^uint32(0)) {
+			ms = int64(^uint32(0))
+		}
+		if err := spec.Variables[name].Set(uint32(ms)); err != nil {
+			return fmt.Errorf("fast path: set %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := errors.Join(set("tcp_timeout_ms", opts.TCPTimeout), set("udp_timeout_ms", opts.UDPTimeout)); err != nil {
+		return nil, err
+	}
+	var p Program
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, fmt.Errorf("fast path: load the program: %w", err)
+	}
+	return &p, nil
+}
+
+// FD is the program's file descriptor, for a tc filter.
+func (p *Program) FD() int { return p.objs.EstuaryFastpath.FD() }
+
+// ID is the kernel's id of the program, as a tc filter listing shows it.
+func (p *Program) ID() (uint32, error) {
+	info, err := p.objs.EstuaryFastpath.Info()
+	if err != nil {
+		return 0, fmt.Errorf("fast path: program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("fast path: the kernel does not report program ids")
+	}
+	return uint32(id), nil
+}
+
+// Close releases the daemon's references; attached filters keep the
+// program and its maps alive.
+func (p *Program) Close() error { return p.objs.Close() }
+
+// Subnet is a cluster subnet as the program sees it.
+type Subnet struct {
+	CIDR        netip.Prefix
+	NATOutgoing bool
+}
+
+func lpmKey(p netip.Prefix) fastpathLpmKey {
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	return fastpathLpmKey{Prefixlen: uint32(bits), Addr: p.Addr().As16()}
+}
+
+// SetSubnets makes the subnets map hold exactly subnets.
+func (p *Program) SetSubnets(subnets []Subnet) error {
+	want := map[fastpathLpmKey]fastpathSubnetInfo{}
+	for _, s := range subnets {
+		if !s.CIDR.IsValid() {
+			continue
+		}
+		var info fastpathSubnetInfo
+		if s.NATOutgoing {
+			info.Flags = subnetNATOutgoing
+		}
+		want[lpmKey(s.CIDR)] = info
+	}
+	return syncMap(p.objs.Subnets, want, "subnets")
+}
+
+// subnetNATOutgoing is SUBNET_NAT_OUTGOING in bpf/fastpath.c.
+const subnetNATOutgoing = 1
+
+// SetPods makes the pod_ifs map hold exactly ifindexes: the host-side veths
+// of the node's pods.
+func (p *Program) SetPods(ifindexes []int) error {
+	want := map[uint32]uint32{}
+	for _, i := range ifindexes {
+		if i > 0 {
+			want[uint32(i)] = 1
+		}
+	}
+	return syncMap(p.objs.PodIfs, want, "pod_ifs")
+}
+
+// syncMap writes want into m and deletes every other key.
+func syncMap[K comparable, V comparable](m *ebpf.Map, want map[K]V, name string) error {
+	var (
+		k     K
+		v     V
+		stale []K
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if w, ok := want[k]; !ok {
+			stale = append(stale, k)
+		} else if w == v {
+			delete(want, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("fast path: read map %s: %w", name, err)
+	}
+	var errs []error
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("fast path: map %s: delete %v: %w", name, k, err))
+		}
+	}
+	for k, v := range want {
+		if err := m.Put(k, v); err != nil {
+			errs = append(errs, fmt.Errorf("fast path: map %s: put %v: %w", name, k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats counts the program's verdicts since it was loaded, summed over CPUs.
+type Stats struct {
+	PassOther     uint64 // not cluster traffic, or not a kind the program forwards
+	PassConntrack uint64 // a new, NATed or unestablished flow; a SYN, FIN or RST
+	PassRoute     uint64 // the kernel would not forward it as it is
+	RedirectPeer  uint64 // delivered into a local pod
+	RedirectNeigh uint64 // sent out of a device through the neighbour table
+}
+
+// Stats reads the program's counters.
+func (p *Program) Stats() (Stats, error) {
+	var out [5]uint64
+	for i := range out {
+		var per []uint64
+		if err := p.objs.Stats.Lookup(uint32(i), &per); err != nil {
+			return Stats{}, fmt.Errorf("fast path: read counter %d: %w", i, err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return Stats{PassOther: out[0], PassConntrack: out[1], PassRoute: out[2], RedirectPeer: out[3], RedirectNeigh: out[4]}, nil
+}

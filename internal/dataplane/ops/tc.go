@@ -1,0 +1,114 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// estuary's tc filter on a device's ingress: one cls_bpf filter in
+// direct-action mode at this priority and handle on the clsact qdisc. The
+// qdisc is shared with anything else that uses tc on the device and is never
+// removed; only the filter is estuary's.
+const (
+	tcPriority = 0xe5
+	tcHandle   = 1
+)
+
+// IngressProgram is the BPF program estuary's filter on a device runs.
+type IngressProgram struct {
+	Name string
+	ID   uint32
+}
+
+// AttachIngress makes the BPF program fd (named name) estuary's filter on
+// link's ingress, adding the clsact qdisc if the device has none. It
+// replaces estuary's previous filter in one step, so packets never meet a
+// device without one.
+func (h *Handle) AttachIngress(link string, fd int, name string) error {
+	l, err := h.nl.LinkByName(link)
+	if err != nil {
+		return fmt.Errorf("attach %s to %s ingress: %w", name, link, err)
+	}
+	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT,
+	}}
+	if err := h.nl.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("attach %s to %s ingress: add clsact qdisc: %w", name, link, err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
+			Handle: tcHandle, Priority: tcPriority, Protocol: unix.ETH_P_ALL,
+		},
+		Fd: fd, Name: name, DirectAction: true,
+	}
+	if err := h.nl.FilterReplace(f); err != nil {
+		return fmt.Errorf("attach %s to %s ingress: %w", name, link, err)
+	}
+	return nil
+}
+
+// Ingress returns the program of estuary's filter on link's ingress; false
+// when there is none.
+func (h *Handle) Ingress(link string) (IngressProgram, bool, error) {
+	l, err := h.nl.LinkByName(link)
+	if err != nil {
+		return IngressProgram{}, false, fmt.Errorf("ingress filters of %s: %w", link, err)
+	}
+	f, err := h.ownFilter(l)
+	if err != nil || f == nil {
+		return IngressProgram{}, false, err
+	}
+	return IngressProgram{Name: f.Name, ID: uint32(f.Id)}, true, nil
+}
+
+// DetachIngress removes estuary's filter from link's ingress, if any.
+func (h *Handle) DetachIngress(link string) error {
+	l, err := h.nl.LinkByName(link)
+	if err != nil {
+		return fmt.Errorf("detach from %s ingress: %w", link, err)
+	}
+	f, err := h.ownFilter(l)
+	if err != nil || f == nil {
+		return err
+	}
+	if err := h.nl.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("detach %s from %s ingress: %w", f.Name, link, err)
+	}
+	return nil
+}
+
+// ownFilter finds estuary's filter among l's ingress filters; nil if none,
+// and nil without error if the device has no clsact qdisc.
+func (h *Handle) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
+	fs, err := h.nl.FilterList(l, netlink.HANDLE_MIN_INGRESS)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ingress filters of %s: %w", l.Attrs().Name, err)
+	}
+	for _, f := range fs {
+		b, ok := f.(*netlink.BpfFilter)
+		if ok && b.Priority == tcPriority && b.Handle == tcHandle {
+			return b, nil
+		}
+	}
+	return nil, nil
+}
+
+// LinkIndexes maps the name of every link in the namespace to its index.
+func (h *Handle) LinkIndexes() (map[string]int, error) {
+	links, err := h.nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	out := make(map[string]int, len(links))
+	for _, l := range links {
+		out[l.Attrs().Name] = l.Attrs().Index
+	}
+	return out, nil
+}
