@@ -30,14 +30,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# fast_path true|false: the daemons' --fast-path, rolled out.
-fast_path() {
-  kubectl -n kube-system get ds estuary-daemon -o json |
-    jq --arg v "--fast-path=$1" '(.spec.template.spec.containers[0].args[] | select(startswith("--fast-path"))) |= $v' |
-    kubectl apply -f - >/dev/null
-  kubectl -n kube-system rollout status ds/estuary-daemon --timeout=180s >/dev/null
-}
-
 pod_pair ovl-a ovl-b
 pid_a=$PID_A pid_b=$PID_B ip_b=$IP_B
 node2=$(node_address node-2)

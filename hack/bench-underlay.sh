@@ -11,12 +11,16 @@
 # mode VLAN, netID 0, subnet 10.77.100.0/24 with the router as gateway, domain
 # node-1 and node-2 (label rack=rack1); everything is removed at the end.
 #
+# With FASTPATH_AB=1 each round also measures the underlay pod to the external
+# host with the daemon's fast path off (--fast-path=false, the DaemonSet rolled).
+#
 # Uses the lab at ESTUARY_LAB_STATE when one runs there with --cni estuary, else
 # brings one up (and down at the end). Needs root, iperf3, ping, jq and bc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
+FASTPATH_AB=${FASTPATH_AB:-}
 
 die() { echo "bench-underlay: $*" >&2; exit 1; }
 # shellcheck source=hack/lib/bench.sh
@@ -25,6 +29,7 @@ bench_setup
 estuary_lab
 
 cleanup() {
+  [ -z "$FASTPATH_AB" ] || fast_path true >/dev/null 2>&1 || true
   kubectl delete pod under-a over-c --ignore-not-found --wait=true >/dev/null 2>&1 || true
   kubectl delete subnet rack1-v4 --ignore-not-found --wait=true >/dev/null 2>&1 || true
   kubectl delete network rack1 --ignore-not-found --wait=true >/dev/null 2>&1 || true
@@ -57,15 +62,21 @@ ext=$("${LAB[@]}" status -o json | jq -r .external.address)
 node1=$(node_address node-1)
 case "$ip_u" in 10.77.100.*) ;; *) die "under-a has address '$ip_u', not one of rack1-v4" ;; esac
 
-PT=() NT=() PR=() NR=() OT=() RT=()
+PT=() NT=() PR=() NR=() OT=() RT=() XT=() XR=()
 for ((i = 1; i <= ROUNDS; i++)); do
+  if [ -n "$FASTPATH_AB" ]; then
+    fast_path false
+    XT+=("$(iperf_between external "" node-1 "$pid_u" "$ext")")
+    XR+=("$(ping_from node-1 "$pid_u" "$ext")")
+    fast_path true
+  fi
   PT+=("$(iperf_between external "" node-1 "$pid_u" "$ext")")
   NT+=("$(iperf_between external "" node-1 "" "$ext")")
   PR+=("$(ping_from node-1 "$pid_u" "$ext")")
   NR+=("$(ping_from node-1 "" "$ext")")
   OT+=("$(iperf_between node-1 "$pid_u" node-3 "$pid_o" "$ip_u")")
   RT+=("$(iperf_between node-1 "" node-3 "" "$node1")")
-  echo "bench-underlay: round $i: pod->ext ${PT[-1]} node->ext ${NT[-1]} Gbit/s, rtt ${PR[-1]} / ${NR[-1]} ms, overlay->underlay ${OT[-1]} node-3->node-1 ${RT[-1]} Gbit/s" >&2
+  echo "bench-underlay: round $i: pod->ext ${PT[-1]} node->ext ${NT[-1]} Gbit/s, rtt ${PR[-1]} / ${NR[-1]} ms, overlay->underlay ${OT[-1]} node-3->node-1 ${RT[-1]} Gbit/s${FASTPATH_AB:+; fast path off: pod->ext ${XT[-1]} Gbit/s, rtt ${XR[-1]} ms}" >&2
 done
 
 MPT=$(median "${PT[@]}") MNT=$(median "${NT[@]}") MPR=$(median "${PR[@]}") MNR=$(median "${NR[@]}")
@@ -75,7 +86,7 @@ cat <<MD
 ### underlay (VLAN, untagged) on the lab
 
 Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), 3 nodes, load average at the end
-$(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS hack/bench-underlay.sh\`. Medians of $ROUNDS alternating rounds.
+$(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS${FASTPATH_AB:+ FASTPATH_AB=1} hack/bench-underlay.sh\`. Medians of $ROUNDS alternating rounds.
 
 | what | pod | node | pod/node |
 | --- | --- | --- | --- |
@@ -83,3 +94,10 @@ $(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS hack/bench-underlay.
 | ping RTT to the external host, average of 200 (ms): underlay pod on node-1 vs node-1 | $MPR (${PR[*]}) | $MNR (${NR[*]}) | $(ratio "$MPR" "$MNR") |
 | iperf3 TCP, overlay pod on node-3 to underlay pod on node-1 vs node-3 to node-1 (Gbit/s) | $MOT (${OT[*]}) | $MRT (${RT[*]}) | $(ratio "$MOT" "$MRT") |
 MD
+if [ -n "$FASTPATH_AB" ]; then
+  MXT=$(median "${XT[@]}") MXR=$(median "${XR[@]}")
+  cat <<MD
+| iperf3 TCP to the external host, fast path off (Gbit/s) | $MXT (${XT[*]}) | $MNT | $(ratio "$MXT" "$MNT") |
+| ping RTT to the external host, fast path off (ms) | $MXR (${XR[*]}) | $MNR | $(ratio "$MXR" "$MNR") |
+MD
+fi

@@ -117,3 +117,11 @@ pod_pair() {
   [ -n "$PID_A" ] && [ -n "$PID_B" ] || die "no sandbox process for $1 ($PID_A) or $2 ($PID_B)"
   IP_B=$(kubectl get pod "$2" -o jsonpath='{.status.podIP}')
 }
+
+# fast_path true|false: the daemons' --fast-path, rolled out.
+fast_path() {
+  kubectl -n kube-system get ds estuary-daemon -o json |
+    jq --arg v "--fast-path=$1" '(.spec.template.spec.containers[0].args[] | select(startswith("--fast-path"))) |= $v' |
+    kubectl apply -f - >/dev/null
+  kubectl -n kube-system rollout status ds/estuary-daemon --timeout=180s >/dev/null
+}
