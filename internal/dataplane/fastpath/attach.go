@@ -74,19 +74,20 @@ func (a *Attacher) Sync(d Desired) error {
 	if verify {
 		a.lastVerify = time.Now()
 	}
-	want := slices.Concat(d.Devices, d.Pods)
+	want := map[string]bool{}
 	var errs []error
-	for _, name := range want {
+	for _, name := range slices.Concat(d.Devices, d.Pods) {
 		i, ok := idx[name]
-		if !ok {
+		if !ok || want[name] {
 			continue
 		}
+		want[name] = true
 		if err := a.ensure(name, i, verify); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for name := range a.attached {
-		if _, ok := idx[name]; !ok || !slices.Contains(want, name) {
+		if !want[name] {
 			delete(a.attached, name)
 		}
 	}
