@@ -55,6 +55,10 @@ type Config struct {
 	HostNetns string
 	// MTU of the pod veths; 0 keeps the kernel's default (--mtu).
 	MTU int
+	// UnderlayMTU is the MTU of pods whose addresses are all on Underlay
+	// networks; 0 means MTU. Derived at start, not a flag: the uplink's MTU
+	// when --mtu is unset, else --mtu.
+	UnderlayMTU int
 	// CNIExtraPlugins are reference plugin binaries the conflist chains
 	// (portmap), installed into CNIBinDir under their base names
 	// (--cni-extra-plugins).

@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("underlay data plane: %w", err)
 	}
 	defer ua.Close()
-	cfg.MTU = podMTU(cfg, agent)
+	cfg.MTU, cfg.UnderlayMTU = podMTU(cfg, agent)
 
 	scheme, err := newScheme()
 	if err != nil {
@@ -120,20 +120,33 @@ func Run(ctx context.Context, cfg Config) error {
 	return errors.Join(stopErr, closeServer(srv))
 }
 
-// podMTU is the configured pod MTU, or, when none is, the tunnel's: a pod
-// packet must fit the VXLAN device after encapsulation.
-func podMTU(cfg Config, agent *overlay.Agent) int {
+// podMTU is the configured pod MTU for every pod or, when none is, the
+// tunnel's for overlay pods (a pod packet must fit the VXLAN device after
+// encapsulation) and the uplink's for underlay pods (they carry no tunnel
+// header, and hosts on their network expect its full MTU).
+func podMTU(cfg Config, agent *overlay.Agent) (overlayMTU, underlayMTU int) {
 	if cfg.MTU != 0 {
-		return cfg.MTU
+		return cfg.MTU, cfg.MTU
 	}
 	p, err := agent.ResolveParent(parentSpec(cfg))
 	if err != nil {
 		log.Error(err, "tunnel parent not found; pod interfaces keep the kernel's default MTU")
-		return 0
+		return 0, 0
 	}
-	mtu := overlay.MTUFor(p.MTU, p.IP.Is6())
-	log.Info("pod MTU from the tunnel parent", "parent", p.Link, "parentMTU", p.MTU, "mtu", mtu)
-	return mtu
+	overlayMTU = overlay.MTUFor(p.MTU, p.IP.Is6())
+	underlayMTU = p.MTU
+	uplink := p.Link
+	if cfg.UnderlayUplink != "" && cfg.UnderlayUplink != p.Link {
+		u, err := agent.ResolveParent(overlay.ParentSpec{Name: cfg.UnderlayUplink})
+		if err != nil {
+			log.Error(err, "underlay uplink not found; underlay pods get the overlay's MTU", "uplink", cfg.UnderlayUplink)
+			underlayMTU = overlayMTU
+		} else {
+			underlayMTU, uplink = u.MTU, u.Link
+		}
+	}
+	log.Info("pod MTU", "parent", p.Link, "parentMTU", p.MTU, "overlay", overlayMTU, "uplink", uplink, "underlay", underlayMTU)
+	return overlayMTU, underlayMTU
 }
 
 func parentSpec(cfg Config) overlay.ParentSpec {
@@ -216,7 +229,8 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 // serves it. onChange is called after each change of the endpoint store.
 func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func()) (*cniserver.Server, error) {
 	backend, err := podnet.New(podnet.Config{
-		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU, Readiness: ready,
+		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
+		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod network backend: %w", err)

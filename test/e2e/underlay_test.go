@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -211,6 +212,16 @@ func TestUnderlayUntaggedVLAN(t *testing.T) {
 		}
 	})
 
+	t.Run("underlay pod has the uplink's MTU, overlay pod the tunnel's", func(t *testing.T) {
+		uplink := linkMTU(t, e.nodeNetns[under.Spec.NodeName], "eth0")
+		if got := linkMTU(t, underNS, "eth0"); got != uplink {
+			t.Errorf("pod %s: eth0 mtu %d, want the uplink's %d", under.Name, got, uplink)
+		}
+		if got, want := linkMTU(t, overNS, "eth0"), uplink-50; got != want {
+			t.Errorf("pod %s: eth0 mtu %d, want the tunnel's %d", over.Name, got, want)
+		}
+	})
+
 	t.Run("underlay pod reaches every node", func(t *testing.T) {
 		for _, n := range e.nodes {
 			checkPing(t, fmt.Sprintf("%s -> %s", under.Name, n), underNS, e.nodeAddr[n], 3)
@@ -237,6 +248,22 @@ func TestUnderlayUntaggedVLAN(t *testing.T) {
 	t.Run("ClusterIP service backed by an overlay pod", func(t *testing.T) {
 		e.checkServiceFromUnderlay(t, ns, underNS, &under)
 	})
+}
+
+// linkMTU is the MTU of link in the network namespace at nsPath.
+func linkMTU(t *testing.T, nsPath, link string) int {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+nsPath, "ip", "-j", "link", "show", link).Output()
+	if err != nil {
+		t.Fatalf("ip link show %s in %s: %v", link, nsPath, err)
+	}
+	var links []struct {
+		MTU int `json:"mtu"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip link show %s in %s: %q: %v", link, nsPath, out, err)
+	}
+	return links[0].MTU
 }
 
 // routerDropsFrom makes the router drop every packet from cidr it would

@@ -183,8 +183,33 @@ func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podn
 	if len(out) < want {
 		return nil, nil, nil
 	}
+	if err := w.markUnderlay(ctx, list.Items, out); err != nil {
+		return nil, nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
 	return out, networks, nil
+}
+
+// markUnderlay sets Underlay on the addresses (out[i] from items[i]) whose
+// network is of type Underlay. A network missing from the cache leaves its
+// addresses as overlay ones, whose smaller MTU fits either network.
+func (w *Waiter) markUnderlay(ctx context.Context, items []estuaryv1.IPInstance, out []podnet.Address) error {
+	underlay := map[string]bool{}
+	for i := range items {
+		name := items[i].Spec.Network
+		u, seen := underlay[name]
+		if !seen {
+			var n estuaryv1.Network
+			err := w.reader.Get(ctx, client.ObjectKey{Name: name}, &n)
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("ipinstance %s/%s: network %s: %w", items[i].Namespace, items[i].Name, name, err)
+			}
+			u = err == nil && n.Spec.Type == estuaryv1.NetworkTypeUnderlay
+			underlay[name] = u
+		}
+		out[i].Underlay = u
+	}
+	return nil
 }
 
 func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {

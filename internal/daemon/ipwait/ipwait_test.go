@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -195,5 +196,38 @@ func TestTimeoutNamesTheManagersLastEvent(t *testing.T) {
 	r = <-waitAsync("default", "quiet", "u10", 300*time.Millisecond)
 	if r.err == nil || !strings.Contains(r.err.Error(), "estuary-manager recorded no event for it") {
 		t.Fatalf("error = %v; want one saying the manager recorded nothing", r.err)
+	}
+}
+
+// Addresses of an Underlay network come back marked Underlay (the pod gets
+// the uplink's MTU); those of a network that is not Underlay, or not in the
+// cache, do not.
+func TestWaitMarksUnderlayAddresses(t *testing.T) {
+	n := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "rack9"}, Spec: estuaryv1.NetworkSpec{
+		Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN, NetID: ptr.To[int64](0),
+		NodeSelector: map[string]string{"rack": "rack9"},
+	}}
+	if err := k8s.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	testenv.Eventually(t, "network rack9 in the waiter's cache", 10*time.Second, func() error {
+		return view.Get(context.Background(), client.ObjectKey{Name: "rack9"}, &estuaryv1.Network{})
+	})
+	recordIn(t, "rack9", "default", "under-0", "uu0", "node-a", "10.77.9.5/24", 1, estuaryv1.IPInstanceBound)
+	record(t, "default", "over-0", "uo0", "node-a", "10.9.0.9/24", 1, estuaryv1.IPInstanceBound)
+	for _, c := range []struct {
+		pod, uid string
+		want     bool
+	}{{"under-0", "uu0", true}, {"over-0", "uo0", false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		as, err := waiter.Wait(ctx, "default", c.pod, c.uid)
+		cancel()
+		if err != nil || len(as) != 1 {
+			t.Fatalf("%s: got %v, %v; want one address", c.pod, as, err)
+		}
+		if as[0].Underlay != c.want {
+			t.Errorf("%s: Underlay = %v, want %v", c.pod, as[0].Underlay, c.want)
+		}
 	}
 }

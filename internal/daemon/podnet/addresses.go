@@ -18,6 +18,9 @@ type Address struct {
 	// link-local gateway, so this is informational.
 	Gateway netip.Addr
 	Family  state.Family
+	// Underlay says the address is on an Underlay network: its packets leave
+	// through the node's uplink as they are, with no tunnel header.
+	Underlay bool
 }
 
 // Addresses supplies a pod's addresses. Wait blocks until they are known or

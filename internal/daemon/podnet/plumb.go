@@ -26,7 +26,7 @@ type plumbing struct {
 
 // open binds handles to the pod's namespace (first, so a missing namespace
 // fails before anything is made) and to the host's.
-func (b *Backend) open(a cniserver.Attachment) (*plumbing, error) {
+func (b *Backend) open(a cniserver.Attachment, mtu int) (*plumbing, error) {
 	pod, err := ops.Open(a.Netns)
 	if err != nil {
 		return nil, fmt.Errorf("%s: pod namespace: %w", podRef(a), err)
@@ -36,7 +36,7 @@ func (b *Backend) open(a cniserver.Attachment) (*plumbing, error) {
 		pod.Close()
 		return nil, fmt.Errorf("%s: host namespace: %w", podRef(a), err)
 	}
-	return &plumbing{a: a, hostNS: b.cfg.HostNetns, host: host, pod: pod, hostVeth: HostVethName(a), mtu: b.cfg.MTU}, nil
+	return &plumbing{a: a, hostNS: b.cfg.HostNetns, host: host, pod: pod, hostVeth: HostVethName(a), mtu: mtu}, nil
 }
 
 func (p *plumbing) close() {

@@ -109,6 +109,9 @@ type Config struct {
 	Readiness Readiness
 	// MTU of both veth ends; 0 keeps the kernel's default.
 	MTU int
+	// UnderlayMTU replaces MTU for a pod whose addresses are all on Underlay
+	// networks (no tunnel header to make room for); 0 means MTU.
+	UnderlayMTU int
 }
 
 // Backend plumbs pod interfaces. It keeps no state of its own: everything it
@@ -130,7 +133,24 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.MTU < 0 {
 		return nil, fmt.Errorf("podnet: MTU %d is negative", cfg.MTU)
 	}
+	if cfg.UnderlayMTU < 0 {
+		return nil, fmt.Errorf("podnet: UnderlayMTU %d is negative", cfg.UnderlayMTU)
+	}
 	return &Backend{cfg: cfg}, nil
+}
+
+// mtuFor is the MTU of a pod with addrs: UnderlayMTU when every address is
+// on an Underlay network, else MTU (which fits the tunnel).
+func (b *Backend) mtuFor(addrs []Address) int {
+	if b.cfg.UnderlayMTU == 0 || len(addrs) == 0 {
+		return b.cfg.MTU
+	}
+	for _, a := range addrs {
+		if !a.Underlay {
+			return b.cfg.MTU
+		}
+	}
+	return b.cfg.UnderlayMTU
 }
 
 // HostVethName returns the host side's name for an attachment: a function
@@ -154,7 +174,7 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.open(a)
+	p, err := b.open(a, b.mtuFor(addrs))
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +251,7 @@ func (b *Backend) Check(_ context.Context, a cniserver.Attachment, ep store.Endp
 		}
 		ips = append(ips, p)
 	}
-	p, err := b.open(a)
+	p, err := b.open(a, 0)
 	if err != nil {
 		return err
 	}

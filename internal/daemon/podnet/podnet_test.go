@@ -405,6 +405,9 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Config{Addresses: NewStatic(), MTU: -1}); err == nil {
 		t.Error("New with a negative MTU succeeded")
 	}
+	if _, err := New(Config{Addresses: NewStatic(), UnderlayMTU: -1}); err == nil {
+		t.Error("New with a negative UnderlayMTU succeeded")
+	}
 }
 
 // TestProxyARPFallback: with the pod's permanent gateway entry flushed, the

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# bench-floor.sh measures what the kernel itself costs on this machine for the
+# two hops estuary's data path cannot avoid, with no Kubernetes, no estuary
+# and no netfilter at all, and prints a markdown table for docs/benchmarks.md.
+#
+# It builds, in private network namespaces, the lab's shape: a switch (a
+# bridge), two nodes and a router on it, an external host behind the router.
+#   - underlay floor: a pod behind node-1 on a plain veth pair, its /32 routed
+#     by the node, the node answering ARP for it (proxy ARP), the address in a
+#     subnet the router has on the switch; pod -> external host vs
+#     node-1 -> external host (both cross the switch and the router).
+#   - overlay floor: a pod behind each node, a kernel VXLAN device on each
+#     node (VNI 4, port 8472, static FDB and neighbour entries, nothing
+#     learned); pod on node-1 -> pod on node-2 vs node-1 -> node-2.
+# ROUNDS times in alternation: iperf3 TCP (10 s) and ping RTT (200 pings 0.01 s
+# apart) for the four paths; medians and ratios are printed. These ratios are
+# the ceiling of any CNI that routes its pods through the host (a veth pair)
+# or carries them in the kernel's VXLAN on this machine: the lab's numbers
+# (bench-underlay.sh, bench-overlay.sh) add kube-proxy's netfilter and
+# estuary's policy routing on top.
+#
+# Needs root, iproute2, iperf3, ping, jq and bc; touches no namespace but its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+P="estfloor$$"
+
+die() { echo "bench-floor: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (it makes network namespaces)"
+for tool in ip bridge iperf3 ping jq bc; do
+  command -v "$tool" >/dev/null || die "$tool not found"
+done
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
+
+NS=(sw n1 n2 rt ext pu p1 p2)
+cleanup() {
+  local n
+  for n in "${NS[@]}"; do ip netns del "$P-$n" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+x() { local n=$1; shift; ip netns exec "$P-$n" "$@"; }
+mac() { ip -n "$P-$1" -br link show "$2" | awk '{print $3}'; }
+
+# port NS ADDR: NS's eth0 on the switch with ADDR.
+port() {
+  ip link add eth0 netns "$P-$1" type veth peer name "$1" netns "$P-sw"
+  ip -n "$P-sw" link set "$1" master br0 up
+  ip -n "$P-$1" addr add "$2" dev eth0
+  ip -n "$P-$1" link set eth0 up
+}
+
+# pod POD NODE HOSTIF ADDR MTU: POD behind NODE on a veth pair, ADDR/32 routed
+# by the node, the pod's default route through 169.254.1.1 (the host side).
+pod() {
+  local p=$1 n=$2 hif=$3 addr=$4 mtu=$5
+  ip link add eth0 netns "$P-$p" type veth peer name "$hif" netns "$P-$n"
+  ip -n "$P-$p" addr add "$addr/32" dev eth0
+  ip -n "$P-$p" link set eth0 mtu "$mtu" up
+  ip -n "$P-$n" link set "$hif" up
+  ip -n "$P-$n" route add "$addr/32" dev "$hif"
+  ip -n "$P-$p" route add 169.254.1.1 dev eth0
+  ip -n "$P-$p" route add default via 169.254.1.1 dev eth0
+  ip -n "$P-$p" neigh replace 169.254.1.1 lladdr "$(mac "$n" "$hif")" dev eth0 nud permanent
+}
+
+# vxlan NODE LOCAL REMOTE LOCALPOD REMOTEPOD MYMAC PEERMAC: the node's VXLAN
+# device, the remote pod's /24 through it, static neighbour and FDB entries.
+vxlan() {
+  local n=$1 local=$2 remote=$3 mine=$4 theirs=$5 mymac=$6 peermac=$7
+  ip -n "$P-$n" link add vx type vxlan id 4 dstport 8472 local "$local" dev eth0 nolearning
+  ip -n "$P-$n" link set vx address "$mymac" up
+  ip -n "$P-$n" addr add "$mine/32" dev vx
+  ip -n "$P-$n" route add "$theirs/24" via "$theirs" dev vx onlink
+  ip -n "$P-$n" neigh add "$theirs" lladdr "$peermac" dev vx
+  bridge -n "$P-$n" fdb append "$peermac" dev vx dst "$remote"
+}
+
+build() {
+  local n
+  for n in "${NS[@]}"; do
+    ip netns add "$P-$n"
+    ip -n "$P-$n" link set lo up
+  done
+  ip -n "$P-sw" link add br0 type bridge
+  ip -n "$P-sw" link set br0 up
+  port rt 192.168.50.1/24
+  port n1 192.168.50.11/24
+  port n2 192.168.50.12/24
+  ip -n "$P-rt" addr add 10.77.100.1/24 dev eth0
+  ip link add ext0 netns "$P-rt" type veth peer name eth0 netns "$P-ext"
+  ip -n "$P-rt" addr add 172.30.0.1/24 dev ext0
+  ip -n "$P-rt" link set ext0 up
+  ip -n "$P-ext" addr add 172.30.0.10/24 dev eth0
+  ip -n "$P-ext" link set eth0 up
+  ip -n "$P-ext" route add default via 172.30.0.1
+  for n in rt n1 n2; do x "$n" sysctl -qw net.ipv4.ip_forward=1; done
+  for n in n1 n2; do ip -n "$P-$n" route add default via 192.168.50.1; done
+  pod pu n1 vu 10.77.100.10 1500
+  x n1 sysctl -qw net.ipv4.conf.eth0.proxy_arp=1
+  pod p1 n1 vp 10.244.1.10 1450
+  pod p2 n2 vp 10.244.2.10 1450
+  vxlan n1 192.168.50.11 192.168.50.12 10.244.1.0 10.244.2.0 02:00:00:00:01:01 02:00:00:00:01:02
+  vxlan n2 192.168.50.12 192.168.50.11 10.244.2.0 10.244.1.0 02:00:00:00:01:02 02:00:00:00:01:01
+}
+
+# tput CLIENT SERVER DST: iperf3 TCP, 10 s, in Gbit/s.
+tput() {
+  local srv srv_ns=$2
+  x "$srv_ns" timeout 60 iperf3 -s -1 >/dev/null 2>&1 &
+  srv=$!
+  listening() { x "$srv_ns" ss -Hltn 'sport = :5201' | grep -q 5201; }
+  wait_until "iperf3 server in $srv_ns" 30 listening
+  x "$1" iperf3 -c "$3" -t 10 -J | jq '.end.sum_received.bits_per_second / 1e9 * 100 | round / 100'
+  wait "$srv" || true
+}
+rtt() { x "$1" ping -c 200 -i 0.01 -q "$2" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'; }
+
+build
+for pair in "pu 172.30.0.10" "p1 10.244.2.10" "n1 172.30.0.10" "n1 192.168.50.12"; do
+  read -r from to <<<"$pair"
+  x "$from" ping -c 1 -W 2 -q "$to" >/dev/null || die "$from cannot reach $to: topology broken"
+done
+
+UT=() NT=() OT=() MT=() UR=() NR=() OR=() MR=()
+for ((i = 1; i <= ROUNDS; i++)); do
+  UT+=("$(tput pu ext 172.30.0.10)")
+  NT+=("$(tput n1 ext 172.30.0.10)")
+  OT+=("$(tput p1 p2 10.244.2.10)")
+  MT+=("$(tput n1 n2 192.168.50.12)")
+  UR+=("$(rtt pu 172.30.0.10)")
+  NR+=("$(rtt n1 172.30.0.10)")
+  OR+=("$(rtt p1 10.244.2.10)")
+  MR+=("$(rtt n1 192.168.50.12)")
+  echo "bench-floor: round $i: veth pod->ext ${UT[-1]} node->ext ${NT[-1]}, vxlan pod->pod ${OT[-1]} node->node ${MT[-1]} Gbit/s; rtt ${UR[-1]}/${NR[-1]}, ${OR[-1]}/${MR[-1]} ms" >&2
+done
+
+row() { # label pods nodes
+  local -n a=$2 b=$3
+  local ma mb
+  ma=$(median "${a[@]}") mb=$(median "${b[@]}")
+  echo "| $1 | $ma (${a[*]}) | $mb (${b[*]}) | $(ratio "$ma" "$mb") |"
+}
+cat <<MD
+
+### the kernel floor (no Kubernetes, no estuary, no netfilter)
+
+Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), load average at the end
+$(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS hack/bench-floor.sh\`. Medians of $ROUNDS alternating rounds.
+
+| what | pod | node | pod/node |
+| --- | --- | --- | --- |
+$(row "iperf3 TCP to the external host (Gbit/s): pod on a routed veth pair vs its node" UT NT)
+$(row "ping RTT to the external host (ms): pod on a routed veth pair vs its node" UR NR)
+$(row "iperf3 TCP (Gbit/s): pod to pod over kernel VXLAN vs node to node" OT MT)
+$(row "ping RTT (ms): pod to pod over kernel VXLAN vs node to node" OR MR)
+MD
