@@ -110,7 +110,8 @@ type fastPathCollector struct {
 func newFastPathCollector(p *fastpath.Program) *fastPathCollector {
 	return &fastPathCollector{prog: p, desc: prometheus.NewDesc("estuary_fastpath_packets_total",
 		"Packets the forwarding fast path saw on this node, by verdict: forwarded by the program "+
-			"(redirect_peer into a local pod, redirect_neigh out of a device) or passed to the kernel's stack, and why.",
+			"(redirect_peer into a local pod, redirect_neigh out of a device, encap into the overlay's tunnel) or "+
+			"passed to the kernel's stack, and why; decap counts tunnel packets the program decapsulated.",
 		[]string{"verdict"}, nil)}
 }
 
@@ -125,6 +126,7 @@ func (c *fastPathCollector) Collect(ch chan<- prometheus.Metric) {
 	for verdict, v := range map[string]uint64{
 		"redirect_peer": s.RedirectPeer, "redirect_neigh": s.RedirectNeigh,
 		"pass_conntrack": s.PassConntrack, "pass_route": s.PassRoute, "pass_other": s.PassOther,
+		"encap": s.Encap, "decap": s.Decap,
 	} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(v), verdict)
 	}

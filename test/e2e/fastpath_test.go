@@ -43,9 +43,9 @@ func (e *labEnv) fastPathCounters(ctx context.Context, node string) (map[string]
 }
 
 // TestFastPathForwardsPodTraffic: pod a on node-1 pings and talks HTTP to
-// pod c on node-2; the echoes cross node-1's fast path out of the tunnel
-// (redirect_neigh) and node-2's into c (redirect_peer), and the traffic is
-// answered, unNATed, as without it.
+// pod c on node-2; node-1's fast path encapsulates the echoes for node-2's
+// VTEP, node-2's decapsulates them and delivers them into c
+// (redirect_peer), and the traffic is answered, unNATed, as without it.
 func TestFastPathForwardsPodTraffic(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "fastpath")
@@ -74,9 +74,13 @@ func TestFastPathForwardsPodTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := after1["redirect_neigh"] - before1["redirect_neigh"]; d < echoes {
-		t.Errorf("node-1 redirected %v packets out of a device during %d echoes to c; want at least %d (counters %v -> %v)",
+	if d := after1["encap"] - before1["encap"]; d < echoes {
+		t.Errorf("node-1 encapsulated %v packets for the tunnel during %d echoes to c; want at least %d (counters %v -> %v)",
 			d, echoes, echoes, before1, after1)
+	}
+	if d := after2["decap"] - before2["decap"]; d < echoes {
+		t.Errorf("node-2 decapsulated %v packets from the tunnel during %d echoes to c; want at least %d (counters %v -> %v)",
+			d, echoes, echoes, before2, after2)
 	}
 	if d := after2["redirect_peer"] - before2["redirect_peer"]; d < echoes {
 		t.Errorf("node-2 delivered %v packets into local pods during %d echoes to c; want at least %d (counters %v -> %v)",

@@ -26,6 +26,9 @@ func (s *Syncer) syncFastPath(objs Objects, eps []store.Endpoint, parent func() 
 	d := FastPathDesired(objs, eps, s.opts.HostVeth)
 	if ovl, ok := OverlayNetwork(objs.Networks); ok {
 		d.Devices = append(d.Devices, overlay.DeviceName(VNI(ovl)))
+		if cfg, err := s.tunnel(ovl, parent); err == nil {
+			d.Tunnel, d.VTEPs = FastPathTunnel(cfg, s.opts.Node, objs)
+		}
 	}
 	if p, err := parent(); err == nil {
 		d.Devices = append(d.Devices, p.Link)
@@ -66,4 +69,29 @@ func FastPathDesired(objs Objects, eps []store.Endpoint, hostVeth func(store.Key
 		d.Subnets = append(d.Subnets, fastpath.Subnet{CIDR: p.Masked(), NATOutgoing: nat})
 	}
 	return d
+}
+
+// FastPathTunnel describes the overlay's VXLAN device (cfg) and the other
+// nodes' published endpoints for the program's own encapsulation. Nodes
+// whose annotations do not parse are left out: the device's FDB has none
+// for them either.
+func FastPathTunnel(cfg overlay.Config, self string, objs Objects) (*fastpath.TunnelDevice, []fastpath.VTEP) {
+	port := cfg.Port
+	if port == 0 {
+		port = overlay.DefaultPort
+	}
+	t := &fastpath.TunnelDevice{
+		Device: cfg.Device, Parent: cfg.Parent, VNI: cfg.VNI, Port: uint16(port), Local: cfg.LocalIP,
+		MAC: cfg.MAC, MTU: cfg.MTU,
+	}
+	var vteps []fastpath.VTEP
+	for _, n := range objs.Nodes {
+		if n.Name == self {
+			continue
+		}
+		if r, ok, err := remoteOf(n); err == nil && ok {
+			vteps = append(vteps, fastpath.VTEP{MAC: r.MAC, IP: r.VTEP})
+		}
+	}
+	return t, vteps
 }

@@ -28,6 +28,12 @@ type Desired struct {
 	Pods []string
 	// Subnets are every subnet of the cluster.
 	Subnets []Subnet
+	// Tunnel is the overlay's VXLAN device, which the program encapsulates
+	// and decapsulates for; nil (or a device missing) leaves the tunnel to
+	// the device alone.
+	Tunnel *TunnelDevice
+	// VTEPs are the other nodes' tunnel endpoints.
+	VTEPs []VTEP
 }
 
 // Attacher keeps a Program's maps and attachments equal to a Desired.
@@ -67,7 +73,11 @@ func (a *Attacher) Sync(d Desired) error {
 			pods = append(pods, i)
 		}
 	}
-	if err := errors.Join(a.prog.SetSubnets(d.Subnets), a.prog.SetPods(pods)); err != nil {
+	var tun *Tunnel
+	if t := d.Tunnel; t != nil && idx[t.Device] > 0 && idx[t.Parent] > 0 {
+		tun = &Tunnel{Ifindex: idx[t.Device], Parent: idx[t.Parent], VNI: t.VNI, Port: t.Port, Local: t.Local, MAC: t.MAC, MTU: t.MTU}
+	}
+	if err := errors.Join(a.prog.SetSubnets(d.Subnets), a.prog.SetPods(pods), a.prog.SetTunnel(tun, d.VTEPs)); err != nil {
 		return err
 	}
 	verify := a.lastVerify.IsZero() || time.Since(a.lastVerify) >= a.verify

@@ -50,6 +50,33 @@
 // TTL, VLAN-tagged frames. Those return TC_ACT_UNSPEC, so any later tc
 // filter still runs and the stack handles them as before.
 //
+// The overlay's tunnel. When the route of a forwarded packet is the
+// overlay's VXLAN device and the neighbour entry of its next hop (a remote
+// pod, answered with that node's VTEP MAC) is resolved, the program
+// encapsulates the packet itself, in the device's own wire format (VNI,
+// port, inner MACs, no outer UDP checksum, outer ECN per RFC 6040), and
+// sends it out of the underlay device to the VTEP's resolved neighbour:
+// the device's transmit path and the outer packet's routing and netfilter
+// hooks are skipped. bpf_skb_adjust_room's encapsulation flags mark GSO
+// packets as UDP tunnel ones, so they are segmented (or offloaded) as the
+// device's would be. Anything it cannot do so (an unknown VTEP, an
+// unresolved underlay neighbour, an IPv6 underlay, a packet too large for
+// the tunnel) goes to the device as before.
+//
+// On the underlay device it decapsulates VXLAN packets for the node's
+// tunnel from known VTEPs (the outer source must be the address published
+// for the inner source MAC) and carries on with the inner packet as if it
+// had arrived on the tunnel: forwarded into a local pod, or handed to the
+// tunnel device's ingress (bpf_redirect with BPF_F_INGRESS), where the
+// stack takes it exactly as from the device. GRO aggregates are left to
+// the device: only the device resets an skb's tunnel GSO state on
+// decapsulation (bpf_skb_adjust_room gains that only with
+// BPF_F_ADJ_ROOM_DECAP_L4_UDP, after Linux 6.18), and an aggregate keeping
+// it would be segmented wrongly if its pod forwarded it. So are packets
+// marked CE, and anything not unicast to the tunnel's MAC (ARP, floods).
+// Small packets (ACKs, requests, echoes) therefore skip the device both
+// ways; bulk data skips it on the sending node only.
+//
 // Restarts. The program and its maps live as long as a tc filter holds them,
 // not as long as the daemon: a stopped daemon leaves the last program
 // forwarding with the last maps. A starting daemon loads a fresh program,
@@ -218,11 +245,13 @@ type Stats struct {
 	PassRoute     uint64 // the kernel would not forward it as it is
 	RedirectPeer  uint64 // delivered into a local pod
 	RedirectNeigh uint64 // sent out of a device through the neighbour table
+	Encap         uint64 // encapsulated for a remote VTEP and sent out of the underlay
+	Decap         uint64 // decapsulated from a remote VTEP (then counted again by its verdict)
 }
 
 // Stats reads the program's counters.
 func (p *Program) Stats() (Stats, error) {
-	var out [5]uint64
+	var out [7]uint64
 	for i := range out {
 		var per []uint64
 		if err := p.objs.Stats.Lookup(uint32(i), &per); err != nil {
@@ -232,5 +261,6 @@ func (p *Program) Stats() (Stats, error) {
 			out[i] += v
 		}
 	}
-	return Stats{PassOther: out[0], PassConntrack: out[1], PassRoute: out[2], RedirectPeer: out[3], RedirectNeigh: out[4]}, nil
+	return Stats{PassOther: out[0], PassConntrack: out[1], PassRoute: out[2], RedirectPeer: out[3], RedirectNeigh: out[4],
+		Encap: out[5], Decap: out[6]}, nil
 }

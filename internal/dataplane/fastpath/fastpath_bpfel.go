@@ -24,6 +24,28 @@ type fastpathSubnetInfo struct {
 	Flags uint32
 }
 
+type fastpathTunnel struct {
+	_      structs.HostLayout
+	Local  uint32
+	Vni    uint32
+	Parent uint32
+	Mtu    uint32
+	Port   uint16
+	Mac    [6]uint8
+}
+
+type fastpathVtep struct {
+	_  structs.HostLayout
+	Ip uint32
+}
+
+type fastpathVtepKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Mac     [6]uint8
+	Pad     uint16
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -31,6 +53,9 @@ const (
 	fastpathMapPodIfs           = "pod_ifs"
 	fastpathMapStats            = "stats"
 	fastpathMapSubnets          = "subnets"
+	fastpathMapTunnelVnis       = "tunnel_vnis"
+	fastpathMapTunnels          = "tunnels"
+	fastpathMapVteps            = "vteps"
 	fastpathProgEstuaryFastpath = "estuary_fastpath"
 	fastpathVarTcpTimeoutMs     = "tcp_timeout_ms"
 	fastpathVarUdpTimeoutMs     = "udp_timeout_ms"
@@ -85,9 +110,12 @@ type fastpathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
-	PodIfs  *ebpf.MapSpec `ebpf:"pod_ifs"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Subnets *ebpf.MapSpec `ebpf:"subnets"`
+	PodIfs     *ebpf.MapSpec `ebpf:"pod_ifs"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	Subnets    *ebpf.MapSpec `ebpf:"subnets"`
+	TunnelVnis *ebpf.MapSpec `ebpf:"tunnel_vnis"`
+	Tunnels    *ebpf.MapSpec `ebpf:"tunnels"`
+	Vteps      *ebpf.MapSpec `ebpf:"vteps"`
 }
 
 // fastpathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -118,9 +146,12 @@ func (o *fastpathObjects) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
-	PodIfs  *ebpf.Map `ebpf:"pod_ifs"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Subnets *ebpf.Map `ebpf:"subnets"`
+	PodIfs     *ebpf.Map `ebpf:"pod_ifs"`
+	Stats      *ebpf.Map `ebpf:"stats"`
+	Subnets    *ebpf.Map `ebpf:"subnets"`
+	TunnelVnis *ebpf.Map `ebpf:"tunnel_vnis"`
+	Tunnels    *ebpf.Map `ebpf:"tunnels"`
+	Vteps      *ebpf.Map `ebpf:"vteps"`
 }
 
 func (m *fastpathMaps) Close() error {
@@ -128,6 +159,9 @@ func (m *fastpathMaps) Close() error {
 		m.PodIfs,
 		m.Stats,
 		m.Subnets,
+		m.TunnelVnis,
+		m.Tunnels,
+		m.Vteps,
 	)
 }
 

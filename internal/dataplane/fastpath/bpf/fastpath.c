@@ -96,6 +96,8 @@ enum stat {
 	STAT_PASS_ROUTE,     /* the kernel would not forward it, or it must fragment */
 	STAT_REDIRECT_PEER,  /* delivered into a local pod */
 	STAT_REDIRECT_NEIGH, /* sent out of a device through the neighbour table */
+	STAT_ENCAP,          /* encapsulated for a remote VTEP and sent */
+	STAT_DECAP,          /* decapsulated from a remote VTEP */
 	STAT_MAX,
 };
 
@@ -127,6 +129,18 @@ static __always_inline int count(enum stat s, int verdict)
 	if (v)
 		*v += 1;
 	return verdict;
+}
+
+#include "vxlan.h"
+
+/* pass leaves the packet to the stack: where it arrived, or, decapsulated
+ * here, on the ingress of the tunnel it came through, as the device would
+ * have delivered it. */
+static __always_inline int pass(struct __sk_buff *skb, enum stat s, __u32 in_if)
+{
+	if (in_if == skb->ingress_ifindex)
+		return count(s, TC_ACT_UNSPEC);
+	return count(s, bpf_redirect(in_if, BPF_F_INGRESS));
 }
 
 static __always_inline void mapped(__u8 out[16], __be32 v4)
@@ -288,14 +302,15 @@ static __always_inline int set_macs(struct __sk_buff *skb, const struct bpf_fib_
 	return 0;
 }
 
-static __always_inline int forward(struct __sk_buff *skb, const struct flow *f)
+/* forward sends the packet, which arrived on in_if, where the kernel would. */
+static __always_inline int forward(struct __sk_buff *skb, const struct flow *f, __u32 in_if)
 {
 	struct bpf_fib_lookup fib = {
 		.family = f->family,
 		.l4_protocol = f->proto,
 		.sport = f->sport,
 		.dport = f->dport,
-		.ifindex = skb->ingress_ifindex,
+		.ifindex = in_if,
 	};
 	if (f->family == AF_INET) {
 		__builtin_memcpy(&fib.ipv4_src, f->src + 12, 4);
@@ -306,14 +321,20 @@ static __always_inline int forward(struct __sk_buff *skb, const struct flow *f)
 	}
 	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return count(STAT_PASS_ROUTE, TC_ACT_UNSPEC);
+		return pass(skb, STAT_PASS_ROUTE, in_if);
 	if (decrement_hops(skb, f->family) < 0)
-		return count(STAT_PASS_ROUTE, TC_ACT_UNSPEC);
+		return pass(skb, STAT_PASS_ROUTE, in_if);
 	__u32 oif = fib.ifindex;
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS && bpf_map_lookup_elem(&pod_ifs, &oif)) {
 		if (set_macs(skb, &fib) < 0)
 			return count(STAT_PASS_ROUTE, TC_ACT_SHOT);
 		return count(STAT_REDIRECT_PEER, bpf_redirect_peer(oif, 0));
+	}
+	struct tunnel *t = rc == BPF_FIB_LKUP_RET_SUCCESS ? bpf_map_lookup_elem(&tunnels, &oif) : NULL;
+	if (t) {
+		int verdict = encap(skb, t, oif, &fib, f);
+		if (verdict >= 0)
+			return verdict;
 	}
 	struct bpf_redir_neigh nh = {.nh_family = fib.family};
 	if (fib.family == AF_INET)
@@ -327,8 +348,17 @@ SEC("tc")
 int estuary_fastpath(struct __sk_buff *skb)
 {
 	struct flow f = {};
-	if (skb->pkt_type != 0 /* PACKET_HOST */ || skb->vlan_present || parse(skb, &f) < 0)
+	if (skb->pkt_type != 0 /* PACKET_HOST */ || skb->vlan_present)
 		return count(STAT_PASS_OTHER, TC_ACT_UNSPEC);
+	/* A decapsulated packet is the tunnel's from here: forwarded as if it
+	 * had arrived on it, or handed to it when the stack must see it. */
+	__u32 in_if = decap(skb);
+	if (in_if == DECAP_BROKEN)
+		return count(STAT_PASS_ROUTE, TC_ACT_SHOT);
+	if (!in_if)
+		in_if = skb->ingress_ifindex;
+	if (parse(skb, &f) < 0)
+		return pass(skb, STAT_PASS_OTHER, in_if);
 	/* Scalars, not the two pointers: the verifier refuses arithmetic on
 	 * pointers the compiler may fold a double null test into. */
 	__u32 in_src = 0, in_dst = 0, src_flags = 0;
@@ -340,18 +370,18 @@ int estuary_fastpath(struct __sk_buff *skb)
 	if (subnet_of(f.dst))
 		in_dst = 1;
 	if (!(in_src | in_dst))
-		return count(STAT_PASS_OTHER, TC_ACT_UNSPEC);
+		return pass(skb, STAT_PASS_OTHER, in_if);
 	if (f.proto == IPPROTO_ICMP || f.proto == IPPROTO_ICMPV6) {
 		/* ICMP has no conntrack lookup here. Echoes are never rewritten
 		 * between cluster addresses; out of the cluster only the source
 		 * NAT of a natOutgoing subnet would rewrite them. Errors carry
 		 * headers NAT rewrites: the stack's. */
 		if (!f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)))
-			return count(STAT_PASS_CONNTRACK, TC_ACT_UNSPEC);
+			return pass(skb, STAT_PASS_CONNTRACK, in_if);
 	} else if (!established(skb, &f)) {
-		return count(STAT_PASS_CONNTRACK, TC_ACT_UNSPEC);
+		return pass(skb, STAT_PASS_CONNTRACK, in_if);
 	}
-	return forward(skb, &f);
+	return forward(skb, &f, in_if);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";
