@@ -12,8 +12,14 @@
 #   - overlay floor: a pod behind each node, a kernel VXLAN device on each
 #     node (VNI 4, port 8472, static FDB and neighbour entries, nothing
 #     learned); pod on node-1 -> pod on node-2 vs node-1 -> node-2.
+#   - a BPF tunnel floor (when clang-14 is installed): the same two pods over
+#     hack/floor/gro-decap.c, a tc program pair that encapsulates and
+#     decapsulates VXLAN itself, GRO aggregates included, with every address
+#     compiled in and nothing checked. Decapsulating aggregates so is unsafe
+#     on Linux 6.18 (see that file), which is why estuary's fast path leaves
+#     them to the device; it bounds what any overlay could reach here.
 # ROUNDS times in alternation: iperf3 TCP (10 s) and ping RTT (200 pings 0.01 s
-# apart) for the four paths; medians and ratios are printed. These ratios are
+# apart) for each path; medians and ratios are printed. These ratios are
 # the ceiling of any CNI that routes its pods through the host (a veth pair)
 # or carries them in the kernel's VXLAN on this machine: the lab's numbers
 # (bench-underlay.sh, bench-overlay.sh) add kube-proxy's netfilter and
@@ -35,9 +41,11 @@ done
 source hack/lib/bench.sh
 
 NS=(sw n1 n2 rt ext pu p1 p2)
+BPFDIR=
 cleanup() {
   local n
   for n in "${NS[@]}"; do ip netns del "$P-$n" 2>/dev/null || true; done
+  [ -z "$BPFDIR" ] || rm -rf "$BPFDIR"
 }
 trap cleanup EXIT
 
@@ -106,6 +114,43 @@ build() {
   vxlan n2 192.168.50.12 192.168.50.11 10.244.2.0 10.244.1.0 02:00:00:00:01:02 02:00:00:00:01:01
 }
 
+ifindex() { ip -n "$P-$1" -j link show "$2" | jq '.[0].ifindex'; }
+cmac() { mac "$1" "$2" | sed 's/^/0x/; s/:/,0x/g'; }
+ipnum() { local a b c d; IFS=. read -r a b c d <<<"$1"; echo $(((a << 24) | (b << 16) | (c << 8) | d)); }
+
+# bpf_tunnel_build: compile hack/floor/gro-decap.c for each node's two ends
+# into $BPFDIR; false without clang-14.
+bpf_tunnel_build() {
+  command -v clang-14 >/dev/null || return 1
+  BPFDIR=$(mktemp -d /tmp/estfloor-bpf.XXXXXX)
+  local cc=(clang-14 -O2 -g -target bpf -I/usr/include/x86_64-linux-gnu -c hack/floor/gro-decap.c)
+  local n p peer i
+  for i in 1 2; do
+    n=n$i p=p$i peer=n$((3 - i))
+    "${cc[@]}" -o "$BPFDIR/enc-$n.o" -DENCAP -DLOCAL_IP="$(ipnum 192.168.50.1$i)" -DREMOTE_IP="$(ipnum 192.168.50.1$((3 - i)))" \
+      -DPOD_NET="$(ipnum 10.244.$((3 - i)).0)" -DPOD_MASK=0xffffff00 -DOUT_IFINDEX="$(ifindex "$n" eth0)" \
+      -DSMAC="$(cmac "$n" eth0)" -DDMAC="$(cmac "$peer" eth0)"
+    "${cc[@]}" -o "$BPFDIR/dec-$n.o" -DPOD_NET="$(ipnum 10.244.$i.0)" -DPOD_MASK=0xffffff00 \
+      -DPEER_IFINDEX="$(ifindex "$n" vp)" -DSMAC="$(cmac "$n" vp)" -DDMAC="$(cmac "$p" eth0)"
+  done
+}
+
+# bpf_tunnel on|off: the floor programs on both nodes' pod veth and uplink.
+bpf_tunnel() {
+  local n
+  for n in n1 n2; do
+    if [ "$1" = on ]; then
+      x "$n" tc qdisc replace dev vp clsact
+      x "$n" tc qdisc replace dev eth0 clsact
+      x "$n" tc filter replace dev vp ingress pref 1 handle 1 bpf da obj "$BPFDIR/enc-$n.o" sec tc
+      x "$n" tc filter replace dev eth0 ingress pref 1 handle 1 bpf da obj "$BPFDIR/dec-$n.o" sec tc
+    else
+      x "$n" tc filter del dev vp ingress pref 1
+      x "$n" tc filter del dev eth0 ingress pref 1
+    fi
+  done
+}
+
 # tput CLIENT SERVER DST: iperf3 TCP, 10 s, in Gbit/s.
 tput() {
   local srv srv_ns=$2
@@ -124,6 +169,14 @@ for pair in "pu 172.30.0.10" "p1 10.244.2.10" "n1 172.30.0.10" "n1 192.168.50.12
   x "$from" ping -c 1 -W 2 -q "$to" >/dev/null || die "$from cannot reach $to: topology broken"
 done
 
+BT=() BR=()
+HAVE_BPF=
+if bpf_tunnel_build; then
+  HAVE_BPF=1
+else
+  echo "bench-floor: clang-14 not found; no BPF tunnel floor" >&2
+fi
+
 UT=() NT=() OT=() MT=() UR=() NR=() OR=() MR=()
 for ((i = 1; i <= ROUNDS; i++)); do
   UT+=("$(tput pu ext 172.30.0.10)")
@@ -134,7 +187,13 @@ for ((i = 1; i <= ROUNDS; i++)); do
   NR+=("$(rtt n1 172.30.0.10)")
   OR+=("$(rtt p1 10.244.2.10)")
   MR+=("$(rtt n1 192.168.50.12)")
-  echo "bench-floor: round $i: veth pod->ext ${UT[-1]} node->ext ${NT[-1]}, vxlan pod->pod ${OT[-1]} node->node ${MT[-1]} Gbit/s; rtt ${UR[-1]}/${NR[-1]}, ${OR[-1]}/${MR[-1]} ms" >&2
+  if [ -n "$HAVE_BPF" ]; then
+    bpf_tunnel on
+    BT+=("$(tput p1 p2 10.244.2.10)")
+    BR+=("$(rtt p1 10.244.2.10)")
+    bpf_tunnel off
+  fi
+  echo "bench-floor: round $i: veth pod->ext ${UT[-1]} node->ext ${NT[-1]}, vxlan pod->pod ${OT[-1]} node->node ${MT[-1]} Gbit/s; rtt ${UR[-1]}/${NR[-1]}, ${OR[-1]}/${MR[-1]} ms${HAVE_BPF:+; bpf tunnel ${BT[-1]} Gbit/s ${BR[-1]} ms}" >&2
 done
 
 row() { # label pods nodes
@@ -157,3 +216,7 @@ $(row "ping RTT to the external host (ms): pod on a routed veth pair vs its node
 $(row "iperf3 TCP (Gbit/s): pod to pod over kernel VXLAN vs node to node" OT MT)
 $(row "ping RTT (ms): pod to pod over kernel VXLAN vs node to node" OR MR)
 MD
+if [ -n "$HAVE_BPF" ]; then
+  row "iperf3 TCP (Gbit/s): pod to pod over the BPF tunnel floor vs node to node" BT MT
+  row "ping RTT (ms): pod to pod over the BPF tunnel floor vs node to node" BR MR
+fi

@@ -102,6 +102,7 @@ type Dataplane interface {
 	ResolveParent(spec overlay.ParentSpec) (overlay.Parent, error)
 	Apply(ctx context.Context, in overlay.Input) (state.Plan, error)
 	Answer(ctx context.Context, device string, lookup func(netip.Addr) (state.MAC, bool)) error
+	Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)) (int, error)
 }
 
 // Endpoints lists the attachments plumbed on this node.

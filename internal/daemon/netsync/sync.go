@@ -95,6 +95,11 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 		s.opts.Log.Info("data path reconciled", "network", ovl.Name, "device", cfg.Device,
 			"changes", plan.Len(), "took", time.Since(start), "pods", len(in.LocalPods), "remotes", len(in.Remotes))
 	}
+	if n, err := s.dp.Refresh(cfg.Device, s.Lookup); err != nil {
+		s.opts.Log.Error(err, "neighbour entries not refreshed", "device", cfg.Device)
+	} else if n > 0 {
+		s.opts.Log.Info("neighbour entries moved to their pods' current nodes", "device", cfg.Device, "entries", n)
+	}
 	s.answer(ctx, cfg.Device)
 	return nil
 }

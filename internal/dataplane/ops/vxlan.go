@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
@@ -101,6 +102,32 @@ func (h *Handle) setMTUAndMAC(link netlink.Link, mtu int, mac state.MAC) error {
 		}
 	}
 	return nil
+}
+
+// ResolvedNeighs lists the neighbour entries on the named link that were
+// resolved rather than configured: not permanent, not proxy, with a MAC
+// (reachable, stale, or being confirmed).
+func (h *Handle) ResolvedNeighs(dev string) ([]state.Neigh, error) {
+	link, err := h.nl.LinkByName(dev)
+	if err != nil {
+		return nil, fmt.Errorf("neighbours of %s: %w", dev, err)
+	}
+	const resolved = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE
+	var out []state.Neigh
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		ns, err := retryDump("neighbours of "+dev, func() ([]netlink.Neigh, error) { return h.nl.NeighList(link.Attrs().Index, fam) })
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ns {
+			mac, err := state.MACFrom(n.HardwareAddr)
+			if n.State&resolved == 0 || n.State&netlink.NUD_PERMANENT != 0 || err != nil || mac.IsZero() {
+				continue
+			}
+			out = append(out, state.Neigh{Dev: dev, IP: addrOf(n.IP), MAC: mac})
+		}
+	}
+	return out, nil
 }
 
 // SetNeigh writes one neighbour entry (replace semantics) on the named link,

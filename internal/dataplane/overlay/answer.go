@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -43,6 +44,33 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 		return h.WatchNeighMisses(ctx, device, answer)
 	}, func(err error, _ time.Duration) { a.report(err) })
 	return nil
+}
+
+// Refresh rewrites the resolved neighbour entries on device (answers, or
+// the kernel's own) whose MAC is not the VTEP lookup now gives for their
+// address: a pod that moved to another node keeps its address. Ageing
+// alone would not correct them, because the fast path encapsulates through
+// an entry without ever making the kernel confirm it. Addresses lookup does
+// not know are left alone. It returns how many entries it rewrote.
+func (a *Agent) Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)) (int, error) {
+	ns, err := a.h.ResolvedNeighs(device)
+	if err != nil {
+		return 0, fmt.Errorf("refresh neighbours: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ns {
+		mac, ok := lookup(e.IP)
+		if !ok || mac.IsZero() || mac == e.MAC {
+			continue
+		}
+		if err := a.h.SetNeigh(state.Neigh{Dev: device, IP: e.IP, MAC: mac}); err != nil {
+			errs = append(errs, fmt.Errorf("refresh neighbours: %w", err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 func (a *Agent) report(err error) {

@@ -1,0 +1,67 @@
+package netsync
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
+	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+)
+
+func TestFastPathDesired(t *testing.T) {
+	no := false
+	objs := Objects{
+		Networks: []estuaryv1.Network{network("ovl", estuaryv1.NetworkTypeOverlay, 4), network("rack", estuaryv1.NetworkTypeUnderlay, 0)},
+		Subnets: []estuaryv1.Subnet{
+			subnet("o4", "ovl", "10.78.0.0/16", nil), subnet("o6", "ovl", "fd00:78::1/64", &no),
+			subnet("u4", "rack", "10.77.100.0/24", nil), subnet("bad", "ovl", "10.1.0.0/99", nil),
+		},
+	}
+	eps := []store.Endpoint{{Key: store.Key{ContainerID: "c1", IfName: "eth0"}}}
+	d := FastPathDesired(objs, eps, func(k store.Key) string { return "est-" + k.ContainerID })
+	if !slices.Equal(d.Pods, []string{"est-c1"}) {
+		t.Errorf("pods %v, want [est-c1]", d.Pods)
+	}
+	want := []fastpath.Subnet{
+		{CIDR: netip.MustParsePrefix("10.78.0.0/16"), NATOutgoing: true},
+		{CIDR: netip.MustParsePrefix("fd00:78::/64"), NATOutgoing: false},
+		{CIDR: netip.MustParsePrefix("10.77.100.0/24"), NATOutgoing: false},
+	}
+	if !slices.Equal(d.Subnets, want) {
+		t.Errorf("subnets %v, want %v (overlay natOutgoing by default, underlay not, the malformed one left out)", d.Subnets, want)
+	}
+}
+
+func TestFastPathTunnel(t *testing.T) {
+	mac := func(s string) state.MAC {
+		m, err := state.ParseMAC(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	cfg := overlay.Config{Device: "estvx4", VNI: 4, Parent: "eth0", LocalIP: netip.MustParseAddr("172.18.0.11"),
+		MTU: 1450, MAC: mac("0e:00:00:00:00:01")}
+	objs := Objects{Nodes: []corev1.Node{
+		node("node-1", "172.18.0.11", "0e:00:00:00:00:01"),
+		node("node-2", "172.18.0.12", "0e:00:00:00:00:02"),
+		node("node-3", "", ""),
+		node("node-4", "not-an-ip", "0e:00:00:00:00:04"),
+	}}
+	tun, vteps := FastPathTunnel(cfg, "node-1", objs)
+	wantTun := fastpath.TunnelDevice{Device: "estvx4", Parent: "eth0", VNI: 4, Port: overlay.DefaultPort,
+		Local: cfg.LocalIP, MAC: cfg.MAC, MTU: 1450}
+	if tun == nil || *tun != wantTun {
+		t.Errorf("tunnel %+v, want %+v (the device's settings, the default port)", tun, wantTun)
+	}
+	wantVTEPs := []fastpath.VTEP{{MAC: mac("0e:00:00:00:00:02"), IP: netip.MustParseAddr("172.18.0.12")}}
+	if !slices.Equal(vteps, wantVTEPs) {
+		t.Errorf("vteps %v, want %v (other nodes that published a valid endpoint)", vteps, wantVTEPs)
+	}
+}
