@@ -19,7 +19,8 @@
 #     on Linux 6.18 (see that file), which is why estuary's fast path leaves
 #     them to the device; it bounds what any overlay could reach here.
 # ROUNDS times in alternation: iperf3 TCP (10 s) and ping RTT (200 pings 0.01 s
-# apart) for each path; medians and ratios are printed. These ratios are
+# apart; a pod's and its reference's at the same time, so both see the same
+# load) for each path; medians and ratios are printed. These ratios are
 # the ceiling of any CNI that routes its pods through the host (a veth pair)
 # or carries them in the kernel's VXLAN on this machine: the lab's numbers
 # (bench-underlay.sh, bench-overlay.sh) add kube-proxy's netfilter and
@@ -162,6 +163,17 @@ tput() {
   wait "$srv" || true
 }
 rtt() { x "$1" ping -c 200 -i 0.01 -q "$2" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'; }
+# rtt_pair NS1 DST1 NS2 DST2: both at the same time (the same load); "RTT1 RTT2".
+rtt_pair() {
+  local a
+  a=$(mktemp /tmp/estfloor-ping.XXXXXX)
+  rtt "$1" "$2" >"$a" &
+  local b
+  b=$(rtt "$3" "$4")
+  wait $!
+  echo "$(cat "$a") $b"
+  rm -f "$a"
+}
 
 build
 for pair in "pu 172.30.0.10" "p1 10.244.2.10" "n1 172.30.0.10" "n1 192.168.50.12"; do
@@ -169,7 +181,7 @@ for pair in "pu 172.30.0.10" "p1 10.244.2.10" "n1 172.30.0.10" "n1 192.168.50.12
   x "$from" ping -c 1 -W 2 -q "$to" >/dev/null || die "$from cannot reach $to: topology broken"
 done
 
-BT=() BR=()
+BT=() BR=() BM=()
 HAVE_BPF=
 if bpf_tunnel_build; then
   HAVE_BPF=1
@@ -183,14 +195,15 @@ for ((i = 1; i <= ROUNDS; i++)); do
   NT+=("$(tput n1 ext 172.30.0.10)")
   OT+=("$(tput p1 p2 10.244.2.10)")
   MT+=("$(tput n1 n2 192.168.50.12)")
-  UR+=("$(rtt pu 172.30.0.10)")
-  NR+=("$(rtt n1 172.30.0.10)")
-  OR+=("$(rtt p1 10.244.2.10)")
-  MR+=("$(rtt n1 192.168.50.12)")
+  read -r a b < <(rtt_pair pu 172.30.0.10 n1 172.30.0.10)
+  UR+=("$a") NR+=("$b")
+  read -r a b < <(rtt_pair p1 10.244.2.10 n1 192.168.50.12)
+  OR+=("$a") MR+=("$b")
   if [ -n "$HAVE_BPF" ]; then
     bpf_tunnel on
     BT+=("$(tput p1 p2 10.244.2.10)")
-    BR+=("$(rtt p1 10.244.2.10)")
+    read -r a b < <(rtt_pair p1 10.244.2.10 n1 192.168.50.12)
+    BR+=("$a") BM+=("$b")
     bpf_tunnel off
   fi
   echo "bench-floor: round $i: veth pod->ext ${UT[-1]} node->ext ${NT[-1]}, vxlan pod->pod ${OT[-1]} node->node ${MT[-1]} Gbit/s; rtt ${UR[-1]}/${NR[-1]}, ${OR[-1]}/${MR[-1]} ms${HAVE_BPF:+; bpf tunnel ${BT[-1]} Gbit/s ${BR[-1]} ms}" >&2
@@ -218,5 +231,5 @@ $(row "ping RTT (ms): pod to pod over kernel VXLAN vs node to node" OR MR)
 MD
 if [ -n "$HAVE_BPF" ]; then
   row "iperf3 TCP (Gbit/s): pod to pod over the BPF tunnel floor vs node to node" BT MT
-  row "ping RTT (ms): pod to pod over the BPF tunnel floor vs node to node" BR MR
+  row "ping RTT (ms): pod to pod over the BPF tunnel floor vs node to node" BR BM
 fi

@@ -3,7 +3,8 @@
 # a markdown table ready for docs/benchmarks.md. A pod on node-1 and a pod on
 # node-2; in the same run, ROUNDS times in alternation: iperf3 TCP (10 s) from
 # pod to pod and from node-1 to node-2, and ping RTT (200 pings 0.01 s apart)
-# the same two ways. Medians and pod/node ratios are printed.
+# the same two ways at the same time (so both see the same load on the
+# machine). Medians and pod/node ratios are printed.
 #
 # With FASTPATH_AB=1 each round also measures the pods with the daemon's fast
 # path off (--fast-path=false, the DaemonSet rolled), so the table shows the
@@ -34,18 +35,19 @@ pod_pair ovl-a ovl-b
 pid_a=$PID_A pid_b=$PID_B ip_b=$IP_B
 node2=$(node_address node-2)
 
-PT=() NT=() PR=() NR=() OT=() OR=()
+PT=() NT=() PR=() NR=() OT=() OR=() ON=()
 for ((i = 1; i <= ROUNDS; i++)); do
   if [ -n "$FASTPATH_AB" ]; then
     fast_path false
     OT+=("$(iperf_between node-2 "$pid_b" node-1 "$pid_a" "$ip_b")")
-    OR+=("$(ping_from node-1 "$pid_a" "$ip_b")")
+    read -r pr nr < <(ping_pair node-1 "$pid_a" "$ip_b" node-1 "" "$node2")
+    OR+=("$pr") ON+=("$nr")
     fast_path true
   fi
   PT+=("$(iperf_between node-2 "$pid_b" node-1 "$pid_a" "$ip_b")")
   NT+=("$(iperf_between node-2 "" node-1 "" "$node2")")
-  PR+=("$(ping_from node-1 "$pid_a" "$ip_b")")
-  NR+=("$(ping_from node-1 "" "$node2")")
+  read -r pr nr < <(ping_pair node-1 "$pid_a" "$ip_b" node-1 "" "$node2")
+  PR+=("$pr") NR+=("$nr")
   echo "bench-overlay: round $i: pod ${PT[-1]} node ${NT[-1]} Gbit/s; RTT pod ${PR[-1]} node ${NR[-1]} ms${FASTPATH_AB:+; fast path off: ${OT[-1]} Gbit/s ${OR[-1]} ms}" >&2
 done
 
@@ -64,9 +66,9 @@ Medians of $ROUNDS alternating rounds.
 | ping RTT, average (ms) | $mpr (${PR[*]}) | $mnr (${NR[*]}) | $(ratio "$mpr" "$mnr") |
 MD
 if [ -n "$FASTPATH_AB" ]; then
-  mot=$(median "${OT[@]}") mor=$(median "${OR[@]}")
+  mot=$(median "${OT[@]}") mor=$(median "${OR[@]}") mon=$(median "${ON[@]}")
   cat <<MD
 | iperf3 TCP, fast path off (Gbit/s) | $mot (${OT[*]}) | $mnt | $(ratio "$mot" "$mnt") |
-| ping RTT, fast path off (ms) | $mor (${OR[*]}) | $mnr | $(ratio "$mor" "$mnr") |
+| ping RTT, fast path off (ms) | $mor (${OR[*]}) | $mon (${ON[*]}) | $(ratio "$mor" "$mon") |
 MD
 fi

@@ -4,7 +4,8 @@
 # times in alternation:
 #   - iperf3 TCP (10 s) and ping RTT (200 pings 0.01 s apart) from an underlay
 #     pod on node-1 to the external host, and from node-1 itself to the external
-#     host (both cross the switch and the router);
+#     host (both cross the switch and the router; the two pings run at the
+#     same time, so both see the same load on the machine);
 #   - iperf3 TCP from an overlay pod on node-3 to the underlay pod on node-1,
 #     and from node-3 to node-1.
 # Medians and ratios are printed. The underlay network is the e2e suite's: rack1,
@@ -62,18 +63,19 @@ ext=$("${LAB[@]}" status -o json | jq -r .external.address)
 node1=$(node_address node-1)
 case "$ip_u" in 10.77.100.*) ;; *) die "under-a has address '$ip_u', not one of rack1-v4" ;; esac
 
-PT=() NT=() PR=() NR=() OT=() RT=() XT=() XR=()
+PT=() NT=() PR=() NR=() OT=() RT=() XT=() XR=() XN=()
 for ((i = 1; i <= ROUNDS; i++)); do
   if [ -n "$FASTPATH_AB" ]; then
     fast_path false
     XT+=("$(iperf_between external "" node-1 "$pid_u" "$ext")")
-    XR+=("$(ping_from node-1 "$pid_u" "$ext")")
+    read -r pr nr < <(ping_pair node-1 "$pid_u" "$ext" node-1 "" "$ext")
+    XR+=("$pr") XN+=("$nr")
     fast_path true
   fi
   PT+=("$(iperf_between external "" node-1 "$pid_u" "$ext")")
   NT+=("$(iperf_between external "" node-1 "" "$ext")")
-  PR+=("$(ping_from node-1 "$pid_u" "$ext")")
-  NR+=("$(ping_from node-1 "" "$ext")")
+  read -r pr nr < <(ping_pair node-1 "$pid_u" "$ext" node-1 "" "$ext")
+  PR+=("$pr") NR+=("$nr")
   OT+=("$(iperf_between node-1 "$pid_u" node-3 "$pid_o" "$ip_u")")
   RT+=("$(iperf_between node-1 "" node-3 "" "$node1")")
   echo "bench-underlay: round $i: pod->ext ${PT[-1]} node->ext ${NT[-1]} Gbit/s, rtt ${PR[-1]} / ${NR[-1]} ms, overlay->underlay ${OT[-1]} node-3->node-1 ${RT[-1]} Gbit/s${FASTPATH_AB:+; fast path off: pod->ext ${XT[-1]} Gbit/s, rtt ${XR[-1]} ms}" >&2
@@ -95,9 +97,9 @@ $(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS${FASTPATH_AB:+ FASTP
 | iperf3 TCP, overlay pod on node-3 to underlay pod on node-1 vs node-3 to node-1 (Gbit/s) | $MOT (${OT[*]}) | $MRT (${RT[*]}) | $(ratio "$MOT" "$MRT") |
 MD
 if [ -n "$FASTPATH_AB" ]; then
-  MXT=$(median "${XT[@]}") MXR=$(median "${XR[@]}")
+  MXT=$(median "${XT[@]}") MXR=$(median "${XR[@]}") MXN=$(median "${XN[@]}")
   cat <<MD
 | iperf3 TCP to the external host, fast path off (Gbit/s) | $MXT (${XT[*]}) | $MNT | $(ratio "$MXT" "$MNT") |
-| ping RTT to the external host, fast path off (ms) | $MXR (${XR[*]}) | $MNR | $(ratio "$MXR" "$MNR") |
+| ping RTT to the external host, fast path off (ms) | $MXR (${XR[*]}) | $MXN (${XN[*]}) | $(ratio "$MXR" "$MXN") |
 MD
 fi
