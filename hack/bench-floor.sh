@@ -213,7 +213,7 @@ row() { # label pods nodes
   local -n a=$2 b=$3
   local ma mb
   ma=$(median "${a[@]}") mb=$(median "${b[@]}")
-  echo "| $1 | $ma (${a[*]}) | $mb (${b[*]}) | $(ratio "$ma" "$mb") |"
+  echo "| $1 | $ma (${a[*]}) | $mb (${b[*]}) | $(ratio "$ma" "$mb") | $(round_ratios "$2" "$3") |"
 }
 cat <<MD
 
@@ -222,8 +222,8 @@ cat <<MD
 Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), load average at the end
 $(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS hack/bench-floor.sh\`. Medians of $ROUNDS alternating rounds.
 
-| what | pod | node | pod/node |
-| --- | --- | --- | --- |
+| what | pod | node | pod/node (of the medians) | pod/node per round (median) |
+| --- | --- | --- | --- | --- |
 $(row "iperf3 TCP to the external host (Gbit/s): pod on a routed veth pair vs its node" UT NT)
 $(row "ping RTT to the external host (ms): pod on a routed veth pair vs its node" UR NR)
 $(row "iperf3 TCP (Gbit/s): pod to pod over kernel VXLAN vs node to node" OT MT)

@@ -60,15 +60,15 @@ Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), 
 load average at the end $(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS${FASTPATH_AB:+ FASTPATH_AB=1} hack/bench-overlay.sh\`.
 Medians of $ROUNDS alternating rounds.
 
-| what | pod on node-1 to pod on node-2 | node-1 to node-2 | pod/node |
-| --- | --- | --- | --- |
-| iperf3 TCP, 10 s (Gbit/s) | $mpt (${PT[*]}) | $mnt (${NT[*]}) | $(ratio "$mpt" "$mnt") |
-| ping RTT, average (ms) | $mpr (${PR[*]}) | $mnr (${NR[*]}) | $(ratio "$mpr" "$mnr") |
+| what | pod on node-1 to pod on node-2 | node-1 to node-2 | pod/node (of the medians) | pod/node per round (median) |
+| --- | --- | --- | --- | --- |
+| iperf3 TCP, 10 s (Gbit/s) | $mpt (${PT[*]}) | $mnt (${NT[*]}) | $(ratio "$mpt" "$mnt") | $(round_ratios PT NT) |
+| ping RTT, average (ms) | $mpr (${PR[*]}) | $mnr (${NR[*]}) | $(ratio "$mpr" "$mnr") | $(round_ratios PR NR) |
 MD
 if [ -n "$FASTPATH_AB" ]; then
   mot=$(median "${OT[@]}") mor=$(median "${OR[@]}") mon=$(median "${ON[@]}")
   cat <<MD
-| iperf3 TCP, fast path off (Gbit/s) | $mot (${OT[*]}) | $mnt | $(ratio "$mot" "$mnt") |
-| ping RTT, fast path off (ms) | $mor (${OR[*]}) | $mon (${ON[*]}) | $(ratio "$mor" "$mon") |
+| iperf3 TCP, fast path off (Gbit/s) | $mot (${OT[*]}) | $mnt | $(ratio "$mot" "$mnt") | $(round_ratios OT NT) |
+| ping RTT, fast path off (ms) | $mor (${OR[*]}) | $mon (${ON[*]}) | $(ratio "$mor" "$mon") | $(round_ratios OR ON) |
 MD
 fi

@@ -90,16 +90,16 @@ cat <<MD
 Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), 3 nodes, load average at the end
 $(cut -d' ' -f1-3 /proc/loadavg). Command: \`ROUNDS=$ROUNDS${FASTPATH_AB:+ FASTPATH_AB=1} hack/bench-underlay.sh\`. Medians of $ROUNDS alternating rounds.
 
-| what | pod | node | pod/node |
-| --- | --- | --- | --- |
-| iperf3 TCP to the external host, 10 s (Gbit/s): underlay pod on node-1 vs node-1 | $MPT (${PT[*]}) | $MNT (${NT[*]}) | $(ratio "$MPT" "$MNT") |
-| ping RTT to the external host, average of 200 (ms): underlay pod on node-1 vs node-1 | $MPR (${PR[*]}) | $MNR (${NR[*]}) | $(ratio "$MPR" "$MNR") |
-| iperf3 TCP, overlay pod on node-3 to underlay pod on node-1 vs node-3 to node-1 (Gbit/s) | $MOT (${OT[*]}) | $MRT (${RT[*]}) | $(ratio "$MOT" "$MRT") |
+| what | pod | node | pod/node (of the medians) | pod/node per round (median) |
+| --- | --- | --- | --- | --- |
+| iperf3 TCP to the external host, 10 s (Gbit/s): underlay pod on node-1 vs node-1 | $MPT (${PT[*]}) | $MNT (${NT[*]}) | $(ratio "$MPT" "$MNT") | $(round_ratios PT NT) |
+| ping RTT to the external host, average of 200 (ms): underlay pod on node-1 vs node-1 | $MPR (${PR[*]}) | $MNR (${NR[*]}) | $(ratio "$MPR" "$MNR") | $(round_ratios PR NR) |
+| iperf3 TCP, overlay pod on node-3 to underlay pod on node-1 vs node-3 to node-1 (Gbit/s) | $MOT (${OT[*]}) | $MRT (${RT[*]}) | $(ratio "$MOT" "$MRT") | $(round_ratios OT RT) |
 MD
 if [ -n "$FASTPATH_AB" ]; then
   MXT=$(median "${XT[@]}") MXR=$(median "${XR[@]}") MXN=$(median "${XN[@]}")
   cat <<MD
-| iperf3 TCP to the external host, fast path off (Gbit/s) | $MXT (${XT[*]}) | $MNT | $(ratio "$MXT" "$MNT") |
-| ping RTT to the external host, fast path off (ms) | $MXR (${XR[*]}) | $MXN (${XN[*]}) | $(ratio "$MXR" "$MXN") |
+| iperf3 TCP to the external host, fast path off (Gbit/s) | $MXT (${XT[*]}) | $MNT | $(ratio "$MXT" "$MNT") | $(round_ratios XT NT) |
+| ping RTT to the external host, fast path off (ms) | $MXR (${XR[*]}) | $MXN (${XN[*]}) | $(ratio "$MXR" "$MXN") | $(round_ratios XR XN) |
 MD
 fi

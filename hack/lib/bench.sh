@@ -48,6 +48,15 @@ wait_until() {
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ratio() { printf '%.2f\n' "$(echo "scale=4; $1 / $2" | bc -l)"; }
+# round_ratios A B: the median of A[i]/B[i] over the rounds (arrays named A
+# and B), then the ratios: a pod's and its reference's numbers come from the
+# same round, so their ratio drifts less than either does on a shared machine.
+round_ratios() {
+  local -n num=$1 den=$2
+  local r=() i
+  for i in "${!num[@]}"; do r+=("$(ratio "${num[i]}" "${den[i]}")"); done
+  echo "$(median "${r[@]}") (${r[*]})"
+}
 
 # sandbox_pid NODE POD: the pause process of a pod in namespace default (the
 # lab's nodes share the host's pid namespace).
@@ -130,10 +139,18 @@ pod_pair() {
   IP_B=$(kubectl get pod "$2" -o jsonpath='{.status.podIP}')
 }
 
-# fast_path true|false: the daemons' --fast-path, rolled out.
+# fast_path true|false: the daemons' --fast-path, rolled out, and in effect:
+# node-1's uplink carries the program (true) or no longer does (false).
 fast_path() {
   kubectl -n kube-system get ds estuary-daemon -o json |
     jq --arg v "--fast-path=$1" '(.spec.template.spec.containers[0].args[] | select(startswith("--fast-path"))) |= $v' |
     kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout status ds/estuary-daemon --timeout=180s >/dev/null
+  attached() { in_ns node-1 "" tc filter show dev eth0 ingress | grep -q estuary_fastpath; }
+  detached() { ! attached; }
+  if [ "$1" = true ]; then
+    wait_until "fast path attached on node-1" 60 attached
+  else
+    wait_until "fast path removed from node-1" 60 detached
+  fi
 }

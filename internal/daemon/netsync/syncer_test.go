@@ -51,7 +51,9 @@ func (f *fakeDataplane) Apply(_ context.Context, in overlay.Input) (state.Plan, 
 	return state.Plan{}, nil
 }
 
-func (f *fakeDataplane) Refresh(string, func(netip.Addr) (state.MAC, bool)) (int, error) { return 0, nil }
+func (f *fakeDataplane) Refresh(string, func(netip.Addr) (state.MAC, bool)) (int, error) {
+	return 0, nil
+}
 
 func (f *fakeDataplane) Answer(ctx context.Context, device string, _ func(netip.Addr) (state.MAC, bool)) error {
 	f.mu.Lock()

@@ -2,6 +2,7 @@ package fastpath_test
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -58,7 +59,9 @@ func newVNode(t *testing.T, i int) *vnode {
 	return n
 }
 
-func macString(m [6]byte) string { return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]) }
+func macString(m [6]byte) string {
+	return net.HardwareAddr(m[:]).String()
+}
 
 // tunnelPair links two overlay nodes by an underlay veth pair and makes each
 // one's VXLAN device reach the other's pod.
