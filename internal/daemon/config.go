@@ -53,7 +53,8 @@ type Config struct {
 	// HostNetns is the node's network namespace; DefaultHostNetns if empty.
 	// Tests point it at a namespace of their own.
 	HostNetns string
-	// MTU of the pod veths; 0 keeps the kernel's default (--mtu).
+	// MTU of every pod veth (--mtu); 0: derived at start, the tunnel's for
+	// overlay pods and UnderlayMTU for underlay pods.
 	MTU int
 	// UnderlayMTU is the MTU of pods whose addresses are all on Underlay
 	// networks; 0 means MTU. Derived at start, not a flag: the uplink's MTU
