@@ -86,13 +86,20 @@ func (n *node) desired(nat bool) fastpath.Desired {
 
 func load(t *testing.T, n *node, nat bool) *fastpath.Program {
 	t.Helper()
+	return attach(t, n.tc, n.desired(nat))
+}
+
+// attach loads a program (closed when the test ends) and syncs it to d in
+// the namespace of tc.
+func attach(t *testing.T, tc *ops.Handle, d fastpath.Desired) *fastpath.Program {
+	t.Helper()
 	p := loadProgram(t)
 	t.Cleanup(func() { _ = p.Close() })
-	a, err := fastpath.NewAttacher(p, n.tc, time.Hour)
+	a, err := fastpath.NewAttacher(p, tc, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Sync(n.desired(nat)); err != nil {
+	if err := a.Sync(d); err != nil {
 		t.Fatal(err)
 	}
 	return p

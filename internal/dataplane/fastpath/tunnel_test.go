@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
@@ -103,16 +102,7 @@ func (n *vnode) desired(peer *vnode) fastpath.Desired {
 
 func (n *vnode) load(t *testing.T, peer *vnode) *fastpath.Program {
 	t.Helper()
-	p := loadProgram(t)
-	t.Cleanup(func() { _ = p.Close() })
-	a, err := fastpath.NewAttacher(p, n.tc, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Sync(n.desired(peer)); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return attach(t, n.tc, n.desired(peer))
 }
 
 // Both nodes encapsulate in the program; small packets (ACKs, echoes) are

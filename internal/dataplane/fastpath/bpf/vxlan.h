@@ -182,11 +182,12 @@ static __always_inline int encap(struct __sk_buff *skb, const struct tunnel *t, 
 
 /*
  * decap takes the outer headers off a VXLAN packet for one of the node's
- * tunnels and returns the tunnel's ifindex (DECAP_BROKEN if the frame could not
- * be rebuilt: drop it), or 0 when the packet is not one
- * the fast path decapsulates (left, untouched, to the device): not for a
- * tunnel of the node, from an address that is not the VTEP of the MAC it
- * carries, marked CE, not unicast to the tunnel's MAC, or a GSO aggregate.
+ * tunnels and returns the tunnel's ifindex (DECAP_BROKEN if the frame could
+ * not be rebuilt: drop it), or 0 when the packet is not one the fast path
+ * decapsulates (left, untouched, to the device): not for a tunnel of the
+ * node, not arriving on the tunnel's parent, from an address that is not the
+ * VTEP of the MAC it carries, marked CE, not unicast to the tunnel's MAC, or
+ * a GSO aggregate.
  * GRO aggregates stay with the device: only it resets the skb's tunnel GSO
  * state, and a decapsulated aggregate keeping it would be segmented wrongly
  * if a pod forwarded it (bpf_skb_adjust_room cannot clear it before
@@ -217,7 +218,7 @@ static __always_inline __u32 decap(struct __sk_buff *skb)
 		return 0;
 	__u32 ifindex = *ifp;
 	struct tunnel *t = bpf_map_lookup_elem(&tunnels, &ifindex);
-	if (!t || t->port != uh->dest || t->local != iph->daddr)
+	if (!t || t->port != uh->dest || t->local != iph->daddr || t->parent != skb->ingress_ifindex)
 		return 0;
 	struct vtep_key k = {.ifindex = ifindex};
 	__builtin_memcpy(k.mac, inner->h_source, ETH_ALEN);
