@@ -164,16 +164,7 @@ tput() {
 }
 rtt() { x "$1" ping -c 200 -i 0.01 -q "$2" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'; }
 # rtt_pair NS1 DST1 NS2 DST2: both at the same time (the same load); "RTT1 RTT2".
-rtt_pair() {
-  local a
-  a=$(mktemp /tmp/estfloor-ping.XXXXXX)
-  rtt "$1" "$2" >"$a" &
-  local b
-  b=$(rtt "$3" "$4")
-  wait $!
-  echo "$(cat "$a") $b"
-  rm -f "$a"
-}
+rtt_pair() { run_pair 3 rtt "$1" "$2" rtt "$3" "$4"; }
 
 build
 for pair in "pu 172.30.0.10" "p1 10.244.2.10" "n1 172.30.0.10" "n1 192.168.50.12"; do

@@ -97,17 +97,22 @@ ping_from() {
   in_ns "$1" "$2" ping -c 200 -i 0.01 -q "$3" | awk -F'/' '/^(rtt|round-trip)/ {print $5}'
 }
 
-# ping_pair M1 PID1 DST1 M2 PID2 DST2: ping_from both at the same time, so
-# both see the same load on the machine; prints "RTT1 RTT2".
-ping_pair() {
-  local a b
-  a=$(mktemp /tmp/estuary-bench-ping.XXXXXX)
-  ping_from "$1" "$2" "$3" >"$a" &
-  b=$(ping_from "$4" "$5" "$6")
+# run_pair N CMD1 CMD2: two commands of N words each (functions too) at the
+# same time, so both see the same load on the machine; prints "OUT1 OUT2".
+run_pair() {
+  local n=$1 a b
+  shift
+  a=$(mktemp /tmp/estuary-bench-pair.XXXXXX)
+  "${@:1:n}" >"$a" &
+  b=$("${@:n+1:n}")
   wait $!
   echo "$(cat "$a") $b"
   rm -f "$a"
 }
+
+# ping_pair M1 PID1 DST1 M2 PID2 DST2: ping_from both at the same time;
+# prints "RTT1 RTT2".
+ping_pair() { run_pair 4 ping_from "$1" "$2" "$3" ping_from "$4" "$5" "$6"; }
 
 # netexec_pod NAME NODE [NETWORK]: the manifest of an agnhost netexec pod in
 # namespace default bound to NODE, of estuary network NETWORK when given.

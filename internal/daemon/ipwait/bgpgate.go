@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 )
@@ -31,22 +28,17 @@ func (w *Waiter) SetBGPSessions(s BGPSessions) { w.sessions = s }
 // waitPeers is the gate: it returns once every BGP network of networks that
 // waits for a peer has an Established session on this node, or fails when
 // ctx ends, naming the pod, the network and each peer with its state.
-func (w *Waiter) waitPeers(ctx context.Context, key string, networks []string) error {
+// A network missing from the cache is not waited for: nothing says it wants
+// to wait.
+func (w *Waiter) waitPeers(ctx context.Context, key string, networks []estuaryv1.Network) error {
 	if w.sessions == nil {
 		return nil
 	}
-	for _, name := range networks {
-		var n estuaryv1.Network
-		if err := w.reader.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // nothing says the network wants to wait
-			}
-			return fmt.Errorf("pod %s: network %s: %w", key, name, err)
-		}
-		if !n.Spec.WaitsForBGPPeer() {
+	for i := range networks {
+		if !networks[i].Spec.WaitsForBGPPeer() {
 			continue
 		}
-		if err := w.waitEstablished(ctx, key, name); err != nil {
+		if err := w.waitEstablished(ctx, key, networks[i].Name); err != nil {
 			return err
 		}
 	}

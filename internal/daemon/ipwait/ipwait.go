@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,17 +152,18 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 }
 
 // lookup reads the pod's records from the informer cache: the addresses and
-// the networks they belong to. It returns nothing (and no error) while any
-// record is missing (fewer than the count each record carries), retained, or
-// bound to another pod UID: the manager is still working on this pod.
-func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []string, error) {
+// the networks they belong to (those the cache has). It returns nothing (and
+// no error) while any record is missing (fewer than the count each record
+// carries), retained, or bound to another pod UID: the manager is still
+// working on this pod.
+func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []estuaryv1.Network, error) {
 	var list estuaryv1.IPInstanceList
 	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
 	}
 	var out []podnet.Address
-	var networks []string
+	var names []string
 	want := len(list.Items)
 	for i := range list.Items {
 		ipi := &list.Items[i]
@@ -176,40 +178,46 @@ func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podn
 			return nil, nil, err
 		}
 		out = append(out, a)
-		if !slices.Contains(networks, ipi.Spec.Network) {
-			networks = append(networks, ipi.Spec.Network)
+		if !slices.Contains(names, ipi.Spec.Network) {
+			names = append(names, ipi.Spec.Network)
 		}
 	}
 	if len(out) < want {
 		return nil, nil, nil
 	}
-	if err := w.markUnderlay(ctx, list.Items, out); err != nil {
+	networks, err := w.networks(ctx, namespace+"/"+pod, names)
+	if err != nil {
 		return nil, nil, err
+	}
+	// Addresses of an Underlay network take the uplink's MTU; a network
+	// missing from the cache leaves its addresses as overlay ones, whose
+	// smaller MTU fits either network.
+	underlay := map[string]bool{}
+	for _, n := range networks {
+		underlay[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay
+	}
+	for i := range list.Items {
+		out[i].Underlay = underlay[list.Items[i].Spec.Network]
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
 	return out, networks, nil
 }
 
-// markUnderlay sets Underlay on the addresses (out[i] from items[i]) whose
-// network is of type Underlay. A network missing from the cache leaves its
-// addresses as overlay ones, whose smaller MTU fits either network.
-func (w *Waiter) markUnderlay(ctx context.Context, items []estuaryv1.IPInstance, out []podnet.Address) error {
-	underlay := map[string]bool{}
-	for i := range items {
-		name := items[i].Spec.Network
-		u, seen := underlay[name]
-		if !seen {
-			var n estuaryv1.Network
-			err := w.reader.Get(ctx, client.ObjectKey{Name: name}, &n)
-			if client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("ipinstance %s/%s: network %s: %w", items[i].Namespace, items[i].Name, name, err)
+// networks reads the named networks from the cache, once per ADD, leaving
+// out those it does not have.
+func (w *Waiter) networks(ctx context.Context, key string, names []string) ([]estuaryv1.Network, error) {
+	var out []estuaryv1.Network
+	for _, name := range names {
+		var n estuaryv1.Network
+		if err := w.reader.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
 			}
-			u = err == nil && n.Spec.Type == estuaryv1.NetworkTypeUnderlay
-			underlay[name] = u
+			return nil, fmt.Errorf("pod %s: network %s: %w", key, name, err)
 		}
-		out[i].Underlay = u
+		out = append(out, n)
 	}
-	return nil
+	return out, nil
 }
 
 func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {

@@ -18,17 +18,20 @@ type FastPath interface {
 
 // syncFastPath hands the fast path its devices (the overlay's tunnel, the
 // tunnel's parent and the underlay's uplink), the host sides of the
-// endpoint store's veths and every subnet of the cluster.
-func (s *Syncer) syncFastPath(objs Objects, eps []store.Endpoint, parent func() (overlay.Parent, error)) error {
+// endpoint store's veths, every subnet of the cluster and, with the
+// overlay's input (nil before it is computed), the tunnel it encapsulates
+// for.
+func (s *Syncer) syncFastPath(objs Objects, eps []store.Endpoint, in *overlay.Input,
+	parent func() (overlay.Parent, error)) error {
 	if s.opts.FastPath == nil {
 		return nil
 	}
 	d := FastPathDesired(objs, eps, s.opts.HostVeth)
 	if ovl, ok := OverlayNetwork(objs.Networks); ok {
 		d.Devices = append(d.Devices, overlay.DeviceName(VNI(ovl)))
-		if cfg, err := s.tunnel(ovl, parent); err == nil {
-			d.Tunnel, d.VTEPs = FastPathTunnel(cfg, s.opts.Node, objs)
-		}
+	}
+	if in != nil {
+		d.Tunnel, d.VTEPs = FastPathTunnel(*in)
 	}
 	if p, err := parent(); err == nil {
 		d.Devices = append(d.Devices, p.Link)
@@ -71,25 +74,21 @@ func FastPathDesired(objs Objects, eps []store.Endpoint, hostVeth func(store.Key
 	return d
 }
 
-// FastPathTunnel describes the overlay's VXLAN device (cfg) and the other
-// nodes' published endpoints for the program's own encapsulation. Nodes
-// whose annotations do not parse are left out: the device's FDB has none
-// for them either.
-func FastPathTunnel(cfg overlay.Config, self string, objs Objects) (*fastpath.TunnelDevice, []fastpath.VTEP) {
-	port := cfg.Port
+// FastPathTunnel describes the overlay's VXLAN device and the other nodes'
+// endpoints (in.Remotes, the device's FDB) for the program's own
+// encapsulation.
+func FastPathTunnel(in overlay.Input) (*fastpath.TunnelDevice, []fastpath.VTEP) {
+	port := in.Port
 	if port == 0 {
 		port = overlay.DefaultPort
 	}
 	t := &fastpath.TunnelDevice{
-		Device: cfg.Device, Parent: cfg.Parent, VNI: cfg.VNI, Port: uint16(port), Local: cfg.LocalIP,
-		MAC: cfg.MAC, MTU: cfg.MTU,
+		Device: in.Device, Parent: in.Parent, VNI: in.VNI, Port: uint16(port), Local: in.LocalIP,
+		MAC: in.MAC, MTU: in.MTU,
 	}
 	var vteps []fastpath.VTEP
-	for _, n := range objs.Nodes {
-		if n.Name == self {
-			continue
-		}
-		if r, ok, err := remoteOf(n); err == nil && ok {
+	for _, r := range in.Remotes {
+		if r.VTEP != in.LocalIP {
 			vteps = append(vteps, fastpath.VTEP{MAC: r.MAC, IP: r.VTEP})
 		}
 	}

@@ -47,7 +47,7 @@ func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 	parent := func() (overlay.Parent, error) { return dp.ResolveParent(overlay.ParentSpec{}) }
 	pods, _ := localPods(eps, nil)
 	uin, _ := underlayOf(&self, objs, pods)
-	if err := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent); err != nil {
+	if _, err := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent); err != nil {
 		t.Fatal(err)
 	}
 	in, _, _ := dp.last()

@@ -37,11 +37,12 @@ func (s *Syncer) sync(ctx context.Context) error {
 	parent := sync.OnceValues(func() (overlay.Parent, error) { return s.dp.ResolveParent(s.opts.Parent) })
 	node := s.self(objs)
 	uin, uinErr := underlayOf(node, objs, pods)
+	in, ovlErr := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent)
 	return errors.Join(
-		s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent),
+		ovlErr,
 		s.syncUnderlay(ctx, node, uin, uinErr, pods, parent),
 		s.syncBGP(ctx, node, objs, pods),
-		s.syncFastPath(objs, eps, parent),
+		s.syncFastPath(objs, eps, in, parent),
 	)
 }
 
@@ -67,19 +68,20 @@ func (s *Syncer) self(objs Objects) *corev1.Node {
 // syncOverlay computes, publishes and applies the overlay; nothing until an
 // Overlay network exists. underlayNAT are the natOutgoing underlay subnets
 // of the node's domains (underlay.NATSources), masqueraded with the
-// overlay's.
+// overlay's. It returns the overlay's input once computed (even if applying
+// it failed), nil before.
 func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint, underlayNAT []netip.Prefix,
-	parent func() (overlay.Parent, error)) error {
+	parent func() (overlay.Parent, error)) (*overlay.Input, error) {
 	ovl, ok := OverlayNetwork(objs.Networks)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	cfg, err := s.tunnel(ovl, parent)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.publish(ctx, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	in, inputErr := BuildInput(s.opts.Node, cfg, ovl, objs, eps)
 	if inputErr != nil {
@@ -89,7 +91,7 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 	start := time.Now()
 	plan, err := s.dp.Apply(ctx, in)
 	if err != nil {
-		return fmt.Errorf("apply overlay %s (device %s): %w", ovl.Name, cfg.Device, err)
+		return &in, fmt.Errorf("apply overlay %s (device %s): %w", ovl.Name, cfg.Device, err)
 	}
 	if !plan.Empty() {
 		s.opts.Log.Info("data path reconciled", "network", ovl.Name, "device", cfg.Device,
@@ -101,7 +103,7 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 		s.opts.Log.Info("neighbour entries moved to their pods' current nodes", "device", cfg.Device, "entries", n)
 	}
 	s.answer(ctx, cfg.Device)
-	return nil
+	return &in, nil
 }
 
 // read lists everything the data path depends on from the cache. The lists

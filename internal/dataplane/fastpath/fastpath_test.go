@@ -55,22 +55,29 @@ func newNode(t *testing.T) *node {
 	nstest.IP(t, n.ext, "link", "set", "eth0", "up")
 	nstest.IP(t, n.ext, "route", "add", subnet4, "via", node4)
 	nstest.IP(t, n.ext, "-6", "route", "add", subnet6, "via", "2001:db8:e::1")
-	nstest.Exec(t, n.host, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
-		"net.netfilter.nf_conntrack_tcp_be_liberal=1")
-	// kube-proxy drops what conntrack finds invalid; so does this node.
-	nstest.Exec(t, n.host, "nft", "add table inet filt; add chain inet filt check_invalid { type filter hook forward priority 0; ct state invalid drop; }")
+	n.tc = router(t, n.host)
 	n.podA, n.vethA = nspod.Plumb(t, n.host, "a",
 		podnet.Address{IP: netip.MustParsePrefix(podA4 + "/24"), Family: state.IPv4},
 		podnet.Address{IP: netip.MustParsePrefix(podA6 + "/64"), Family: state.IPv6})
 	n.podB, n.vethB = nspod.Plumb(t, n.host, "b",
 		podnet.Address{IP: netip.MustParsePrefix(podB4 + "/24"), Family: state.IPv4})
-	h, err := ops.Open(n.host)
+	return n
+}
+
+// router makes the namespace host forward as a node with the fast path does
+// (forwarding on, be_liberal set, and kube-proxy's drop of what conntrack
+// finds invalid) and returns a handle on it.
+func router(t *testing.T, host string) *ops.Handle {
+	t.Helper()
+	nstest.Exec(t, host, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
+		"net.netfilter.nf_conntrack_tcp_be_liberal=1")
+	nstest.Exec(t, host, "nft", "add table inet filt; add chain inet filt check_invalid { type filter hook forward priority 0; ct state invalid drop; }")
+	h, err := ops.Open(host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	n.tc = h
-	return n
+	return h
 }
 
 func (n *node) desired(nat bool) fastpath.Desired {

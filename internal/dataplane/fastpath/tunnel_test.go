@@ -41,20 +41,12 @@ func newVNode(t *testing.T, i int) *vnode {
 		pod4: fmt.Sprintf("10.245.%d.2", i), pod6: fmt.Sprintf("fd00:245:%d::2", i),
 		mac: [6]byte{0x02, 0xee, 0, 0, 0, byte(i)},
 	}
-	nstest.Exec(t, n.host, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
-		"net.netfilter.nf_conntrack_tcp_be_liberal=1")
-	nstest.Exec(t, n.host, "nft", "add table inet filt; add chain inet filt check_invalid { type filter hook forward priority 0; ct state invalid drop; }")
+	n.tc = router(t, n.host)
 	n.pod, n.veth = nspod.Plumb(t, n.host, "p",
 		podnet.Address{IP: netip.MustParsePrefix(n.pod4 + "/24"), Family: state.IPv4},
 		podnet.Address{IP: netip.MustParsePrefix(n.pod6 + "/64"), Family: state.IPv6})
 	nstest.IP(t, n.pod, "link", "set", "eth0", "mtu", fmt.Sprint(tunMTU))
 	nstest.IP(t, n.host, "link", "set", n.veth, "mtu", fmt.Sprint(tunMTU))
-	h, err := ops.Open(n.host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	n.tc = h
 	return n
 }
 

@@ -88,6 +88,28 @@ static __always_inline bool same_mac(const __u8 *a, const __u8 *b)
 	return !diff;
 }
 
+/* The headers of a VXLAN frame, from the start of the skb's data. */
+struct vxlan_frame {
+	struct ethhdr *eth;
+	struct iphdr *iph;
+	struct udphdr *uh;
+	struct vxlanhdr *vx;
+	struct ethhdr *inner;
+};
+
+/* vxlan_frame points f at the skb's headers; false when they are not all in
+ * its linear data. */
+static __always_inline bool vxlan_frame(struct __sk_buff *skb, struct vxlan_frame *f)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	f->eth = data;
+	f->iph = (void *)(f->eth + 1);
+	f->uh = (void *)(f->iph + 1);
+	f->vx = (void *)(f->uh + 1);
+	f->inner = (void *)(f->vx + 1);
+	return (void *)(f->inner + 1) <= end;
+}
+
 /* inner_ecn is the ECN field of the frame's IP header (at ETH_HLEN). */
 static __always_inline __u8 inner_ecn(struct __sk_buff *skb, __u8 family)
 {
@@ -137,14 +159,13 @@ static __always_inline int encap(struct __sk_buff *skb, const struct tunnel *t, 
 	if (bpf_skb_adjust_room(skb, VXLAN_OUTER_LEN, BPF_ADJ_ROOM_MAC, flags))
 		return -1;
 
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *iph = (void *)(eth + 1);
-	struct udphdr *uh = (void *)(iph + 1);
-	struct vxlanhdr *vx = (void *)(uh + 1);
-	struct ethhdr *inner = (void *)(vx + 1);
-	if ((void *)(inner + 1) > end)
+	struct vxlan_frame fr;
+	if (!vxlan_frame(skb, &fr))
 		return count(STAT_PASS_ROUTE, TC_ACT_SHOT);
+	struct ethhdr *eth = fr.eth, *inner = fr.inner;
+	struct iphdr *iph = fr.iph;
+	struct udphdr *uh = fr.uh;
+	struct vxlanhdr *vx = fr.vx;
 	__builtin_memcpy(eth->h_dest, o.dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, o.smac, ETH_ALEN);
 	eth->h_proto = bpf_htons(ETH_P_IP);
@@ -200,14 +221,13 @@ static __always_inline __u32 decap(struct __sk_buff *skb)
 		return 0;
 	if (skb->data_end - skb->data < need && skb->len >= need)
 		bpf_skb_pull_data(skb, need);
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-	struct ethhdr *eth = data;
-	struct iphdr *iph = (void *)(eth + 1);
-	struct udphdr *uh = (void *)(iph + 1);
-	struct vxlanhdr *vx = (void *)(uh + 1);
-	struct ethhdr *inner = (void *)(vx + 1);
-	if ((void *)(inner + 1) > end)
+	struct vxlan_frame fr;
+	if (!vxlan_frame(skb, &fr))
 		return 0;
+	struct ethhdr *eth = fr.eth, *inner = fr.inner;
+	struct iphdr *iph = fr.iph;
+	struct udphdr *uh = fr.uh;
+	struct vxlanhdr *vx = fr.vx;
 	if (eth->h_proto != bpf_htons(ETH_P_IP) || iph->ihl != 5 || iph->protocol != IPPROTO_UDP ||
 	    (iph->frag_off & bpf_htons(0x3fff)) || (iph->tos & ECN_MASK) == ECN_CE ||
 	    vx->flags != bpf_htonl(VXLAN_FLAG_VNI))
@@ -240,10 +260,8 @@ static __always_inline __u32 decap(struct __sk_buff *skb)
 		return 0;
 	/* A checksum the NIC vouched for covered the outer packet. */
 	bpf_csum_level(skb, BPF_CSUM_LEVEL_RESET);
-	data = (void *)(long)skb->data;
-	end = (void *)(long)skb->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > end)
+	eth = (void *)(long)skb->data;
+	if ((void *)(eth + 1) > (void *)(long)skb->data_end)
 		return DECAP_BROKEN;
 	__builtin_memcpy(eth->h_dest, dst, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, src, ETH_ALEN);
