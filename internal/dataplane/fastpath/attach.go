@@ -75,7 +75,7 @@ func (a *Attacher) Sync(d Desired) error {
 	}
 	var tun *Tunnel
 	if t := d.Tunnel; t != nil && idx[t.Device] > 0 && idx[t.Parent] > 0 {
-		tun = &Tunnel{Ifindex: idx[t.Device], Parent: idx[t.Parent], VNI: t.VNI, Port: t.Port, Local: t.Local, MAC: t.MAC, MTU: t.MTU}
+		tun = &Tunnel{TunnelDevice: *t, Ifindex: idx[t.Device], ParentIndex: idx[t.Parent]}
 	}
 	if err := errors.Join(a.prog.SetSubnets(d.Subnets), a.prog.SetPods(pods), a.prog.SetTunnel(tun, d.VTEPs)); err != nil {
 		return err

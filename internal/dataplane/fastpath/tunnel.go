@@ -6,27 +6,24 @@ import (
 	"net/netip"
 )
 
-// Tunnel is a VXLAN device of the node as the program encapsulates and
-// decapsulates for it: the device's own settings, so its packets and the
-// program's are the same on the wire.
-type Tunnel struct {
-	Ifindex int        // the VXLAN device
-	Parent  int        // the device it sends through
-	VNI     uint32     //
-	Port    uint16     // UDP destination port
-	Local   netip.Addr // its VTEP address (IPv4): the outer source
-	MAC     [6]byte    // its MAC
-	MTU     int        // its MTU
+// TunnelDevice is a VXLAN device of the node as the program encapsulates
+// and decapsulates for it: the device's own settings, so its packets and
+// the program's are the same on the wire. The devices are named; the
+// Attacher resolves them into a Tunnel.
+type TunnelDevice struct {
+	Device string     // the VXLAN device
+	Parent string     // the device it sends through
+	VNI    uint32     //
+	Port   uint16     // UDP destination port
+	Local  netip.Addr // its VTEP address (IPv4): the outer source
+	MAC    [6]byte    // its MAC
+	MTU    int        // its MTU
 }
 
-// TunnelDevice names a Tunnel's devices; the Attacher resolves them.
-type TunnelDevice struct {
-	Device, Parent string
-	VNI            uint32
-	Port           uint16
-	Local          netip.Addr
-	MAC            [6]byte
-	MTU            int
+// Tunnel is a TunnelDevice with its devices' ifindexes.
+type Tunnel struct {
+	TunnelDevice
+	Ifindex, ParentIndex int
 }
 
 // VTEP is a remote node's tunnel endpoint: its device's MAC and address.
@@ -43,10 +40,10 @@ func (p *Program) SetTunnel(t *Tunnel, vteps []VTEP) error {
 	tunnels := map[uint32]fastpathTunnel{}
 	vnis := map[uint32]uint32{}
 	remotes := map[fastpathVtepKey]fastpathVtep{}
-	if t != nil && t.Local.Unmap().Is4() && t.Ifindex > 0 && t.Parent > 0 {
+	if t != nil && t.Local.Unmap().Is4() && t.Ifindex > 0 && t.ParentIndex > 0 {
 		idx := uint32(t.Ifindex)
 		tunnels[idx] = fastpathTunnel{
-			Local: be32(t.Local), Vni: t.VNI, Parent: uint32(t.Parent), Mtu: uint32(t.MTU),
+			Local: be32(t.Local), Vni: t.VNI, Parent: uint32(t.ParentIndex), Mtu: uint32(t.MTU),
 			Port: be16(t.Port), Mac: t.MAC,
 		}
 		vnis[t.VNI] = idx
