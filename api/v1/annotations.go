@@ -30,12 +30,13 @@ const (
 // waiting for the records knows when it has all of them.
 const AnnotationAddresses = "networking.estuary.io/addresses"
 
-// Labels the manager puts on IPInstances so they can be found by pod, node
-// and subnet with a label selector.
+// Labels the manager puts on IPInstances so they can be found by namespace,
+// pod, node and subnet with a label selector.
 const (
-	LabelPod    = "networking.estuary.io/pod"
-	LabelNode   = "networking.estuary.io/node"
-	LabelSubnet = "networking.estuary.io/subnet"
+	LabelNamespace = "networking.estuary.io/namespace"
+	LabelPod       = "networking.estuary.io/pod"
+	LabelNode      = "networking.estuary.io/node"
+	LabelSubnet    = "networking.estuary.io/subnet"
 )
 
 // Annotations the node daemon writes on its own Node: the address and MAC of

@@ -56,7 +56,7 @@ type OwnerReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Kind string `json:"kind"`
-	// Name of the owner, in the IPInstance's namespace.
+	// Name of the owner, in the binding's namespace.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -70,6 +70,12 @@ type OwnerReference struct {
 
 // Binding says who an address belongs to and where it is used.
 type Binding struct {
+	// Namespace is the namespace of the pod and of its owner. Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="namespace is immutable"
+	Namespace string `json:"namespace"`
 	// Owner is the workload that owns the address: the StatefulSet for a
 	// stateful pod, otherwise the pod itself.
 	// +required
@@ -129,10 +135,18 @@ type IPInstanceStatus struct {
 // in the same write that allocates the address, so the status is not a
 // subresource; it is read-only for users.
 //
+// IPInstances are cluster-scoped and named after their address
+// (InstanceName), so the API server itself guarantees that one address is
+// recorded at most once in the whole cluster: a second create of the same
+// address fails with AlreadyExists whichever manager, network or namespace
+// it comes from. Uniqueness does not rest on leader election.
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=ipi
+// +kubebuilder:resource:scope=Cluster,shortName=ipi
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self.spec.address.ip) || self.metadata.name == (((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')).endsWith('-') ? ((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')) + '0' : ((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')))",message="metadata.name must be the address of spec.address.ip, with an IPv6 address's colons written as dashes (10.10.0.7, fd00-1--7)"
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.spec.address.ip`
 // +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.spec.subnet`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.binding.namespace`
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.binding.podName`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.binding.nodeName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

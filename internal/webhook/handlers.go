@@ -242,12 +242,12 @@ func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod 
 		return false, nil
 	}
 	var instances estuaryv1.IPInstanceList
-	if err := r.List(ctx, &instances, client.InNamespace(namespace)); err != nil {
+	if err := r.List(ctx, &instances, client.MatchingFields{IndexIPInstancePod: namespace + "/" + pod.Name}); err != nil {
 		return false, internal("list ipinstances", err)
 	}
 	for i := range instances.Items {
 		b := &instances.Items[i].Spec.Binding
-		if b.PodName == pod.Name && b.Owner.Kind == "StatefulSet" && b.Owner.Name == owner.Name {
+		if b.Namespace == namespace && b.PodName == pod.Name && b.Owner.Kind == "StatefulSet" && b.Owner.Name == owner.Name {
 			return true, nil
 		}
 	}

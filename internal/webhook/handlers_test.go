@@ -22,13 +22,11 @@ func stale(t *testing.T, objs ...client.Object) client.Reader {
 	if err := errors.Join(estuaryv1.AddToScheme(scheme), corev1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithIndex(&estuaryv1.Subnet{}, IndexSubnetNetwork, func(o client.Object) []string {
-			return []string{o.(*estuaryv1.Subnet).Spec.Network}
-		}).
-		WithIndex(&estuaryv1.IPInstance{}, IndexIPInstanceSubnet, func(o client.Object) []string {
-			return []string{o.(*estuaryv1.IPInstance).Spec.Subnet}
-		}).Build()
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)
+	for _, ix := range fieldIndexes {
+		b = b.WithIndex(ix.obj, ix.field, ix.extract)
+	}
+	return b.Build()
 }
 
 // A delete the cache refuses is admitted when the API server no longer
@@ -38,7 +36,7 @@ func TestRefusedDeleteConfirmedLive(t *testing.T) {
 	n := underlay("rack1", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "1"})
 	sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "rack1-v4"}, Spec: estuaryv1.SubnetSpec{Network: "rack1"}}
 	ipi := &estuaryv1.IPInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"},
+		ObjectMeta: metav1.ObjectMeta{Name: "a"},
 		Spec:       estuaryv1.IPInstanceSpec{Subnet: "rack1-v4"},
 	}
 	cache, empty := stale(t, sn.DeepCopy(), ipi.DeepCopy()), stale(t)

@@ -47,8 +47,8 @@ func subnet(name, network, rng string) estuaryv1.Subnet {
 }
 
 func instance(ns, name, subnet string) estuaryv1.IPInstance {
-	return estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: estuaryv1.IPInstanceSpec{Network: "n", Subnet: subnet}}
+	return estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: estuaryv1.IPInstanceSpec{Network: "n", Subnet: subnet, Binding: estuaryv1.Binding{Namespace: ns, PodName: "p-" + name}}}
 }
 
 // requireDenied asserts err holds a *Denial and that its text has every one

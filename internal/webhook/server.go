@@ -33,6 +33,9 @@ const (
 	IndexSubnetNetwork = "spec.network"
 	// IndexIPInstanceSubnet indexes IPInstances by spec.subnet.
 	IndexIPInstanceSubnet = "spec.subnet"
+	// IndexIPInstancePod indexes IPInstances by the namespace/name of the
+	// pod in their binding.
+	IndexIPInstancePod = "spec.binding.pod"
 )
 
 // +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-network,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=networks,verbs=create;update;delete,versions=v1,name=network.validate.estuary.io,admissionReviewVersions=v1
@@ -63,20 +66,34 @@ func Register(mgr manager.Manager) {
 	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r, Live: live}))
 }
 
-// AddIndexes registers IndexSubnetNetwork and IndexIPInstanceSubnet. It
-// must be called before mgr's cache starts.
-func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	err := indexer.IndexField(ctx, &estuaryv1.Subnet{}, IndexSubnetNetwork, func(o client.Object) []string {
+// fieldIndex is one index of the webhook's cache.
+type fieldIndex struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+// fieldIndexes are the indexes the webhook's lists rely on.
+var fieldIndexes = []fieldIndex{
+	{&estuaryv1.Subnet{}, IndexSubnetNetwork, func(o client.Object) []string {
 		return []string{o.(*estuaryv1.Subnet).Spec.Network}
-	})
-	if err != nil {
-		return fmt.Errorf("index subnets by network: %w", err)
-	}
-	err = indexer.IndexField(ctx, &estuaryv1.IPInstance{}, IndexIPInstanceSubnet, func(o client.Object) []string {
+	}},
+	{&estuaryv1.IPInstance{}, IndexIPInstanceSubnet, func(o client.Object) []string {
 		return []string{o.(*estuaryv1.IPInstance).Spec.Subnet}
-	})
-	if err != nil {
-		return fmt.Errorf("index ipinstances by subnet: %w", err)
+	}},
+	{&estuaryv1.IPInstance{}, IndexIPInstancePod, func(o client.Object) []string {
+		b := o.(*estuaryv1.IPInstance).Spec.Binding
+		return []string{b.Namespace + "/" + b.PodName}
+	}},
+}
+
+// AddIndexes registers IndexSubnetNetwork, IndexIPInstanceSubnet and
+// IndexIPInstancePod. It must be called before mgr's cache starts.
+func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, ix := range fieldIndexes {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return fmt.Errorf("index %T by %s: %w", ix.obj, ix.field, err)
+		}
 	}
 	return nil
 }

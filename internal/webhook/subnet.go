@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -48,18 +49,19 @@ func ValidateSubnet(s *estuaryv1.Subnet, networks []estuaryv1.Network, subnets [
 // ValidateSubnetDelete refuses to delete a subnet that still has IPInstances
 // (bound or retained addresses), naming one of them.
 func ValidateSubnetDelete(s *estuaryv1.Subnet, instances []estuaryv1.IPInstance) error {
-	var names []string
+	var held []*estuaryv1.IPInstance
 	for i := range instances {
 		if instances[i].Spec.Subnet == s.Name {
-			names = append(names, instances[i].Namespace+"/"+instances[i].Name)
+			held = append(held, &instances[i])
 		}
 	}
-	if len(names) == 0 {
+	if len(held) == 0 {
 		return nil
 	}
-	slices.Sort(names)
-	return deny(kindSubnet, s.Name, "", "cannot be deleted while %s %q (spec.subnet %q) holds an address from it%s; release its addresses first",
-		kindIPInstance, names[0], s.Name, more(len(names)-1))
+	first := slices.MinFunc(held, func(a, b *estuaryv1.IPInstance) int { return strings.Compare(a.Name, b.Name) })
+	b := first.Spec.Binding
+	return deny(kindSubnet, s.Name, "", "cannot be deleted while %s %q (pod %s/%s, spec.subnet %q) holds an address from it%s; release its addresses first",
+		kindIPInstance, first.Name, b.Namespace, b.PodName, s.Name, more(len(held)-1))
 }
 
 // parseRange parses the subnet's range and applies the defaults of start

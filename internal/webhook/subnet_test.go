@@ -80,5 +80,5 @@ func TestValidateSubnetDelete(t *testing.T) {
 	s := subnet("s", "o", "10.0.0.0/24")
 	requireAdmitted(t, ValidateSubnetDelete(&s, []estuaryv1.IPInstance{instance("ns", "i", "other")}))
 	instances := []estuaryv1.IPInstance{instance("ns", "b", "s"), instance("ns", "a", "s")}
-	requireDenied(t, ValidateSubnetDelete(&s, instances), `subnet "s"`, `ipinstance "ns/a"`, "spec.subnet", "1 more")
+	requireDenied(t, ValidateSubnetDelete(&s, instances), `subnet "s"`, `ipinstance "a" (pod ns/p-a`, "spec.subnet", "1 more")
 }

@@ -3,8 +3,10 @@ package crd
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
 const header = "apiVersion: networking.estuary.io/v1\nkind: %s\nmetadata:\n  name: %s\n%s"
@@ -24,9 +28,28 @@ func subnet(name, spec string) string {
 	return fmt.Sprintf(header, "Subnet", name, "spec:\n"+indent(spec))
 }
 
+// ipInstance is an IPInstance named after the address in spec (the name its
+// address requires), or name when it is not empty.
 func ipInstance(name, spec, phase string) string {
-	body := "  namespace: default\nspec:\n" + indent(spec) + "status:\n  phase: " + phase + "\n"
+	if name == "" {
+		name = "unnamed"
+		if m := specIP.FindStringSubmatch(spec); m != nil {
+			if p, err := netip.ParsePrefix(m[1]); err == nil {
+				name = estuaryv1.InstanceName(p.Addr())
+			}
+		}
+	}
+	body := "spec:\n" + indent(spec) + "status:\n  phase: " + phase + "\n"
 	return fmt.Sprintf(header, "IPInstance", name, body)
+}
+
+var specIP = regexp.MustCompile(`ip: "?([^"\s,}]+)"?`)
+
+// setName names a test object, except an IPInstance: its name is its address.
+func setName(obj *unstructured.Unstructured, name string) {
+	if obj.GetKind() != "IPInstance" {
+		obj.SetName(name)
+	}
 }
 
 func indent(s string) string {
@@ -43,7 +66,7 @@ const (
 	bgpSpec     = "type: Underlay\nmode: BGP\nnetID: 64600\nnodeSelector:\n  bgp: \"true\"\nbgpPeers:\n- address: 10.0.0.1\n  asn: 64512\n"
 	v4RangeSpec = "network: n1\nrange:\n  version: 4\n  cidr: 10.1.0.0/24\n  start: 10.1.0.9\n  end: 10.1.0.10\n  gateway: 10.1.0.1\n"
 	v6RangeSpec = "network: n1\nrange:\n  version: 6\n  cidr: fd00:1::/64\n  start: fd00:1::9\n  end: fd00:1::a\n"
-	ipiSpec     = "network: n1\nsubnet: s1\naddress:\n  ip: 10.1.0.7/24\n  version: 4\n  gateway: 10.1.0.1\nbinding:\n  owner: {kind: Pod, name: p, uid: u1}\n  podName: p\n"
+	ipiSpec     = "network: n1\nsubnet: s1\naddress:\n  ip: 10.1.0.7/24\n  version: 4\n  gateway: 10.1.0.1\nbinding:\n  namespace: default\n  owner: {kind: Pod, name: p, uid: u1}\n  podName: p\n"
 )
 
 // createCases are objects the API server must refuse to create.
@@ -106,20 +129,23 @@ var createCases = []struct {
 	{"subnet VLAN id 4095", subnet("x", "network: n1\nnetID: 4095\nrange: {version: 4, cidr: 10.1.0.0/24}\n"), "spec.netID", "less than or equal to 4094"},
 
 	// IPInstance
-	{"instance address without prefix length", ipInstance("x", strings.Replace(ipiSpec, "10.1.0.7/24", "10.1.0.7", 1), "Bound"), "spec.address.ip", "with its subnet's prefix length"},
-	{"instance address in a different family", ipInstance("x", strings.Replace(ipiSpec, "version: 4", "version: 6", 1), "Bound"), "spec.address.version", "must match the address family of ip"},
-	{"instance gateway outside its subnet", ipInstance("x", strings.Replace(ipiSpec, "gateway: 10.1.0.1", "gateway: 10.9.0.1", 1), "Bound"), "spec.address.gateway", "gateway must be inside the address's subnet"},
-	{"instance MAC in upper case", ipInstance("x", strings.Replace(ipiSpec, "  gateway: 10.1.0.1\n", "  gateway: 10.1.0.1\n  mac: AA:BB:CC:DD:EE:FF\n", 1), "Bound"), "spec.address.mac", "should match"},
-	{"instance without owner", ipInstance("x", strings.Replace(ipiSpec, "  owner: {kind: Pod, name: p, uid: u1}\n", "", 1), "Bound"), "spec.binding.owner", "Required value"},
-	{"instance with unknown phase", ipInstance("x", ipiSpec, "Leaked"), "status.phase", "Unsupported value"},
-	{"instance with negative ordinal", ipInstance("x", strings.Replace(ipiSpec, "  podName: p\n", "  podName: p\n  statefulOrdinal: -1\n", 1), "Bound"), "spec.binding.statefulOrdinal", "greater than or equal to 0"},
+	{"instance address without prefix length", ipInstance("", strings.Replace(ipiSpec, "10.1.0.7/24", "10.1.0.7", 1), "Bound"), "spec.address.ip", "with its subnet's prefix length"},
+	{"instance address in a different family", ipInstance("", strings.Replace(ipiSpec, "version: 4", "version: 6", 1), "Bound"), "spec.address.version", "must match the address family of ip"},
+	{"instance gateway outside its subnet", ipInstance("", strings.Replace(ipiSpec, "gateway: 10.1.0.1", "gateway: 10.9.0.1", 1), "Bound"), "spec.address.gateway", "gateway must be inside the address's subnet"},
+	{"instance MAC in upper case", ipInstance("", strings.Replace(ipiSpec, "  gateway: 10.1.0.1\n", "  gateway: 10.1.0.1\n  mac: AA:BB:CC:DD:EE:FF\n", 1), "Bound"), "spec.address.mac", "should match"},
+	{"instance without owner", ipInstance("", strings.Replace(ipiSpec, "  owner: {kind: Pod, name: p, uid: u1}\n", "", 1), "Bound"), "spec.binding.owner", "Required value"},
+	{"instance with unknown phase", ipInstance("", ipiSpec, "Leaked"), "status.phase", "Unsupported value"},
+	{"instance named after another address", ipInstance("10.1.0.8", ipiSpec, "Bound"), "metadata.name", "must be the address of spec.address.ip"},
+	{"IPv6 instance named with colons", ipInstance("fd00:1::7", "network: n1\nsubnet: s6\naddress: {ip: \"fd00:1::7/64\", version: 6}\nbinding: {namespace: default, owner: {kind: Pod, name: p, uid: u1}, podName: p}\n", "Bound"), "metadata.name", "RFC 1123 subdomain"},
+	{"instance without the pod's namespace", ipInstance("", strings.Replace(ipiSpec, "  namespace: default\n", "", 1), "Bound"), "spec.binding.namespace", "Required value"},
+	{"instance with negative ordinal", ipInstance("", strings.Replace(ipiSpec, "  podName: p\n", "  podName: p\n  statefulOrdinal: -1\n", 1), "Bound"), "spec.binding.statefulOrdinal", "greater than or equal to 0"},
 }
 
 func TestCreateRejected(t *testing.T) {
 	for i, tc := range createCases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := decode(t, tc.obj)
-			obj.SetName(fmt.Sprintf("invalid-%d", i))
+			setName(obj, fmt.Sprintf("invalid-%d", i))
 			err := k8s.Create(ctx(t), obj.DeepCopy())
 			if err == nil {
 				cleanup(t, obj)
@@ -145,8 +171,8 @@ var updateCases = []struct {
 	{"subnet end removed", subnet("x", v4RangeSpec), subnet("x", strings.Replace(v4RangeSpec, "  end: 10.1.0.10\n", "", 1)), "spec.range.end", "end is immutable"},
 	{"subnet gateway added", subnet("x", v6RangeSpec), subnet("x", v6RangeSpec+"  gateway: \"fd00:1::1\"\n"), "spec.range.gateway", "gateway is immutable"},
 	{"subnet netID", subnet("x", "network: n1\nnetID: 7\nrange: {version: 4, cidr: 10.1.0.0/24}\n"), subnet("x", "network: n1\nnetID: 8\nrange: {version: 4, cidr: 10.1.0.0/24}\n"), "spec.netID", "netID is immutable"},
-	{"instance address", ipInstance("x", ipiSpec, "Bound"), ipInstance("x", strings.Replace(ipiSpec, "10.1.0.7/24", "10.1.0.8/24", 1), "Bound"), "spec.address.ip", "ip is immutable"},
-	{"instance subnet", ipInstance("x", ipiSpec, "Bound"), ipInstance("x", strings.Replace(ipiSpec, "subnet: s1", "subnet: s2", 1), "Bound"), "spec.subnet", "subnet is immutable"},
+	{"instance address", ipInstance("", ipiSpec, "Bound"), ipInstance("", strings.Replace(ipiSpec, "10.1.0.7/24", "10.1.0.8/24", 1), "Bound"), "spec.address.ip", "ip is immutable"},
+	{"instance subnet", ipInstance("", ipiSpec, "Bound"), ipInstance("", strings.Replace(ipiSpec, "subnet: s1", "subnet: s2", 1), "Bound"), "spec.subnet", "subnet is immutable"},
 }
 
 func TestUpdateRejected(t *testing.T) {
@@ -154,7 +180,8 @@ func TestUpdateRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("immutable-%d", i)
 			orig := decode(t, tc.from)
-			orig.SetName(name)
+			setName(orig, name)
+			name = orig.GetName()
 			if err := k8s.Create(ctx(t), orig.DeepCopy()); err != nil {
 				t.Fatalf("create the valid original: %v", err)
 			}
@@ -189,13 +216,14 @@ func TestValidAccepted(t *testing.T) {
 		{"BGP network that lets pods start without a session", network("x", bgpSpec+"bgpWaitForPeer: false\n"), network("x", bgpSpec+"bgpWaitForPeer: true\n")},
 		{"nodeSelector changed", network("x", vlanSpec), network("x", strings.Replace(vlanSpec, "rack: r1", "rack: r2", 1))},
 		{"reserved and excluded addresses changed", subnet("x", v4RangeSpec+"  reservedIPs: [10.1.0.9]\n"), subnet("x", v4RangeSpec+"  reservedIPs: [10.1.0.9-10.1.0.10]\n  excludeIPs: [10.1.0.200]\n")},
-		{"instance retained", ipInstance("x", ipiSpec, "Bound"), ipInstance("x", ipiSpec, "Retained")},
-		{"IPv6 instance", ipInstance("x", "network: n1\nsubnet: s6\naddress: {ip: \"fd00:1::7/64\", version: 6, mac: \"0a:58:0a:f0:00:07\"}\nbinding: {owner: {kind: Pod, name: p, uid: u1}, podName: p, statefulOrdinal: 0}\n", "Bound"), ""},
+		{"instance retained", ipInstance("", ipiSpec, "Bound"), ipInstance("", ipiSpec, "Retained")},
+		{"IPv6 instance whose address ends in ::", ipInstance("", "network: n1\nsubnet: s6\naddress: {ip: \"fd00:1::/64\", version: 6}\nbinding: {namespace: default, owner: {kind: Pod, name: p, uid: u1}, podName: p}\n", "Bound"), ""},
+		{"IPv6 instance", ipInstance("", "network: n1\nsubnet: s6\naddress: {ip: \"fd00:1::7/64\", version: 6, mac: \"0a:58:0a:f0:00:07\"}\nbinding: {namespace: default, owner: {kind: Pod, name: p, uid: u1}, podName: p, statefulOrdinal: 0}\n", "Bound"), ""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := decode(t, tc.obj)
-			obj.SetName(fmt.Sprintf("valid-%d", i))
+			setName(obj, fmt.Sprintf("valid-%d", i))
 			if err := k8s.Create(ctx(t), obj.DeepCopy()); err != nil {
 				t.Fatalf("rejected a valid object: %v", err)
 			}

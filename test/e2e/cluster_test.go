@@ -249,17 +249,24 @@ func (e *labEnv) deletePods(t *testing.T, ns string, sel map[string]string) {
 	}
 }
 
-// instances lists IPInstances in ns ("" for all) matching sel.
+// instances lists the IPInstances matching sel whose binding is in ns (""
+// for all namespaces). The namespace is matched on spec.binding, not on a
+// label, so a record missing its labels is still found.
 func (e *labEnv) instances(ctx context.Context, ns string, sel map[string]string) ([]estuaryv1.IPInstance, error) {
 	var l estuaryv1.IPInstanceList
-	opts := []client.ListOption{client.MatchingLabels(sel)}
-	if ns != "" {
-		opts = append(opts, client.InNamespace(ns))
-	}
-	if err := e.c.List(ctx, &l, opts...); err != nil {
+	if err := e.c.List(ctx, &l, client.MatchingLabels(sel)); err != nil {
 		return nil, fmt.Errorf("list ipinstances: %w", err)
 	}
-	return l.Items, nil
+	if ns == "" {
+		return l.Items, nil
+	}
+	var out []estuaryv1.IPInstance
+	for _, ipi := range l.Items {
+		if ipi.Spec.Binding.Namespace == ns {
+			out = append(out, ipi)
+		}
+	}
+	return out, nil
 }
 
 // instanceAddr is an IPInstance's address without its prefix length.
@@ -380,7 +387,7 @@ func duplicates(pods []corev1.Pod, ipis []estuaryv1.IPInstance) []string {
 	out = append(out, collisions(byIP)...)
 	byIP = map[string][]string{}
 	for i := range ipis {
-		byIP[instanceAddr(&ipis[i])] = append(byIP[instanceAddr(&ipis[i])], "ipinstance "+ipis[i].Namespace+"/"+ipis[i].Name)
+		byIP[instanceAddr(&ipis[i])] = append(byIP[instanceAddr(&ipis[i])], "ipinstance "+ipis[i].Name)
 	}
 	return append(out, collisions(byIP)...)
 }

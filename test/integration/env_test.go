@@ -137,7 +137,7 @@ func newPod(t testing.TB, k8s client.Client, name string) *corev1.Pod {
 // instances lists the pod's IPInstances, read live from the API server.
 func instances(k8s client.Client, p *corev1.Pod) ([]estuaryv1.IPInstance, error) {
 	var list estuaryv1.IPInstanceList
-	err := k8s.List(bg(), &list, client.InNamespace(p.Namespace), client.MatchingLabels{estuaryv1.LabelPod: p.Name})
+	err := k8s.List(bg(), &list, client.MatchingLabels{estuaryv1.LabelNamespace: p.Namespace, estuaryv1.LabelPod: p.Name})
 	return list.Items, err
 }
 

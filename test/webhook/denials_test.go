@@ -249,11 +249,11 @@ func subnetDenials() []denial {
 			seed: ovAndVLAN(subnetObj("s1", "ov", "10.1.0.0/24"),
 				instance("default", "i1", "ov", "s1", "10.1.0.7/24")),
 			target: 2, remove: true,
-			want: []string{`subnet "s1"`, `ipinstance "default/i1"`, `spec.subnet "s1"`}},
+			want: []string{`subnet "s1"`, `ipinstance "10.1.0.7" (pod default/i1`, `spec.subnet "s1"`}},
 		{name: "delete a subnet with an address in another namespace",
 			seed: ovAndVLAN(subnetObj("s1", "ov", "10.1.0.0/24"),
 				instance("kube-public", "i2", "ov", "s1", "10.1.0.8/24")),
 			target: 2, remove: true,
-			want: []string{`subnet "s1"`, `ipinstance "kube-public/i2"`, "spec.subnet"}},
+			want: []string{`subnet "s1"`, `ipinstance "10.1.0.8" (pod kube-public/i2`, "spec.subnet"}},
 	}
 }

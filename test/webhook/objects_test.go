@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -75,14 +77,15 @@ func subnetObj(name, network, cidr string, opts ...subnetOpt) *estuaryv1.Subnet 
 	return s
 }
 
-// instance records address ip (with its prefix length) from subnet.
+// instance records address ip (with its prefix length) from subnet for pod
+// ns/name.
 func instance(ns, name, network, subnet, ip string) *estuaryv1.IPInstance {
 	return &estuaryv1.IPInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(netip.MustParsePrefix(ip).Addr())},
 		Spec: estuaryv1.IPInstanceSpec{
 			Network: network, Subnet: subnet,
 			Address: estuaryv1.InstanceAddress{IP: ip, Version: 4},
-			Binding: estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: name, UID: "u-" + name}, PodName: name},
+			Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: name, UID: "u-" + name}, PodName: name},
 		},
 	}
 }

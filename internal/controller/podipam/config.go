@@ -54,29 +54,17 @@ func ranges(subnet, field string, in []estuaryv1.AddressOrRange) ([]ipam.Range, 
 	return out, nil
 }
 
-// instanceName is the IPInstance name for an address: the address itself,
-// with an IPv6 address's colons turned into dashes to make a valid name.
-func instanceName(a netip.Addr) string {
-	b := []byte(a.String())
-	for i, c := range b {
-		if c == ':' {
-			b[i] = '-'
-		}
-	}
-	return string(b)
-}
-
 // record turns an IPInstance into the allocator's record of it.
 func record(ipi *estuaryv1.IPInstance) (ipam.Record, error) {
 	p, err := netip.ParsePrefix(ipi.Spec.Address.IP)
 	if err != nil {
-		return ipam.Record{}, fmt.Errorf("ipinstance %s/%s: spec.address.ip: %w", ipi.Namespace, ipi.Name, err)
+		return ipam.Record{}, fmt.Errorf("ipinstance %s: spec.address.ip: %w", ipi.Name, err)
 	}
 	state := ipam.Allocated
 	if ipi.Status.Phase == estuaryv1.IPInstanceRetained {
 		state = ipam.Retained
 	}
-	return ipam.Record{Subnet: ipi.Spec.Subnet, Addr: p.Addr(), State: state, Owner: ownerKey(ipi.Namespace, ipi.Spec.Binding.PodName)}, nil
+	return ipam.Record{Subnet: ipi.Spec.Subnet, Addr: p.Addr(), State: state, Owner: ownerKey(ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName)}, nil
 }
 
 // ownerKey is the allocator owner of a pod's addresses: namespace/name, which

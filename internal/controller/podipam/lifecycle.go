@@ -76,9 +76,9 @@ func (r *Reconciler) release(ctx context.Context, key string, held []holding) er
 }
 
 func (r *Reconciler) deleteInstance(ctx context.Context, key string, hd holding) error {
-	ipi := &estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Namespace: key[:strings.IndexByte(key, '/')], Name: hd.name}}
+	ipi := &estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Name: hd.name}}
 	if err := r.Client.Delete(ctx, ipi); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ipinstance %s/%s: %w", ipi.Namespace, ipi.Name, err)
+		return fmt.Errorf("delete ipinstance %s of %s: %w", ipi.Name, key, err)
 	}
 	return nil
 }
@@ -125,17 +125,16 @@ func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, he
 // writeBinding updates a record's binding and phase (one write: the status is
 // not a subresource).
 func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding) error {
-	ns := key[:strings.IndexByte(key, '/')]
 	ipi := &estuaryv1.IPInstance{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: hd.name}, ipi); err != nil {
-		return fmt.Errorf("get ipinstance %s/%s: %w", ns, hd.name, err)
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
+		return fmt.Errorf("get ipinstance %s of %s: %w", hd.name, key, err)
 	}
 	ipi.Spec.Binding.PodUID = hd.podUID
 	ipi.Spec.Binding.NodeName = hd.node
 	ipi.Status.Phase = hd.phase
 	setLabel(ipi, estuaryv1.LabelNode, hd.node)
 	if err := r.Client.Update(ctx, ipi); err != nil {
-		return fmt.Errorf("update ipinstance %s/%s to %s: %w", ns, hd.name, hd.phase, err)
+		return fmt.Errorf("update ipinstance %s of %s to %s: %w", hd.name, key, hd.phase, err)
 	}
 	return nil
 }
@@ -157,11 +156,11 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding, count int) *estuaryv1
 	l := hd.lease
 	ipi := &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: pod.Namespace,
-			Name:      hd.name,
+			Name: hd.name,
 			Labels: map[string]string{
-				estuaryv1.LabelPod:    pod.Name,
-				estuaryv1.LabelSubnet: l.Subnet,
+				estuaryv1.LabelNamespace: pod.Namespace,
+				estuaryv1.LabelPod:       pod.Name,
+				estuaryv1.LabelSubnet:    l.Subnet,
 			},
 			Annotations: map[string]string{estuaryv1.AnnotationAddresses: strconv.Itoa(count)},
 		},
@@ -173,7 +172,7 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding, count int) *estuaryv1
 				Version: versionOf(l.Family),
 				NetID:   r.Topology.NetID(l.Network, l.Subnet),
 			},
-			Binding: estuaryv1.Binding{PodName: pod.Name, PodUID: hd.podUID, NodeName: hd.node},
+			Binding: estuaryv1.Binding{Namespace: pod.Namespace, PodName: pod.Name, PodUID: hd.podUID, NodeName: hd.node},
 		},
 		Status: estuaryv1.IPInstanceStatus{Phase: hd.phase},
 	}
@@ -181,15 +180,15 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding, count int) *estuaryv1
 		ipi.Spec.Address.Gateway = estuaryv1.IPAddress(l.Gateway.String())
 	}
 	setLabel(ipi, estuaryv1.LabelNode, hd.node)
-	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}
+	// No metadata.ownerReferences: a cluster-scoped record cannot name a
+	// namespaced owner for the garbage collector. Records whose pod or owner
+	// went while the manager was down are released by the manager itself,
+	// on start and by its audit.
+	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: "Pod", Name: pod.Name, UID: string(pod.UID)}
 	if hd.set != nil {
-		owner = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: hd.set.name, UID: typesUID(hd.set.uid)}
+		ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: "StatefulSet", Name: hd.set.name, UID: hd.set.uid}
 		ipi.Spec.Binding.StatefulOrdinal = ptr.To(hd.set.ordinal)
 	}
-	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}
-	// The garbage collector is a backstop: if the manager is down when the
-	// owner goes, the record still goes with it.
-	ipi.OwnerReferences = []metav1.OwnerReference{owner}
 	return ipi
 }
 

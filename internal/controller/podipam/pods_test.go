@@ -97,7 +97,7 @@ func TestDualStackAndSelection(t *testing.T) {
 		t.Errorf("dual-stack overlay gave families %v", fams)
 	}
 	v6 := waitInstances(t, plain, newPod(t, plain, "v6", annotated(estuaryv1.AnnotationIPFamily, "IPv6")).Name, 1, estuaryv1.IPInstanceBound)
-	if v6[0].Spec.Address.Version != 6 || v6[0].Name != instanceName(addrOf(t, v6[0])) {
+	if v6[0].Spec.Address.Version != 6 || v6[0].Name != estuaryv1.InstanceName(addrOf(t, v6[0])) {
 		t.Errorf("IPv6 pod got %s named %s", v6[0].Spec.Address.IP, v6[0].Name)
 	}
 
@@ -284,7 +284,7 @@ func newStatefulSet(t *testing.T, ns, name string, replicas int32, templateAnnot
 func allInstances(t *testing.T, ns string) []estuaryv1.IPInstance {
 	t.Helper()
 	var list estuaryv1.IPInstanceList
-	if err := k8s.List(bg(), &list, client.InNamespace(ns)); err != nil {
+	if err := k8s.List(bg(), &list, client.MatchingLabels{estuaryv1.LabelNamespace: ns}); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items
@@ -295,10 +295,11 @@ func requireUnique(t *testing.T, items []estuaryv1.IPInstance) {
 	seen := map[netip.Addr]string{}
 	for _, ipi := range items {
 		a := addrOf(t, ipi)
+		holder := ipi.Spec.Binding.Namespace + "/" + ipi.Spec.Binding.PodName
 		if other, dup := seen[a]; dup {
-			t.Errorf("address %s given to %s and %s", a, other, ipi.Spec.Binding.PodName)
+			t.Errorf("address %s given to %s and %s", a, other, holder)
 		}
-		seen[a] = ipi.Spec.Binding.PodName
+		seen[a] = holder
 	}
 }
 

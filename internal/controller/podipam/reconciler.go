@@ -125,7 +125,7 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 	set := statefulOwner(pod)
 	created := make([]holding, 0, len(leases))
 	for _, l := range leases {
-		hd := holding{lease: l, name: instanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
+		hd := holding{lease: l, name: estuaryv1.InstanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
 			phase: estuaryv1.IPInstanceBound, set: set}
 		err := r.Client.Create(ctx, r.instance(pod, hd, len(leases)))
 		if err == nil {
@@ -227,7 +227,7 @@ func (r *Reconciler) isHeld(key string, l ipam.Lease) bool {
 // never handed out twice, and reports the disagreement on the pod.
 func (r *Reconciler) adoptConflict(ctx context.Context, pod *corev1.Pod, l ipam.Lease) error {
 	existing := &estuaryv1.IPInstance{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: instanceName(l.Addr)}, existing); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: estuaryv1.InstanceName(l.Addr)}, existing); err != nil {
 		return fmt.Errorf("address %s in subnet %s is already recorded; read the record: %w", l.Addr, l.Subnet, err)
 	}
 	rec, err := record(existing)

@@ -81,7 +81,7 @@ func instanceToPod(_ context.Context, o client.Object) []reconcile.Request {
 	if !ok || ipi.Spec.Binding.PodName == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ipi.Namespace, Name: ipi.Spec.Binding.PodName}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ipi.Spec.Binding.Namespace, Name: ipi.Spec.Binding.PodName}}}
 }
 
 // setToPods: a StatefulSet's scale-down or deletion may release the addresses

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -43,14 +44,22 @@ func TestMain(m *testing.M) {
 
 // startManager runs the controllers with a fresh allocator until the test
 // (or the returned stop function) ends them, and waits for the rebuild.
-func startManager(t *testing.T) (stop func()) {
+// Given namespaces, it sees only the pods in them.
+func startManager(t *testing.T, namespaces ...string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Every test starts its own controllers with the same names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if len(namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +193,7 @@ func deletePod(t *testing.T, p *corev1.Pod) {
 func instancesOf(t *testing.T, ns, pod string) []estuaryv1.IPInstance {
 	t.Helper()
 	var list estuaryv1.IPInstanceList
-	if err := k8s.List(bg(), &list, client.InNamespace(ns), client.MatchingLabels{estuaryv1.LabelPod: pod}); err != nil {
+	if err := k8s.List(bg(), &list, client.MatchingLabels{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: pod}); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items

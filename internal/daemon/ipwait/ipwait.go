@@ -68,7 +68,7 @@ func (w *Waiter) changed(obj any) {
 	if !ok {
 		return
 	}
-	key := ipi.Namespace + "/" + ipi.Spec.Binding.PodName
+	key := ipi.Spec.Binding.Namespace + "/" + ipi.Spec.Binding.PodName
 	w.mu.Lock()
 	chans := w.waiting[key]
 	delete(w.waiting, key)
@@ -158,7 +158,7 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 // working on this pod.
 func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []estuaryv1.Network, error) {
 	var list estuaryv1.IPInstanceList
-	err := w.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
+	err := w.reader.List(ctx, &list, client.MatchingLabels{estuaryv1.LabelNamespace: namespace, estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
 	}
@@ -223,7 +223,7 @@ func (w *Waiter) networks(ctx context.Context, key string, names []string) ([]es
 func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
 	p, err := netip.ParsePrefix(ipi.Spec.Address.IP)
 	if err != nil {
-		return podnet.Address{}, fmt.Errorf("ipinstance %s/%s: spec.address.ip: %w", ipi.Namespace, ipi.Name, err)
+		return podnet.Address{}, fmt.Errorf("ipinstance %s: spec.address.ip: %w", ipi.Name, err)
 	}
 	a := podnet.Address{IP: p, Family: state.IPv4}
 	if p.Addr().Is6() {
@@ -232,7 +232,7 @@ func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
 	if ipi.Spec.Address.Gateway != "" {
 		gw, err := netip.ParseAddr(string(ipi.Spec.Address.Gateway))
 		if err != nil {
-			return podnet.Address{}, fmt.Errorf("ipinstance %s/%s: spec.address.gateway: %w", ipi.Namespace, ipi.Name, err)
+			return podnet.Address{}, fmt.Errorf("ipinstance %s: spec.address.gateway: %w", ipi.Name, err)
 		}
 		a.Gateway = gw
 	}

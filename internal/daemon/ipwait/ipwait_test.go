@@ -72,15 +72,14 @@ func recordIn(t *testing.T, network, ns, pod, uid, node, ip string, count int, p
 	}
 	ipi := &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   ns,
-			Name:        strings.ReplaceAll(p.Addr().String(), ":", "-"),
-			Labels:      map[string]string{estuaryv1.LabelPod: pod, estuaryv1.LabelNode: node},
+			Name:        estuaryv1.InstanceName(p.Addr()),
+			Labels:      map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: pod, estuaryv1.LabelNode: node},
 			Annotations: map[string]string{estuaryv1.AnnotationAddresses: fmt.Sprint(count)},
 		},
 		Spec: estuaryv1.IPInstanceSpec{
 			Network: network, Subnet: "s",
 			Address: estuaryv1.InstanceAddress{IP: ip, Version: v},
-			Binding: estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: pod, UID: uid}, PodName: pod, PodUID: uid, NodeName: node},
+			Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: pod, UID: uid}, PodName: pod, PodUID: uid, NodeName: node},
 		},
 		Status: estuaryv1.IPInstanceStatus{Phase: phase},
 	}

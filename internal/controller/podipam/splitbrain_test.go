@@ -1,0 +1,51 @@
+package podipam
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// TestTwoManagersNeverRecordAnAddressTwice runs two managers at once, each
+// with its own allocator that knows nothing of the other's choices (a split
+// brain: two leaders), against one API server. Each serves the pods of one
+// namespace from the same small subnet, so both pick the same addresses, in
+// the same order, for different pods. The API server's uniqueness of
+// IPInstance names must keep every address recorded at most once, and every
+// pod must still get one.
+func TestTwoManagersNeverRecordAnAddressTwice(t *testing.T) {
+	overlay(t, "ov-split", "10.62.0.0/26")
+	nsA, nsB := newNamespace(t, nil), newNamespace(t, nil)
+	startManager(t, nsA)
+	startManager(t, nsB)
+	var wg sync.WaitGroup
+	for i := range 15 {
+		for _, ns := range []string{nsA, nsB} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				newPod(t, ns, fmt.Sprintf("p%d", i))
+			}()
+		}
+	}
+	wg.Wait()
+	eventually(t, "every pod of both namespaces recorded", func() error {
+		for i := range 15 {
+			for _, ns := range []string{nsA, nsB} {
+				if len(instancesOf(t, ns, fmt.Sprintf("p%d", i))) == 0 {
+					return fmt.Errorf("%s/p%d has no address", ns, i)
+				}
+			}
+		}
+		return nil
+	})
+	all := append(allInstances(t, nsA), allInstances(t, nsB)...)
+	requireUnique(t, all)
+	for _, ipi := range all {
+		if want := estuaryv1.InstanceName(addrOf(t, ipi)); ipi.Name != want {
+			t.Errorf("record %s of %s/%s is not named after its address %s", ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName, want)
+		}
+	}
+}
