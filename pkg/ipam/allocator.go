@@ -76,26 +76,49 @@ func (a *Allocator) subnet(name string) (*subnet, error) {
 	return s, nil
 }
 
-// checkOverlap refuses a prefix overlapping another subnet of the same network.
+// checkOverlap enforces the one rule for subnets that share addresses, across
+// every network the allocator knows (the admission webhook applies the same
+// rule): subnets of different networks never overlap; subnets of one network
+// overlap only with an identical prefix, and then their windows [Start, End]
+// are disjoint and neither window holds the other's gateway. So every
+// allocatable address belongs to one subnet only, and no two subnets can
+// hand it out. The caller holds Allocator.mu, so every layout is stable.
 func checkOverlap(idx *index, l *layout) error {
-	n := idx.networks[l.cfg.Network]
-	if n == nil {
-		return nil
-	}
-	f, _ := famIndex(familyOf(l.cfg.Prefix.Addr()))
-	for _, m := range n.members[f] {
-		if m.s.name != l.cfg.Name && m.s.prefix.Overlaps(l.cfg.Prefix) {
-			return invalidConfig(l.cfg.Name, "prefix %s overlaps subnet %q (%s) of network %q",
-				l.cfg.Prefix, m.s.name, m.s.prefix, l.cfg.Network)
+	name, p := l.cfg.Name, l.cfg.Prefix
+	for _, oname := range idx.names {
+		o := idx.subnets[oname].lay
+		if oname == name || !o.cfg.Prefix.Overlaps(p) {
+			continue
+		}
+		switch {
+		case o.cfg.Network != l.cfg.Network:
+			return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets may share addresses only within one network",
+				p, oname, o.cfg.Prefix, o.cfg.Network)
+		case o.cfg.Prefix != p:
+			return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets of one network may share only an identical prefix",
+				p, oname, o.cfg.Prefix, o.cfg.Network)
+		case l.start <= o.end && o.start <= l.end:
+			return invalidConfig(name, "window %s-%s overlaps subnet %q's window %s-%s in the shared prefix %s; windows of subnets with one prefix must be disjoint",
+				l.addr(l.start), l.addr(l.end), oname, o.addr(o.start), o.addr(o.end), p)
+		case o.hasGateway && l.holds(o.gateway) && !(l.hasGateway && l.gateway == o.gateway):
+			return invalidConfig(name, "window %s-%s holds subnet %q's gateway %s", l.addr(l.start), l.addr(l.end), oname, o.cfg.Gateway)
+		case l.hasGateway && o.holds(l.gateway) && !(o.hasGateway && l.gateway == o.gateway):
+			return invalidConfig(name, "gateway %s is inside subnet %q's window %s-%s, which may hand it out", l.cfg.Gateway, oname, o.addr(o.start), o.addr(o.end))
 		}
 	}
 	return nil
 }
 
-// AddSubnet validates cfg and adds the subnet. Errors are of kind
-// ErrInvalidConfig: see SubnetConfig for the rules. Prefixes of subnets of the
-// same network must not overlap.
-func (a *Allocator) AddSubnet(cfg SubnetConfig) error {
+// AddSubnet validates cfg and adds the subnet, holding records from the
+// start: the subnet becomes visible to allocation only together with them, so
+// an address recorded before the subnet was added can never be handed out in
+// between. Configuration errors are of kind ErrInvalidConfig (see
+// SubnetConfig and checkOverlap for the rules) and add nothing. Records are
+// placed as Rebuild places them; their problems (an address outside the
+// prefix, recorded twice, a record of another subnet) come back in a
+// *RebuildError, and the subnet is added all the same with every record that
+// could be placed.
+func (a *Allocator) AddSubnet(cfg SubnetConfig, records ...Record) error {
 	l, err := newLayout(cfg)
 	if err != nil {
 		return err
@@ -109,9 +132,23 @@ func (a *Allocator) AddSubnet(cfg SubnetConfig) error {
 	if err := checkOverlap(idx, l); err != nil {
 		return err
 	}
+	s := newSubnet(l)
+	var problems []*Error
+	for i := range records {
+		r := &records[i]
+		if r.Subnet != cfg.Name {
+			problems = append(problems, &Error{Kind: ErrUnknownSubnet, Subnet: r.Subnet, Addr: r.Addr, Owner: r.Owner,
+				Detail: fmt.Sprintf("record of address %s for %q names subnet %q, not %q", r.Addr, r.Owner, r.Subnet, cfg.Name)})
+			continue
+		}
+		problems = append(problems, rebuildOne(s, &s.h, r)...)
+	}
 	subnets := maps.Clone(idx.subnets)
-	subnets[cfg.Name] = newSubnet(l)
+	subnets[cfg.Name] = s
 	a.idx.Store(buildIndex(subnets))
+	if len(problems) > 0 {
+		return &RebuildError{Problems: problems}
+	}
 	return nil
 }
 

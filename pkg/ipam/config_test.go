@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 )
@@ -65,9 +66,68 @@ func TestAddSubnetDuplicateAndOverlap(t *testing.T) {
 	wantErr(t, a.AddSubnet(v4cfg()), ErrInvalidConfig, "already exists")
 	c := v4cfg()
 	c.Name, c.Prefix, c.Gateway = "other", pfx("10.0.0.128/25"), netip.Addr{}
-	wantErr(t, a.AddSubnet(c), ErrInvalidConfig, `overlaps subnet "pods-v4"`)
-	c.Network = "elsewhere" // overlapping prefixes in different networks are allowed
-	wantErr(t, a.AddSubnet(c), nil, "")
+	wantErr(t, a.AddSubnet(c), ErrInvalidConfig, `overlaps subnet "pods-v4" (10.0.0.0/24) of network "pods"; subnets of one network may share only an identical prefix`)
+	c.Network = "elsewhere"
+	wantErr(t, a.AddSubnet(c), ErrInvalidConfig, "subnets may share addresses only within one network")
+	c.Prefix = pfx("10.0.0.0/24")
+	wantErr(t, a.AddSubnet(c), ErrInvalidConfig, "subnets may share addresses only within one network")
+	if got := a.Subnets(); len(got) != 1 {
+		t.Fatalf("refused subnets were added: %v", got)
+	}
+}
+
+// Subnets of one network may share an identical prefix when their windows
+// are disjoint and neither hands out the other's gateway: the admission
+// webhook's rule, which the allocator enforces again for writes that
+// bypassed it.
+func TestSharedPrefixWindows(t *testing.T) {
+	base := func(name, start, end string) SubnetConfig {
+		return SubnetConfig{Name: name, Network: "pods", Prefix: pfx("10.0.0.0/24"), Gateway: ip("10.0.0.1"), Start: ip(start), End: ip(end)}
+	}
+	a := newWith(t, base("low", "10.0.0.10", "10.0.0.99"))
+	wantErr(t, a.AddSubnet(base("high", "10.0.0.100", "10.0.0.200")), nil, "")
+	wantErr(t, a.AddSubnet(base("mid", "10.0.0.90", "10.0.0.110")), ErrInvalidConfig,
+		`window 10.0.0.90-10.0.0.110 overlaps subnet "high"'s window 10.0.0.100-10.0.0.200 in the shared prefix 10.0.0.0/24`)
+	gwIn := base("gw-in", "10.0.0.201", "10.0.0.250")
+	gwIn.Gateway = ip("10.0.0.50")
+	wantErr(t, a.AddSubnet(gwIn), ErrInvalidConfig, `gateway 10.0.0.50 is inside subnet "low"'s window`)
+	holdsGW := base("holds-gw", "10.0.0.1", "10.0.0.9")
+	holdsGW.Gateway = ip("10.0.0.254")
+	wantErr(t, a.AddSubnet(holdsGW), ErrInvalidConfig, `window 10.0.0.1-10.0.0.9 holds subnet "high"'s gateway 10.0.0.1`)
+
+	// A window widened into a neighbour's is refused like an overlapping add.
+	wantErr(t, a.UpdateSubnet(base("low", "10.0.0.10", "10.0.0.150")), ErrInvalidConfig, `overlaps subnet "high"'s window`)
+	if cfg, _ := a.Subnet("low"); cfg.End != ip("10.0.0.99") {
+		t.Errorf("refused update changed the window: end %s", cfg.End)
+	}
+}
+
+// AddSubnet with records publishes the subnet and its holdings together:
+// the recorded addresses are never free, and records that cannot be placed
+// are reported without losing the others.
+func TestAddSubnetWithRecords(t *testing.T) {
+	a := New()
+	c := v4cfg()
+	c.Start, c.End = ip("10.0.0.2"), ip("10.0.0.4")
+	recs := []Record{
+		{Subnet: "pods-v4", Addr: ip("10.0.0.2"), State: Allocated, Owner: "ns/a"},
+		{Subnet: "pods-v4", Addr: ip("10.0.0.3"), State: Retained, Owner: "ns/b"},
+		{Subnet: "pods-v4", Addr: ip("10.0.0.3"), State: Allocated, Owner: "ns/c"},
+		{Subnet: "other", Addr: ip("10.0.0.4"), State: Allocated, Owner: "ns/d"},
+	}
+	var rb *RebuildError
+	if err := a.AddSubnet(c, recs...); !errors.As(err, &rb) || len(rb.Problems) != 2 {
+		t.Fatalf("AddSubnet with a duplicate and a foreign record = %v, want a RebuildError with 2 problems", err)
+	}
+	if r, err := a.Lookup("pods-v4", ip("10.0.0.3")); err != nil || r.Owner != "ns/b" || r.State != Retained {
+		t.Errorf("10.0.0.3 = %+v, %v; want retained for ns/b", r, err)
+	}
+	if got := allocN(t, a, "pods-v4", "ns/e", 1)[0]; got != ip("10.0.0.4") {
+		t.Errorf("first free address %s, want 10.0.0.4 (the recorded ones are held)", got)
+	}
+	if _, err := a.AllocateIn("pods-v4", "ns/f"); !errors.Is(err, ErrExhausted) {
+		t.Errorf("allocation after the window is full: %v, want ErrExhausted", err)
+	}
 }
 
 func TestDefaultWindow(t *testing.T) {

@@ -227,6 +227,9 @@ func (l *layout) setWindow() error {
 	return nil
 }
 
+// holds reports whether off lies in the allocatable window.
+func (l *layout) holds(off uint64) bool { return l.start <= off && off <= l.end }
+
 // rangeSpans converts configured ranges to normalized offset spans.
 func (l *layout) rangeSpans(what string, rs []Range) (spans, error) {
 	out := make([]span, 0, len(rs))

@@ -12,6 +12,7 @@ type Metrics struct {
 	allocDuration   *prometheus.HistogramVec
 	addresses       *prometheus.GaugeVec
 	rebuildProblems prometheus.Counter
+	rebuildFailures prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: the
@@ -34,8 +35,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "estuary_ipam_rebuild_problems_total",
 			Help: "Conflicting or unplaceable IPInstances found when rebuilding the allocator.",
 		}),
+		rebuildFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_rebuild_failures_total",
+			Help: "Rebuild attempts that could not read the Networks, Subnets or IPInstances; nothing is allocated until one succeeds.",
+		}),
 	}
-	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems)
+	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems, m.rebuildFailures)
 	return m
 }
 

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -69,14 +73,34 @@ func (r *Reconciler) Start(ctx context.Context) error {
 // NeedLeaderElection returns true: only the leader rebuilds and allocates.
 func (r *Reconciler) NeedLeaderElection() bool { return true }
 
+// rebuildBackoff spaces the attempts of a rebuild whose reads fail.
+var rebuildBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// rebuild restores the allocator, trying again until its reads succeed or
+// ctx ends. It fails closed: until the networks, the subnets and every
+// record have been read, nothing is allocated (the reconcilers wait on
+// readiness), and a subnet that cannot be installed stays out of the
+// allocator (see Topology).
 func (r *Reconciler) rebuild(ctx context.Context) error {
 	logger := log.FromContext(ctx)
-	if err := r.Topology.load(ctx, r.APIReader); err != nil {
-		logger.Error(err, "some subnets could not be installed in the allocator")
-	}
 	var list estuaryv1.IPInstanceList
-	if err := r.APIReader.List(ctx, &list); err != nil {
-		return fmt.Errorf("rebuild: list ipinstances: %w", err)
+	err := wait.ExponentialBackoffWithContext(ctx, rebuildBackoff, func(ctx context.Context) (bool, error) {
+		notInstalled, err := r.Topology.load(ctx)
+		if err == nil {
+			err = r.APIReader.List(ctx, &list)
+		}
+		if err != nil {
+			r.Metrics.rebuildFailures.Inc()
+			logger.Error(err, "rebuild: reading the cluster's state failed; nothing is allocated until it succeeds")
+			return false, nil
+		}
+		for _, e := range notInstalled {
+			logger.Error(e, "rebuild: subnet not installed; nothing is allocated from it until it is")
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
 	}
 	var records []ipam.Record
 	for i := range list.Items {

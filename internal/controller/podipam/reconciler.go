@@ -21,7 +21,7 @@ import (
 // Allocator is what the controller needs of pkg/ipam.
 type Allocator interface {
 	subnetView
-	AddSubnet(cfg ipam.SubnetConfig) error
+	AddSubnet(cfg ipam.SubnetConfig, records ...ipam.Record) error
 	UpdateSubnet(cfg ipam.SubnetConfig) error
 	RemoveSubnet(name string) error
 	Allocate(req ipam.Request) ([]ipam.Lease, error)

@@ -44,7 +44,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	topo := NewTopology(mgr.GetClient(), alloc)
+	topo := NewTopology(mgr.GetClient(), mgr.GetAPIReader(), alloc)
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
 		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),

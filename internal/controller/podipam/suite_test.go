@@ -47,6 +47,15 @@ func TestMain(m *testing.M) {
 // Given namespaces, it sees only the pods in them.
 func startManager(t *testing.T, namespaces ...string) (stop func()) {
 	t.Helper()
+	r, stop := startManagerWith(t, cfg, namespaces...)
+	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
+	return stop
+}
+
+// startManagerWith starts the controllers as startManager does, talking to
+// the API server with rc, and returns at once.
+func startManagerWith(t *testing.T, rc *rest.Config, namespaces ...string) (*Reconciler, func()) {
+	t.Helper()
 	opts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -59,7 +68,7 @@ func startManager(t *testing.T, namespaces ...string) (stop func()) {
 			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
-	mgr, err := ctrl.NewManager(cfg, opts)
+	mgr, err := ctrl.NewManager(rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +82,8 @@ func startManager(t *testing.T, namespaces ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -84,7 +92,7 @@ func startManager(t *testing.T, namespaces ...string) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return r, stop
 }
 
 // eventually retries check until it succeeds or 30 seconds pass.

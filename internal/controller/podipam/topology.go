@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -18,8 +19,16 @@ import (
 
 // Topology mirrors Networks and Subnets into the allocator and answers what
 // the pod controller needs to know about them.
+//
+// A subnet is fail-closed: it is allocatable only once every address
+// recorded for it is held. During the rebuild the records come from the
+// rebuild's own list; a subnet that appears later (new, or one that could
+// not be installed before) is installed together with its records, read
+// live, in one step (ipam.Allocator.AddSubnet with records). If they cannot
+// be read the subnet stays out of the allocator and is tried again.
 type Topology struct {
 	Client client.Client
+	Live   client.Reader // live reads of the records of a subnet being installed
 	Alloc  Allocator
 
 	mu       sync.RWMutex
@@ -28,8 +37,8 @@ type Topology struct {
 }
 
 // NewTopology returns an empty topology for alloc.
-func NewTopology(c client.Client, alloc Allocator) *Topology {
-	return &Topology{Client: c, Alloc: alloc, networks: map[string]estuaryv1.NetworkSpec{}, subnets: map[string]*estuaryv1.Subnet{}}
+func NewTopology(c client.Client, live client.Reader, alloc Allocator) *Topology {
+	return &Topology{Client: c, Live: live, Alloc: alloc, networks: map[string]estuaryv1.NetworkSpec{}, subnets: map[string]*estuaryv1.Subnet{}}
 }
 
 // Overlay is the name of the cluster's Overlay network, or "".
@@ -74,26 +83,52 @@ func (t *Topology) leaseFor(a netip.Addr) (ipam.Lease, bool) {
 }
 
 // load reads every Network and Subnet live and installs them in the
-// allocator; it runs once, before the rebuild.
-func (t *Topology) load(ctx context.Context, reader client.Reader) error {
+// allocator; it runs once, before the rebuild, whose records then fill the
+// subnets. A failed list is returned (the caller retries: nothing may be
+// allocated without the full picture); subnets that cannot be installed are
+// returned in the second result and stay out of the allocator, so nothing
+// is allocated from them until the subnet controller installs them with
+// their records.
+func (t *Topology) load(ctx context.Context) (notInstalled []error, err error) {
 	var nets estuaryv1.NetworkList
-	if err := reader.List(ctx, &nets); err != nil {
-		return fmt.Errorf("list networks: %w", err)
+	if err := t.Live.List(ctx, &nets); err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
 	}
 	var sns estuaryv1.SubnetList
-	if err := reader.List(ctx, &sns); err != nil {
-		return fmt.Errorf("list subnets: %w", err)
+	if err := t.Live.List(ctx, &sns); err != nil {
+		return nil, fmt.Errorf("list subnets: %w", err)
 	}
 	for i := range nets.Items {
 		t.setNetwork(&nets.Items[i])
 	}
-	var errs []error
 	for i := range sns.Items {
-		if err := t.setSubnet(&sns.Items[i]); err != nil {
-			errs = append(errs, err)
+		if err := t.setSubnet(ctx, &sns.Items[i], false); err != nil {
+			notInstalled = append(notInstalled, err)
 		}
 	}
-	return errors.Join(errs...)
+	return notInstalled, nil
+}
+
+// subnetRecords reads the records of one subnet live. The API server cannot
+// select on spec.subnet and a label may be missing, so every record is read
+// and filtered.
+func (t *Topology) subnetRecords(ctx context.Context, subnet string) ([]ipam.Record, error) {
+	var list estuaryv1.IPInstanceList
+	if err := t.Live.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list ipinstances to install subnet %s: %w", subnet, err)
+	}
+	var out []ipam.Record
+	for i := range list.Items {
+		if list.Items[i].Spec.Subnet != subnet {
+			continue
+		}
+		rec, err := record(&list.Items[i])
+		if err != nil {
+			return nil, fmt.Errorf("install subnet %s: %w", subnet, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 func (t *Topology) setNetwork(n *estuaryv1.Network) {
@@ -104,8 +139,11 @@ func (t *Topology) setNetwork(n *estuaryv1.Network) {
 
 // setSubnet adds or updates a subnet in the allocator. A subnet whose network
 // does not exist is still installed (its addresses may be recorded), but pods
-// cannot be given addresses from a network the topology does not know.
-func (t *Topology) setSubnet(sn *estuaryv1.Subnet) error {
+// cannot be given addresses from a network the topology does not know. A
+// subnet new to the allocator is added with its records, read live, when
+// withRecords is set (after the rebuild); during the rebuild the rebuild's
+// records fill it.
+func (t *Topology) setSubnet(ctx context.Context, sn *estuaryv1.Subnet, withRecords bool) error {
 	cfg, err := subnetConfig(sn)
 	if err != nil {
 		return err
@@ -115,8 +153,17 @@ func (t *Topology) setSubnet(sn *estuaryv1.Subnet) error {
 			return fmt.Errorf("update subnet %s in the allocator: %w", sn.Name, err)
 		}
 	} else {
-		if err := t.Alloc.AddSubnet(cfg); err != nil {
+		var recs []ipam.Record
+		if withRecords {
+			if recs, err = t.subnetRecords(ctx, sn.Name); err != nil {
+				return err
+			}
+		}
+		var rb *ipam.RebuildError
+		if err := t.Alloc.AddSubnet(cfg, recs...); err != nil && !errors.As(err, &rb) {
 			return fmt.Errorf("add subnet %s to the allocator: %w", sn.Name, err)
+		} else if rb != nil {
+			log.FromContext(ctx).Error(rb, "subnet installed; some of its records conflict", "subnet", sn.Name)
 		}
 		// A new subnet resumes after the last address handed out before a
 		// restart, so the cool-down of released addresses survives it. Later
@@ -176,7 +223,7 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get subnet %s: %w", req.Name, err)
 	}
-	return ctrl.Result{}, r.Topology.setSubnet(sn)
+	return ctrl.Result{}, r.Topology.setSubnet(ctx, sn, true)
 }
 
 func netipPrefix(l ipam.Lease) string {
