@@ -1,0 +1,148 @@
+package ipamcheck
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+var (
+	now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	old = metav1.NewTime(now.Add(-time.Hour))
+)
+
+func pod(ns, name, uid string, ips ...string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), CreationTimestamp: old},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for _, ip := range ips {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	return p
+}
+
+func record(ip, subnet, ns, podName, uid string, phase estuaryv1.IPInstancePhase) estuaryv1.IPInstance {
+	p := netip.MustParsePrefix(ip)
+	return estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(p.Addr()), UID: types.UID("r-" + ip), CreationTimestamp: old},
+		Spec: estuaryv1.IPInstanceSpec{Subnet: subnet, Address: estuaryv1.InstanceAddress{IP: ip},
+			Binding: estuaryv1.Binding{Namespace: ns, PodName: podName, PodUID: uid}},
+		Status: estuaryv1.IPInstanceStatus{Phase: phase},
+	}
+}
+
+func subnet(name, cidr string, used int64) estuaryv1.Subnet {
+	return estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:   estuaryv1.SubnetSpec{Range: estuaryv1.AddressRange{CIDR: cidr}},
+		Status: estuaryv1.SubnetStatus{Used: used}}
+}
+
+func snapshot(records []estuaryv1.IPInstance, pods []corev1.Pod, subnets ...estuaryv1.Subnet) Snapshot {
+	return Snapshot{Records: records, Pods: pods, Subnets: subnets, Taken: now, Grace: time.Minute}
+}
+
+func kinds(r Report) string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, string(f.Kind)+" "+f.Address+" "+f.Pod+" "+f.Subnet)
+	}
+	return strings.Join(out, "; ")
+}
+
+func TestCleanClusterHasNoFindings(t *testing.T) {
+	r := Check(snapshot(
+		[]estuaryv1.IPInstance{
+			record("10.0.0.2/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound),
+			record("fd00::2/64", "s6", "a", "web", "u1", estuaryv1.IPInstanceBound),
+			record("10.0.0.3/24", "s4", "a", "db-0", "", estuaryv1.IPInstanceRetained),
+		},
+		[]corev1.Pod{pod("a", "web", "u1", "10.0.0.2", "fd00::2"), pod("kube-system", "host", "u9", "192.168.0.5")},
+		subnet("s4", "10.0.0.0/24", 2), subnet("s6", "fd00::/64", 1)))
+	if len(r.Findings) != 0 {
+		t.Fatalf("findings on a clean cluster: %s", kinds(r))
+	}
+}
+
+func TestEveryKindIsFound(t *testing.T) {
+	finished := pod("a", "job", "u4", "10.0.0.7")
+	finished.Status.Phase = corev1.PodSucceeded
+	misnamed := record("10.0.0.8/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceRetained)
+	misnamed.Name = "web-ip"
+	r := Check(snapshot(
+		[]estuaryv1.IPInstance{
+			record("10.0.0.2/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound),
+			record("10.0.0.3/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound),
+			record("10.0.0.4/24", "s4", "a", "gone", "u2", estuaryv1.IPInstanceBound),
+			record("10.0.0.5/24", "s4", "a", "again", "old-uid", estuaryv1.IPInstanceBound),
+			record("10.0.0.7/24", "s4", "a", "job", "u4", estuaryv1.IPInstanceBound),
+			misnamed,
+		},
+		[]corev1.Pod{
+			pod("a", "web", "u1", "10.0.0.2"),
+			pod("a", "again", "new-uid", "10.0.0.5"),
+			pod("a", "norecord", "u5", "10.0.0.9"),
+			pod("b", "twin", "u6", "10.0.0.9"),
+			finished,
+		},
+		subnet("s4", "10.0.0.0/24", 3)))
+	want := []string{
+		"CountDrift   s4",
+		"Leaked 10.0.0.4/24 a/gone s4",
+		"Leaked 10.0.0.5/24 a/again s4",
+		"Leaked 10.0.0.7/24 a/job s4",
+		"Misnamed 10.0.0.8/24 a/web s4",
+		"Missing 10.0.0.5 a/again ",
+		"Missing 10.0.0.9 a/norecord ",
+		"Missing 10.0.0.9 b/twin ",
+		"SharedAddress 10.0.0.9 a/norecord ",
+		"SharedAddress 10.0.0.9 b/twin ",
+		"TwoAddresses 10.0.0.2/24 a/web s4",
+		"TwoAddresses 10.0.0.3/24 a/web s4",
+	}
+	if got := kinds(r); got != strings.Join(want, "; ") {
+		t.Errorf("findings:\n got  %s\n want %s", got, strings.Join(want, "; "))
+	}
+	if r.Count(Leaked) != 3 || r.Count(Missing) != 3 {
+		t.Errorf("counts: leaked %d missing %d", r.Count(Leaked), r.Count(Missing))
+	}
+	for _, f := range r.Findings {
+		if f.Kind == Leaked && (f.RecordUID == "" || !strings.Contains(f.Detail, f.Record)) {
+			t.Errorf("leak finding does not name its record and UID: %+v", f)
+		}
+	}
+}
+
+// Objects younger than the grace period are not judged: an allocation or a
+// release may be half done.
+func TestYoungObjectsAreNotJudged(t *testing.T) {
+	rec := record("10.0.0.4/24", "s4", "a", "starting", "u2", estuaryv1.IPInstanceBound)
+	rec.CreationTimestamp = metav1.NewTime(now.Add(-10 * time.Second))
+	p := pod("a", "fresh", "u3", "10.0.0.5")
+	p.CreationTimestamp = metav1.NewTime(now.Add(-10 * time.Second))
+	r := Check(snapshot([]estuaryv1.IPInstance{rec}, []corev1.Pod{p}, subnet("s4", "10.0.0.0/24", 1)))
+	if len(r.Findings) != 0 {
+		t.Fatalf("young objects judged: %s", kinds(r))
+	}
+}
+
+// Stable keeps only what two checks found about the same objects.
+func TestStableKeepsWhatPersists(t *testing.T) {
+	leak := record("10.0.0.4/24", "s4", "a", "gone", "u2", estuaryv1.IPInstanceBound)
+	first := Check(snapshot([]estuaryv1.IPInstance{leak}, nil, subnet("s4", "10.0.0.0/24", 0)))
+	replaced := leak
+	replaced.UID = "r-other"
+	later := Check(snapshot([]estuaryv1.IPInstance{leak}, nil, subnet("s4", "10.0.0.0/24", 2)))
+	if got := kinds(Stable(first, later)); got != "CountDrift   s4; Leaked 10.0.0.4/24 a/gone s4" {
+		t.Errorf("stable findings: %s", got)
+	}
+	other := Check(snapshot([]estuaryv1.IPInstance{replaced}, nil, subnet("s4", "10.0.0.0/24", 1)))
+	if got := kinds(Stable(first, other)); got != "" {
+		t.Errorf("a record replaced between the checks (new UID) is still reported: %s", got)
+	}
+}
