@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,7 @@ func root() *cobra.Command {
 		SilenceErrors: false,
 	}
 	c.PersistentFlags().StringVar(&opts.StateDir, "state-dir", stateDir, "lab state directory (env ESTUARY_LAB_STATE)")
-	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts))
+	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts), restartCmd(&opts))
 	return c
 }
 
@@ -117,6 +118,30 @@ func downCmd(opts *lab.Options) *cobra.Command {
 			return l.Down()
 		},
 	}
+}
+
+func restartCmd(opts *lab.Options) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "restart kube-apiserver",
+		Short: "Kill a control-plane component with SIGKILL and start it again (fault tests)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "kube-apiserver" {
+				return fmt.Errorf("restart: unknown component %q (known: kube-apiserver)", args[0])
+			}
+			opts.Out = cmd.OutOrStdout()
+			l, err := lab.New(*opts)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return l.RestartAPIServer(ctx)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up when the component is not ready again after this long")
+	return c
 }
 
 func statusCmd(opts *lab.Options) *cobra.Command {

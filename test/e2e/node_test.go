@@ -177,7 +177,11 @@ func (e *labEnv) podNetns(t *testing.T, p *corev1.Pod) string {
 
 // daemonPIDs finds the estuary-daemon processes whose network namespace is
 // the node's (the daemon runs in the host network of its node).
-func daemonPIDs(nodeNetns string) ([]int, error) {
+func daemonPIDs(nodeNetns string) ([]int, error) { return processPIDs(nodeNetns, daemonName) }
+
+// processPIDs lists the processes of program name in a node's network
+// namespace.
+func processPIDs(nodeNetns, name string) ([]int, error) {
 	want, err := os.Stat(nodeNetns)
 	if err != nil {
 		return nil, fmt.Errorf("node network namespace: %w", err)
@@ -193,7 +197,7 @@ func daemonPIDs(nodeNetns string) ([]int, error) {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil || filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) != daemonName {
+		if err != nil || filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) != name {
 			continue
 		}
 		if fi, err := os.Stat(filepath.Join("/proc", d.Name(), "ns", "net")); err == nil && os.SameFile(fi, want) {

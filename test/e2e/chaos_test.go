@@ -1,0 +1,291 @@
+//go:build lab
+
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/estuary-cni/estuary/internal/ipamcheck"
+)
+
+// The chaos suite: waves of pod creations and deletions across the nodes
+// while, in turn, the manager is killed every 20 s, the API server is
+// restarted, a daemon is killed with SIGKILL in the middle of ADDs, a node
+// is deleted under its pods, and pods are force-deleted. Afterwards, within
+// one GC period, no address may be recorded twice, no pod may hold two
+// addresses of one family, no record may be left over, every Subnet's count
+// must equal a recount, and no node's kernel may hold state for a pod that
+// is gone; a pod pinging across the daemon kills must lose no echo.
+
+// chaosFault is one phase of the suite: start runs at the beginning of a
+// wave (after its pods are submitted) and returns a stop function.
+type chaosFault struct {
+	name  string
+	start func(t *testing.T, e *labEnv, ns string, wave int) (stop func())
+	// force deletes the wave's pods with no grace period.
+	force bool
+}
+
+func chaosWaves() (waves, perWave int) {
+	waves, perWave = 20, 50
+	if v, err := strconv.Atoi(os.Getenv("ESTUARY_CHAOS_WAVES")); err == nil && v > 0 {
+		waves = v
+	}
+	return waves, perWave
+}
+
+func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
+	e := needLab(t)
+	ns := e.newNamespace(t, "chaos")
+	waves, perWave := chaosWaves()
+	faults := []chaosFault{
+		{name: "manager killed every 20s", start: killManagerEvery(20 * time.Second)},
+		{name: "API server restarted", start: restartAPIServerOnce},
+		{name: "daemon killed mid-ADD", start: killDaemonMidAdd},
+		{name: "node deleted under its pods", start: deleteNodeUnderPods},
+		{name: "pods force-deleted", start: noFault, force: true},
+	}
+	ping := e.startChaosPing(t, ns)
+	start := time.Now()
+	created, deleted := 0, 0
+	for w := range waves {
+		f := faults[w*len(faults)/waves]
+		name := fmt.Sprintf("chaos-w%d", w)
+		sel := map[string]string{"app": name}
+		submitted := e.burst(ns, pausePods(name, perWave, e.nodes))
+		stop := f.start(t, e, ns, w)
+		if err := <-submitted; err != nil {
+			stop()
+			t.Fatalf("wave %d (%s): %v", w, f.name, err)
+		}
+		e.waitReady(t, ns, sel, perWave, 8*time.Minute)
+		stop()
+		created += perWave
+		var opts []client.DeleteAllOfOption
+		if f.force {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		if err := e.c.DeleteAllOf(testCtx(t, time.Minute), &corev1.Pod{}, append(opts, client.InNamespace(ns), client.MatchingLabels(sel))...); err != nil {
+			t.Fatalf("wave %d: delete its pods: %v", w, err)
+		}
+		deleted += perWave
+		t.Logf("wave %d (%s): %d pods up and deleted, %s since the start", w, f.name, perWave, time.Since(start).Round(time.Second))
+	}
+	sent, lost := ping.finish(t)
+	for w := range waves {
+		e.waitNoPods(t, ns, map[string]string{"app": fmt.Sprintf("chaos-w%d", w)}, 5*time.Minute)
+		// Pods of a deleted node are removed by the pod garbage collector.
+		e.waitNoPods(t, ns, map[string]string{"app": fmt.Sprintf("ghost-w%d", w)}, 5*time.Minute)
+	}
+	report := e.waitIPAMClean(t, 4*time.Minute)
+	for _, node := range e.nodes {
+		eventually(t, node+"'s kernel holds estuary state only for its live pods", 2*time.Minute, func(ctx context.Context) error {
+			return e.kernelMatchesPods(ctx, node, nil)
+		})
+	}
+	summary := fmt.Sprintf("chaos: %d creations, %d deletions in %s; recorded twice %d, pods with two addresses %d, leaked records %d, missing records %d, shared addresses %d, subnet count drifts %d, lost pings %d of %d",
+		created, deleted, time.Since(start).Round(time.Second), report.Count(ipamcheck.Misnamed), report.Count(ipamcheck.TwoAddresses),
+		report.Count(ipamcheck.Leaked), report.Count(ipamcheck.Missing), report.Count(ipamcheck.SharedAddress), report.Count(ipamcheck.CountDrift), len(lost), sent)
+	fmt.Println(summary)
+	t.Log(summary)
+	if len(report.Findings) > 0 {
+		t.Errorf("IPAM is not clean one GC period after the chaos:\n%s", findingLines(report))
+	}
+	if sent < 100 {
+		t.Errorf("only %d echo requests crossed the daemon kills", sent)
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d echo requests lost across the daemon kills: sequence numbers %v", len(lost), sent, first(intStrings(lost), 50))
+	}
+}
+
+func findingLines(r ipamcheck.Report) string {
+	var b strings.Builder
+	for i, f := range r.Findings {
+		if i == 30 {
+			fmt.Fprintf(&b, "... and %d more\n", len(r.Findings)-i)
+			break
+		}
+		b.WriteString(f.String() + "\n")
+	}
+	return b.String()
+}
+
+// waitIPAMClean waits until a check confirmed by a second one finds
+// nothing, and returns the last report.
+func (e *labEnv) waitIPAMClean(t *testing.T, within time.Duration) ipamcheck.Report {
+	t.Helper()
+	var last ipamcheck.Report
+	err := waitFor("IPAM clean (records, pods and Subnet counts agree)", within, func(ctx context.Context) error {
+		r, err := ipamcheck.CheckTwice(ctx, e.c, 0, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		last = r
+		if len(r.Findings) > 0 {
+			return fmt.Errorf("%d findings, first %s", len(r.Findings), r.Findings[0])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Log(err)
+	}
+	return last
+}
+
+func noFault(*testing.T, *labEnv, string, int) func() { return func() {} }
+
+// killManagerEvery kills the leading manager's process with SIGKILL every
+// period while the wave runs.
+func killManagerEvery(period time.Duration) func(*testing.T, *labEnv, string, int) func() {
+	return func(t *testing.T, e *labEnv, _ string, _ int) func() {
+		stopc, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(period)
+			defer tick.Stop()
+			for {
+				if err := e.killManager(); err != nil {
+					t.Logf("kill the manager: %v", err)
+				}
+				select {
+				case <-stopc:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		return func() { close(stopc); <-done }
+	}
+}
+
+// killManager sends SIGKILL to every estuary-manager process of the lab.
+func (e *labEnv) killManager() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := e.systemPods(ctx, managerName, "")
+	if err != nil {
+		return err
+	}
+	killed := 0
+	for _, p := range pods {
+		netns, ok := e.nodeNetns[p.Spec.NodeName]
+		if !ok {
+			continue
+		}
+		pids, err := processPIDs(netns, managerName)
+		if err != nil {
+			return err
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+				killed++
+			}
+		}
+	}
+	if killed == 0 {
+		return fmt.Errorf("no estuary-manager process found (%d pods)", len(pods))
+	}
+	return nil
+}
+
+// restartAPIServerOnce kills the API server with SIGKILL while the wave's
+// pods are being set up, and starts it again.
+func restartAPIServerOnce(t *testing.T, e *labEnv, _ string, _ int) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, e.labArgs("restart", "kube-apiserver")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restart the API server: %v\n%s", err, out)
+	}
+	return func() {}
+}
+
+// killDaemonMidAdd kills one node's daemon (a different node each wave) once
+// its kubelet has begun to start the wave's pods.
+func killDaemonMidAdd(t *testing.T, e *labEnv, ns string, wave int) func() {
+	t.Helper()
+	node := e.nodes[wave%len(e.nodes)]
+	restarts, err := e.daemonRestarts(testCtx(t, time.Minute), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitKubeletStarted(t, ns, map[string]string{"app": fmt.Sprintf("chaos-w%d", wave)})
+	e.killDaemon(t, node)
+	return func() { e.waitDaemonRestarted(t, node, restarts) }
+}
+
+// deleteNodeUnderPods registers a node that no kubelet runs, puts pods on
+// it (the manager gives them addresses), and deletes the node: the pod
+// garbage collector deletes its pods and their addresses must come back.
+func deleteNodeUnderPods(t *testing.T, e *labEnv, ns string, wave int) func() {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("chaos-ghost-%d", wave)}}
+	if err := e.c.Create(testCtx(t, time.Minute), node); err != nil {
+		t.Fatalf("create node %s: %v", node.Name, err)
+	}
+	name := fmt.Sprintf("ghost-w%d", wave)
+	pods := pausePods(name, 10, []string{node.Name})
+	if err := e.createPods(testCtx(t, time.Minute), ns, pods, 10); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the manager recorded the pods on "+node.Name, 3*time.Minute, func(ctx context.Context) error {
+		for _, p := range pods {
+			if _, err := e.podInstance(ctx, ns, p.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := e.c.Delete(testCtx(t, time.Minute), node); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete node %s: %v", node.Name, err)
+	}
+	return func() {}
+}
+
+// chaosPing is pod a on one node pinging pod b on another every 50 ms for
+// the whole suite.
+type chaosPing struct {
+	p     *pinger
+	stopc chan struct{}
+	errc  chan error
+}
+
+func (e *labEnv) startChaosPing(t *testing.T, ns string) *chaosPing {
+	t.Helper()
+	e.mustCreate(t, ns, pausePod("ping-a", e.nodes[0], nil), pausePod("ping-b", e.nodes[1], nil))
+	pods := e.waitPods(t, ns, "ping-a", "ping-b")
+	a, b := pods["ping-a"], pods["ping-b"]
+	srcNS := e.podNetns(t, &a)
+	checkPing(t, "ping-a -> ping-b before the chaos", srcNS, b.Status.PodIP, 3)
+	p, err := newPinger(srcNS, b.Status.PodIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chaosPing{p: p, stopc: make(chan struct{}), errc: make(chan error, 1)}
+	go func() { c.errc <- p.stream(50*time.Millisecond, c.stopc) }()
+	return c
+}
+
+func (c *chaosPing) finish(t *testing.T) (sent int, lost []int) {
+	t.Helper()
+	close(c.stopc)
+	if err := <-c.errc; err != nil {
+		t.Fatal(err)
+	}
+	return c.p.finish(3 * time.Second)
+}
