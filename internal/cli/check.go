@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/ipamcheck"
+)
+
+// ErrProblems is returned (wrapped) when check finds something wrong.
+var ErrProblems = errors.New("problems found")
+
+// ExitCode is the process exit code for err: 0 for none, 3 when a check
+// found problems, 1 for any other failure.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrProblems):
+		return 3
+	}
+	return 1
+}
+
+func checkCmd(o *options) *cobra.Command {
+	var output string
+	var grace, interval time.Duration
+	c := &cobra.Command{
+		Use:   "check",
+		Short: "Cross-check address records, pods and Subnet counts; exit 3 when anything is wrong",
+		Long: `check reads every pod, IPInstance and Subnet (no lock: the cluster keeps serving
+pods), twice, interval apart, and reports what both reads show wrong: leaked records,
+pods holding two addresses of one family, running pods whose address has no record,
+addresses two pods use, records not named after their address, and Subnet counts that
+differ from a recount. Objects younger than --grace are not judged. With -o json the
+report can be given to 'repair --from-report'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("check: -o must be text or json, not %q", output)
+			}
+			k, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			r, err := ipamcheck.CheckTwice(cmd.Context(), k, grace, interval)
+			if err != nil {
+				return fmt.Errorf("check: %w", err)
+			}
+			if err := printReport(o.streams, r, output); err != nil {
+				return err
+			}
+			if len(r.Findings) > 0 {
+				return fmt.Errorf("check: %d %w", len(r.Findings), ErrProblems)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "do not judge pods and records younger than this")
+	c.Flags().DurationVar(&interval, "interval", 5*time.Second, "time between the two reads that must agree")
+	return c
+}
+
+func printReport(s Streams, r ipamcheck.Report, output string) error {
+	if output == "json" {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(s.Out, "checked %d records, %d pods, %d subnets: %d problems\n", r.Records, r.Pods, r.Subnets, len(r.Findings))
+	if len(r.Findings) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tADDRESS\tPOD\tDETAIL")
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, orDash(f.Address), orDash(f.Pod), f.Detail)
+	}
+	return w.Flush()
+}
+
+func repairCmd(o *options) *cobra.Command {
+	var from string
+	var yes bool
+	c := &cobra.Command{
+		Use:   "repair --from-report FILE",
+		Short: "Release the leaked and extra records a check reported, and nothing else",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" {
+				return errors.New("repair: --from-report is required (the output of 'check -o json')")
+			}
+			b, err := os.ReadFile(from)
+			if err != nil {
+				return fmt.Errorf("repair: read report: %w", err)
+			}
+			var r ipamcheck.Report
+			if err := json.Unmarshal(b, &r); err != nil {
+				return fmt.Errorf("repair: %s is not a check report: %w", from, err)
+			}
+			k, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			return repair(cmd.Context(), k, o.streams, r, yes)
+		},
+	}
+	c.Flags().StringVar(&from, "from-report", "", "report written by 'kubectl estuary check -o json'")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return c
+}
+
+// repair releases what the report names and still holds: a leaked record
+// (same UID, its pod still gone or finished) and, of a pod's two records
+// of one family, the one it does not use. Other findings are left to the
+// manager and reported as such.
+func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report, yes bool) error {
+	plan, notes := planRepair(ctx, k, r)
+	for _, n := range notes {
+		fmt.Fprintln(s.Out, n)
+	}
+	if len(plan) == 0 {
+		fmt.Fprintln(s.Out, "nothing to release")
+		return nil
+	}
+	if !yes && !confirm(s, fmt.Sprintf("release %d record(s) %v", len(plan), recordNames(plan))) {
+		return errors.New("repair: not confirmed; nothing changed")
+	}
+	var errs []error
+	for _, ipi := range plan {
+		if err := deleteRecord(ctx, k, ipi); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(s.Out, "released %s (ipinstance %s of pod %s/%s)\n", ipi.Spec.Address.IP, ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName)
+	}
+	return errors.Join(errs...)
+}
+
+func recordNames(recs []*estuaryv1.IPInstance) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Name
+	}
+	return out
+}
+
+// planRepair re-reads every object a finding names and returns the records
+// to release, with a note for each finding it leaves alone.
+func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*estuaryv1.IPInstance, []string) {
+	var plan []*estuaryv1.IPInstance
+	var notes []string
+	for _, f := range r.Findings {
+		switch f.Kind {
+		case ipamcheck.Leaked, ipamcheck.TwoAddresses:
+		default:
+			notes = append(notes, fmt.Sprintf("left alone: %s (the manager repairs it, or there is nothing to release)", f))
+			continue
+		}
+		ipi, why := recheck(ctx, k, f)
+		if why != "" {
+			notes = append(notes, fmt.Sprintf("left alone: %s: %s", f, why))
+			continue
+		}
+		if !slices.ContainsFunc(plan, func(p *estuaryv1.IPInstance) bool { return p.Name == ipi.Name }) {
+			plan = append(plan, ipi)
+		}
+	}
+	return plan, notes
+}
+
+// recheck reads a finding's record and pod again and returns the record if
+// it should still be released, or why not.
+func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding) (*estuaryv1.IPInstance, string) {
+	ipi := &estuaryv1.IPInstance{}
+	if err := k.Get(ctx, client.ObjectKey{Name: f.Record}, ipi); err != nil {
+		return nil, fmt.Sprintf("ipinstance %s cannot be read now (%v)", f.Record, err)
+	}
+	if string(ipi.UID) != f.RecordUID {
+		return nil, fmt.Sprintf("ipinstance %s is another record now (uid %s)", f.Record, ipi.UID)
+	}
+	if f.Kind == ipamcheck.Leaked {
+		why, err := stillWanted(ctx, k, ipi)
+		if err != nil {
+			return nil, err.Error()
+		}
+		if why != "" {
+			return nil, "no longer leaked: " + why
+		}
+		return ipi, ""
+	}
+	b := ipi.Spec.Binding
+	pod := &corev1.Pod{}
+	err := k.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.PodName}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		pod = nil
+	case err != nil:
+		return nil, fmt.Sprintf("pod %s/%s cannot be read now (%v)", b.Namespace, b.PodName, err)
+	}
+	// TwoAddresses: release this record only if the pod uses another.
+	if pod == nil || string(pod.UID) != b.PodUID {
+		return nil, "the pod is gone now; the manager releases both"
+	}
+	addr, err := netip.ParsePrefix(ipi.Spec.Address.IP)
+	if err != nil {
+		return nil, fmt.Sprintf("ipinstance %s has no readable address", ipi.Name)
+	}
+	for _, pip := range pod.Status.PodIPs {
+		if a, err := netip.ParseAddr(pip.IP); err == nil && a == addr.Addr() {
+			return nil, fmt.Sprintf("pod %s/%s uses this address", b.Namespace, b.PodName)
+		}
+	}
+	if len(pod.Status.PodIPs) == 0 {
+		return nil, fmt.Sprintf("pod %s/%s reports no address yet; which one it uses is unknown", b.Namespace, b.PodName)
+	}
+	return ipi, ""
+}

@@ -1,0 +1,107 @@
+// Package cli is the kubectl plugin `kubectl estuary`: it shows who holds an
+// address and what a workload holds, how full each subnet is, releases an
+// address an operator names, and checks (and repairs) the agreement of the
+// cluster's address records with its pods and Subnet counts. It talks only
+// to the API server, with the user's own credentials, and never takes a
+// lock: the cluster keeps serving pods while it runs.
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// Streams are where a command reads confirmations and writes its output.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// options are the flags every command shares.
+type options struct {
+	streams    Streams
+	kubeconfig string
+	context    string
+	namespace  string
+	// newClient makes the API client; tests replace it.
+	newClient func() (client.Client, error)
+}
+
+// NewRoot returns the `kubectl estuary` command. newConfig, when not nil,
+// replaces the kubeconfig lookup (tests pass their API server's).
+func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Command {
+	o := &options{streams: streams}
+	root := &cobra.Command{
+		Use:           "kubectl-estuary",
+		Short:         "See and repair estuary's pod addresses",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	f := root.PersistentFlags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	o.newClient = func() (client.Client, error) {
+		cfg, err := o.restConfig(newConfig)
+		if err != nil {
+			return nil, err
+		}
+		return newClient(cfg)
+	}
+	root.AddCommand(getCmd(o), subnetsCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o))
+	return root
+}
+
+func (o *options) loader() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+}
+
+func (o *options) restConfig(newConfig func() (*rest.Config, error)) (*rest.Config, error) {
+	if newConfig != nil {
+		return newConfig()
+	}
+	cfg, err := o.loader().ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// ns is the namespace flag, else the context's namespace, else default.
+func (o *options) ns() string {
+	if o.namespace != "" {
+		return o.namespace
+	}
+	if ns, _, err := o.loader().Namespace(); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+func newClient(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, estuaryv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connect to the API server: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+func subnetsCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "subnets",
+		Short: "Usage of every subnet, and of every network by family",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			return subnets(cmd.Context(), k, o.streams)
+		},
+	}
+}
+
+// usage adds up counts that may exceed int64 (an IPv6 /64).
+type usage struct{ total, used, available big.Int }
+
+func (u *usage) add(sn *estuaryv1.Subnet) {
+	u.used.Add(&u.used, big.NewInt(sn.Status.Used))
+	for _, f := range []struct {
+		dst *big.Int
+		s   string
+	}{{&u.total, sn.Status.Total}, {&u.available, sn.Status.Available}} {
+		if v, ok := new(big.Int).SetString(f.s, 10); ok {
+			f.dst.Add(f.dst, v)
+		}
+	}
+}
+
+func subnets(ctx context.Context, k client.Client, s Streams) error {
+	var list estuaryv1.SubnetList
+	if err := k.List(ctx, &list); err != nil {
+		return fmt.Errorf("list subnets: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b estuaryv1.Subnet) int {
+		return strings.Compare(a.Spec.Network+"/"+a.Name, b.Spec.Network+"/"+b.Name)
+	})
+	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NETWORK\tSUBNET\tCIDR\tTOTAL\tUSED\tAVAILABLE\tUSE%")
+	networks := map[string]*usage{}
+	var order []string
+	for i := range list.Items {
+		sn := &list.Items[i]
+		var u usage
+		u.add(sn)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sn.Spec.Network, sn.Name, sn.Spec.Range.CIDR, orDash(sn.Status.Total), sn.Status.Used, orDash(sn.Status.Available), percent(&u))
+		key := fmt.Sprintf("%s\tIPv%d", sn.Spec.Network, sn.Spec.Range.Version)
+		if networks[key] == nil {
+			networks[key] = &usage{}
+			order = append(order, key)
+		}
+		networks[key].add(sn)
+	}
+	fmt.Fprintln(w, "\nNETWORK\tFAMILY\t\tTOTAL\tUSED\tAVAILABLE\tUSE%")
+	for _, key := range order {
+		u := networks[key]
+		fmt.Fprintf(w, "%s\t\t%s\t%s\t%s\t%s\n", key, u.total.String(), u.used.String(), u.available.String(), percent(u))
+	}
+	return w.Flush()
+}
+
+func percent(u *usage) string {
+	if u.total.Sign() == 0 {
+		return "-"
+	}
+	p := new(big.Rat).SetFrac(new(big.Int).Mul(&u.used, big.NewInt(100)), &u.total)
+	return p.FloatString(1) + "%"
+}
