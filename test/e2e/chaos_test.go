@@ -4,9 +4,11 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
+	"github.com/estuary-cni/estuary/internal/lab"
 )
 
 // The chaos suite: waves of pod creations and deletions across the nodes
@@ -65,7 +68,7 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 		f := faults[w*len(faults)/waves]
 		name := fmt.Sprintf("chaos-w%d", w)
 		sel := map[string]string{"app": name}
-		submitted := e.burst(ns, pausePods(name, perWave, e.nodes))
+		submitted := e.persistentBurst(ns, pausePods(name, perWave, e.nodes))
 		stop := f.start(t, e, ns, w)
 		if err := <-submitted; err != nil {
 			stop()
@@ -109,6 +112,37 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 	}
 	if len(lost) > 0 {
 		t.Errorf("%d of %d echo requests lost across the daemon kills: sequence numbers %v", len(lost), sent, first(intStrings(lost), 50))
+	}
+}
+
+// persistentBurst creates pods in the background as a controller would:
+// a create that fails for a reason that may pass (the API server
+// restarting, a lost response) is tried again, and AlreadyExists after such
+// a failure means the first try was committed.
+func (e *labEnv) persistentBurst(ns string, pods []*corev1.Pod) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		errc <- e.createPodsWith(ctx, ns, pods, 10, e.createUntilDone)
+	}()
+	return errc
+}
+
+func (e *labEnv) createUntilDone(ctx context.Context, p *corev1.Pod) error {
+	for tried := false; ; tried = true {
+		err := e.c.Create(ctx, p.DeepCopy())
+		switch {
+		case err == nil, tried && apierrors.IsAlreadyExists(err):
+			return nil
+		case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create pod %s/%s: %w (last error %w)", p.Namespace, p.Name, ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -172,34 +206,31 @@ func killManagerEvery(period time.Duration) func(*testing.T, *labEnv, string, in
 	}
 }
 
-// killManager sends SIGKILL to every estuary-manager process of the lab.
+// killManager sends SIGKILL to every estuary-manager process of the lab
+// (found by name among the processes in the lab's cgroups).
 func (e *labEnv) killManager() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pods, err := e.systemPods(ctx, managerName, "")
+	pids, err := labProcessPIDs(managerName)
 	if err != nil {
 		return err
 	}
-	killed := 0
-	for _, p := range pods {
-		netns, ok := e.nodeNetns[p.Spec.NodeName]
-		if !ok {
-			continue
-		}
-		pids, err := processPIDs(netns, managerName)
-		if err != nil {
-			return err
-		}
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-				killed++
-			}
-		}
+	if len(pids) == 0 {
+		return errors.New("no estuary-manager process in the lab")
 	}
-	if killed == 0 {
-		return fmt.Errorf("no estuary-manager process found (%d pods)", len(pods))
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill -9 estuary-manager pid %d: %w", pid, err)
+		}
 	}
 	return nil
+}
+
+// labProcessPIDs lists the processes of program name that run in the lab's
+// cgroups.
+func labProcessPIDs(name string) ([]int, error) {
+	return pidsOf(name, func(dir string) bool {
+		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		return err == nil && strings.Contains(string(cg), "/"+lab.Prefix+"/")
+	})
 }
 
 // restartAPIServerOnce kills the API server with SIGKILL while the wave's

@@ -132,6 +132,16 @@ func pausePods(name string, n int, nodes []string) []*corev1.Pod {
 
 // createPods creates pods in ns with up to workers creates in flight.
 func (e *labEnv) createPods(ctx context.Context, ns string, pods []*corev1.Pod, workers int) error {
+	return e.createPodsWith(ctx, ns, pods, workers, func(ctx context.Context, p *corev1.Pod) error {
+		if err := e.c.Create(ctx, p); err != nil {
+			return fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		return nil
+	})
+}
+
+// createPodsWith creates pods in ns with create, up to workers at once.
+func (e *labEnv) createPodsWith(ctx context.Context, ns string, pods []*corev1.Pod, workers int, create func(context.Context, *corev1.Pod) error) error {
 	sem := make(chan struct{}, workers)
 	var mu sync.Mutex
 	var errs []error
@@ -141,9 +151,9 @@ func (e *labEnv) createPods(ctx context.Context, ns string, pods []*corev1.Pod, 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := e.c.Create(ctx, p); err != nil {
+			if err := create(ctx, p); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("create pod %s/%s: %w", ns, p.Name, err))
+				errs = append(errs, err)
 				mu.Unlock()
 			}
 		})

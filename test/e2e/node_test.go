@@ -186,6 +186,15 @@ func processPIDs(nodeNetns, name string) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node network namespace: %w", err)
 	}
+	return pidsOf(name, func(dir string) bool {
+		fi, err := os.Stat(filepath.Join(dir, "ns", "net"))
+		return err == nil && os.SameFile(fi, want)
+	})
+}
+
+// pidsOf lists the processes of program name (the base name of argv[0])
+// for which keep, given the process's /proc directory, is true.
+func pidsOf(name string, keep func(dir string) bool) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -196,11 +205,12 @@ func processPIDs(nodeNetns, name string) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		dir := filepath.Join("/proc", d.Name())
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil || filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) != name {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join("/proc", d.Name(), "ns", "net")); err == nil && os.SameFile(fi, want) {
+		if keep(dir) {
 			pids = append(pids, pid)
 		}
 	}

@@ -3,6 +3,7 @@ package podipam
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -70,3 +71,9 @@ func record(ipi *estuaryv1.IPInstance) (ipam.Record, error) {
 // ownerKey is the allocator owner of a pod's addresses: namespace/name, which
 // stays the same when a StatefulSet pod is replaced.
 func ownerKey(namespace, pod string) string { return namespace + "/" + pod }
+
+// splitKey is the namespace and pod name of an owner key.
+func splitKey(key string) (namespace, pod string) {
+	namespace, pod, _ = strings.Cut(key, "/")
+	return namespace, pod
+}

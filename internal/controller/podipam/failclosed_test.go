@@ -42,7 +42,7 @@ func TestRebuildFailsClosed(t *testing.T) {
 	rc := rest.CopyConfig(cfg)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	fresh := newPod(t, ns, "fresh")
-	r, _ := startManagerWith(t, rc)
+	r, _ := startManagerWith(t, testManager{rc: rc})
 	eventually(t, "two failed rebuild attempts", func() error {
 		if n := testutil.ToFloat64(r.Metrics.rebuildFailures); n < 2 {
 			return fmt.Errorf("%v failed attempts", n)

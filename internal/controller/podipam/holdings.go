@@ -2,6 +2,7 @@ package podipam
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -18,6 +19,9 @@ type holding struct {
 	node   string
 	phase  estuaryv1.IPInstancePhase
 	set    *setRef // the owning StatefulSet, nil for other pods
+	// count is how many addresses the pod has in all (2 for dual stack),
+	// recorded on every one of its IPInstances.
+	count int
 }
 
 // setRef identifies the StatefulSet that owns a pod's addresses and the
@@ -60,6 +64,24 @@ func (h *holdings) add(key string, hd holding) {
 	h.byKey[key] = append(h.byKey[key], hd)
 }
 
+// holds: the record named name is held for key.
+func (h *holdings) holds(key, name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return holdsName(h.byKey[key], name)
+}
+
+// keys lists every owner key that holds an address.
+func (h *holdings) keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.byKey))
+	for key := range h.byKey {
+		out = append(out, key)
+	}
+	return out
+}
+
 // ofSet lists the owner keys holding addresses for a StatefulSet.
 func (h *holdings) ofSet(namespace, name string) []string {
 	h.mu.Lock()
@@ -96,8 +118,15 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 		if o := ipi.Spec.Binding.Owner; o.Kind == "StatefulSet" && ipi.Spec.Binding.StatefulOrdinal != nil {
 			hd.set = &setRef{name: o.Name, uid: o.UID, ordinal: *ipi.Spec.Binding.StatefulOrdinal}
 		}
+		hd.count, _ = strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses])
 		key := rec.Owner
 		out[key] = append(out[key], hd)
+	}
+	for key, hs := range out {
+		for i := range hs {
+			hs[i].count = max(hs[i].count, len(hs))
+		}
+		out[key] = hs
 	}
 	return out
 }

@@ -139,20 +139,8 @@ func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding) e
 	return nil
 }
 
-// ensureRecorded re-creates records that disappeared while their pod lives.
-func (r *Reconciler) ensureRecorded(ctx context.Context, pod *corev1.Pod, held []holding) error {
-	for _, hd := range held {
-		err := r.Client.Create(ctx, r.instance(pod, hd, len(held)))
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("re-record %s for pod %s/%s: %w", hd.lease.Addr, pod.Namespace, pod.Name, err)
-		}
-	}
-	return nil
-}
-
-// instance builds the IPInstance that records hd for pod, one of count
-// addresses the pod has.
-func (r *Reconciler) instance(pod *corev1.Pod, hd holding, count int) *estuaryv1.IPInstance {
+// instance builds the IPInstance that records hd for pod.
+func (r *Reconciler) instance(pod *corev1.Pod, hd holding) *estuaryv1.IPInstance {
 	l := hd.lease
 	ipi := &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{
@@ -162,7 +150,7 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding, count int) *estuaryv1
 				estuaryv1.LabelPod:       pod.Name,
 				estuaryv1.LabelSubnet:    l.Subnet,
 			},
-			Annotations: map[string]string{estuaryv1.AnnotationAddresses: strconv.Itoa(count)},
+			Annotations: map[string]string{estuaryv1.AnnotationAddresses: strconv.Itoa(hd.count)},
 		},
 		Spec: estuaryv1.IPInstanceSpec{
 			Network: l.Network,

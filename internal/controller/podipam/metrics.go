@@ -13,6 +13,8 @@ type Metrics struct {
 	addresses       *prometheus.GaugeVec
 	rebuildProblems prometheus.Counter
 	rebuildFailures prometheus.Counter
+	auditRuns       prometheus.Counter
+	auditAdopted    prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: the
@@ -39,8 +41,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "estuary_ipam_rebuild_failures_total",
 			Help: "Rebuild attempts that could not read the Networks, Subnets or IPInstances; nothing is allocated until one succeeds.",
 		}),
+		auditRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_audit_runs_total",
+			Help: "Audits of the records against this manager's memory.",
+		}),
+		auditAdopted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_audit_adopted_total",
+			Help: "Records the audit found that this manager did not hold (written by another manager, by hand, or by a create whose answer was lost).",
+		}),
 	}
-	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems, m.rebuildFailures)
+	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems, m.rebuildFailures, m.auditRuns, m.auditAdopted)
 	return m
 }
 

@@ -60,8 +60,9 @@ type Reconciler struct {
 	// the next try.
 	RetryExhausted time.Duration
 
-	held  *holdings
-	ready readiness
+	held    *holdings
+	pending pendingAdoptions
+	ready   readiness
 }
 
 // Reconcile serves one pod name: it allocates, rebinds, retains or releases
@@ -77,7 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", key, err)
 	}
-	held := r.held.get(key)
+	held := r.adopt(ctx, key, r.held.get(key))
 	if pod == nil || podFinished(pod) {
 		return ctrl.Result{}, r.letGo(ctx, key, held)
 	}
@@ -94,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		held = nil
 	}
 	if len(held) > 0 {
-		return ctrl.Result{}, r.ensureRecorded(ctx, pod, held)
+		return r.complete(ctx, key, pod, held)
 	}
 	return r.allocate(ctx, key, pod)
 }
@@ -112,37 +113,67 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 	if err != nil {
 		r.Metrics.observe(start, err)
 		reason := ReasonAllocationFailed
-		ref, refused := asRefusal(err)
-		if refused {
+		ref, denied := asRefusal(err)
+		if denied {
 			reason = ref.reason
 		}
 		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, reason, "Allocate", "no address for pod %s: %v", key, err)
-		if refused || errors.Is(err, ipam.ErrExhausted) {
+		if denied || errors.Is(err, ipam.ErrExhausted) {
 			return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
 		}
 		return ctrl.Result{}, err
 	}
+	res, err := r.recordLeases(ctx, key, pod, leases, len(leases), nil)
+	r.Metrics.observe(start, err)
+	return res, err
+}
+
+// recordLeases records each lease as an IPInstance (one create each: the
+// only API writes of an allocation) and holds them for the pod after the
+// holdings it already has (prior); count is how many addresses the pod has
+// in all.
+//
+// A create that fails is handled by what its failure says about the record:
+// AlreadyExists means another owner holds the address (it is held for that
+// owner and another is chosen); a refusal (invalid, forbidden) means nothing
+// was stored, so the leases are released. Any other failure (a timeout, a
+// lost connection) leaves the outcome unknown: the API server may have
+// stored the record. Then no address is freed: every lease stays held and
+// the next pass confirms each record or creates it (complete).
+func (r *Reconciler) recordLeases(ctx context.Context, key string, pod *corev1.Pod, leases []ipam.Lease, count int, prior []holding) (ctrl.Result, error) {
 	set := statefulOwner(pod)
-	created := make([]holding, 0, len(leases))
-	for _, l := range leases {
-		hd := holding{lease: l, name: estuaryv1.InstanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
-			phase: estuaryv1.IPInstanceBound, set: set}
-		err := r.Client.Create(ctx, r.instance(pod, hd, len(leases)))
-		if err == nil {
-			created = append(created, hd)
-			continue
-		}
-		r.abandon(ctx, key, leases, created)
-		r.Metrics.observe(start, err)
-		if apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{RequeueAfter: conflictRetry}, r.adoptConflict(ctx, pod, l)
-		}
-		return ctrl.Result{}, fmt.Errorf("record %s for pod %s: %w", l.Addr, key, err)
+	hds := make([]holding, len(leases))
+	for i, l := range leases {
+		hds[i] = holding{lease: l, name: estuaryv1.InstanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
+			phase: estuaryv1.IPInstanceBound, set: set, count: count}
 	}
-	r.held.set(key, created)
-	r.Metrics.observe(start, nil)
-	log.FromContext(ctx).V(1).Info("allocated", "pod", key, "addresses", addrs(created))
+	for i, hd := range hds {
+		err := r.Client.Create(ctx, r.instance(pod, hd))
+		switch {
+		case err == nil:
+			continue
+		case apierrors.IsAlreadyExists(err):
+			r.held.set(key, prior)
+			r.abandon(ctx, key, leases, hds[:i])
+			return ctrl.Result{RequeueAfter: conflictRetry}, r.adoptConflict(ctx, pod, hd.lease)
+		case refused(err):
+			r.held.set(key, prior)
+			r.abandon(ctx, key, leases, hds[:i])
+			return ctrl.Result{}, fmt.Errorf("record %s for pod %s: %w", hd.lease.Addr, key, err)
+		default:
+			r.held.set(key, append(prior, hds...))
+			return ctrl.Result{}, fmt.Errorf("record %s for pod %s: outcome unknown, its addresses stay held until their records are confirmed: %w", hd.lease.Addr, key, err)
+		}
+	}
+	r.held.set(key, append(prior, hds...))
+	log.FromContext(ctx).V(1).Info("allocated", "pod", key, "addresses", addrs(hds))
 	return ctrl.Result{}, nil
+}
+
+// refused: the API server answered and stored nothing.
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err)
 }
 
 // leasesFor asks the allocator for the pod's addresses, once the pod passes
@@ -153,22 +184,29 @@ func (r *Reconciler) leasesFor(ctx context.Context, key string, pod *corev1.Pod)
 	if leases, ok := r.recover(key, pod); ok {
 		return leases, nil
 	}
+	req, err := r.requestFor(ctx, key, pod)
+	if err != nil {
+		return nil, err
+	}
+	return r.Alloc.Allocate(req)
+}
+
+// requestFor is the allocator request of a pod that passes the admission
+// rules: its selection (pod, then namespace annotations) with the defaults
+// resolved.
+func (r *Reconciler) requestFor(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, error) {
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
 		ns = nil
 	}
 	if err := r.admit(ctx, pod, ns); err != nil {
-		return nil, err
+		return ipam.Request{}, err
 	}
 	sel, err := selectionFrom(pod, ns)
 	if err != nil {
-		return nil, err
+		return ipam.Request{}, err
 	}
-	req, err := request(sel, key, r.Topology.Overlay(), r.Alloc)
-	if err != nil {
-		return nil, err
-	}
-	return r.Alloc.Allocate(req)
+	return request(sel, key, r.Topology.Overlay(), r.Alloc)
 }
 
 // recover reassigns the addresses a pod reports in its status, if every one

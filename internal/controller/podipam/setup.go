@@ -10,8 +10,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -29,6 +31,9 @@ type Options struct {
 	// StatusInterval is the most often a Subnet or Network status is
 	// written (default 2s).
 	StatusInterval time.Duration
+	// AuditInterval is how often the records are audited against memory
+	// and every pod name holding an address is settled (default 2m).
+	AuditInterval time.Duration
 }
 
 // Setup wires the pod, network and subnet controllers, the rebuild and the
@@ -44,6 +49,9 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
+	if opts.AuditInterval <= 0 {
+		opts.AuditInterval = defaultAuditInterval
+	}
 	topo := NewTopology(mgr.GetClient(), mgr.GetAPIReader(), alloc)
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
@@ -54,6 +62,10 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 		return nil, err
 	}
 	if err := mgr.Add(&StatusWriter{Client: mgr.GetClient(), Alloc: alloc, Topology: topo, Metrics: opts.Metrics, Ready: &r.ready, Interval: opts.StatusInterval}); err != nil {
+		return nil, err
+	}
+	audit := &auditor{r: r, interval: opts.AuditInterval, pods: make(chan event.GenericEvent)}
+	if err := mgr.Add(audit); err != nil {
 		return nil, err
 	}
 	err := ctrl.NewControllerManagedBy(mgr).Named("network").For(&estuaryv1.Network{}).
@@ -69,6 +81,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	err = ctrl.NewControllerManagedBy(mgr).Named("pod-ipam").For(&corev1.Pod{}).
 		Watches(&estuaryv1.IPInstance{}, handler.EnqueueRequestsFromMapFunc(instanceToPod)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setToPods)).
+		WatchesRawSource(source.Channel(audit.pods, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 	return r, err

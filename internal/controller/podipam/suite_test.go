@@ -47,14 +47,22 @@ func TestMain(m *testing.M) {
 // Given namespaces, it sees only the pods in them.
 func startManager(t *testing.T, namespaces ...string) (stop func()) {
 	t.Helper()
-	r, stop := startManagerWith(t, cfg, namespaces...)
+	r, stop := startManagerWith(t, testManager{rc: cfg, namespaces: namespaces})
 	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
 	return stop
 }
 
-// startManagerWith starts the controllers as startManager does, talking to
-// the API server with rc, and returns at once.
-func startManagerWith(t *testing.T, rc *rest.Config, namespaces ...string) (*Reconciler, func()) {
+// testManager says how startManagerWith starts a manager.
+type testManager struct {
+	rc         *rest.Config
+	namespaces []string                             // the pods it sees; empty: all
+	client     func(client.WithWatch) client.Client // wraps its API client
+	audit      time.Duration                        // its audit interval; 0: the default
+}
+
+// startManagerWith starts the controllers as startManager does, as tm
+// says, and returns at once.
+func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 	t.Helper()
 	opts := ctrl.Options{
 		Scheme:  scheme,
@@ -62,19 +70,29 @@ func startManagerWith(t *testing.T, rc *rest.Config, namespaces ...string) (*Rec
 		// Every test starts its own controllers with the same names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	if len(namespaces) > 0 {
+	if len(tm.namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
+		for _, ns := range tm.namespaces {
 			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
-	mgr, err := ctrl.NewManager(rc, opts)
+	if tm.client != nil {
+		opts.NewClient = func(c *rest.Config, o client.Options) (client.Client, error) {
+			k, err := client.NewWithWatch(c, o)
+			if err != nil {
+				return nil, err
+			}
+			return tm.client(k), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(tm.rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := Setup(mgr, ipam.New(), Options{
 		Workers: 4, Metrics: NewMetrics(prometheus.NewRegistry()),
 		RetryExhausted: 500 * time.Millisecond, StatusInterval: 200 * time.Millisecond,
+		AuditInterval: tm.audit,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,169 @@
+package podipam
+
+// The audit is the backstop for everything no event told the manager:
+// records are cluster-scoped and carry no ownerReferences, so when a pod
+// goes while the manager is down, with its namespace, or through the pod
+// garbage collector after its node was deleted, nothing but the manager
+// releases its addresses. Every AuditInterval the leader lists the records
+// live and
+//
+//   - hands every record this manager does not hold to the pod controller
+//     as an adoption (a record written by another manager during a split
+//     brain, by an administrator, or whose create answer was lost): the
+//     address is held for the record's pod before anything else happens;
+//   - sends every pod name that holds or is recorded to hold an address
+//     through the pod controller, which settles it as for any event: a pod
+//     that is gone or finished releases, a live pod has its records
+//     confirmed (missing ones created again), its extra addresses released
+//     and its missing families completed.
+//
+// The audit changes nothing itself; each pod name is settled by its own
+// reconcile, one at a time, as for any other event.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// defaultAuditInterval is how often the audit runs.
+const defaultAuditInterval = 2 * time.Minute
+
+// auditor runs the audit while this manager leads.
+type auditor struct {
+	r        *Reconciler
+	interval time.Duration
+	pods     chan event.GenericEvent
+}
+
+// NeedLeaderElection returns true: only the leader audits.
+func (a *auditor) NeedLeaderElection() bool { return true }
+
+// Start audits every interval until ctx ends, the first time one interval
+// after the rebuild.
+func (a *auditor) Start(ctx context.Context) error {
+	if err := a.r.ready.wait(ctx); err != nil {
+		return nil //nolint:nilerr // ctx ended or the rebuild failed: the manager stops either way
+	}
+	tick := time.NewTicker(a.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if err := a.run(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "audit")
+		}
+	}
+}
+
+func (a *auditor) run(ctx context.Context) error {
+	var list estuaryv1.IPInstanceList
+	if err := a.r.APIReader.List(ctx, &list); err != nil {
+		return fmt.Errorf("list ipinstances: %w", err)
+	}
+	keys := map[string]bool{}
+	adopted := 0
+	for key, hs := range fromInstances(list.Items) {
+		keys[key] = true
+		for _, hd := range hs {
+			if !a.r.held.holds(key, hd.name) && a.r.pending.add(key, hd) {
+				adopted++
+			}
+		}
+	}
+	for _, key := range a.r.held.keys() {
+		keys[key] = true
+	}
+	for key := range keys {
+		ns, name := splitKey(key)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		select {
+		case a.pods <- event.GenericEvent{Object: pod}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a.r.Metrics.auditRuns.Inc()
+	a.r.Metrics.auditAdopted.Add(float64(adopted))
+	log.FromContext(ctx).V(1).Info("audit", "records", len(list.Items), "podNames", len(keys), "adopted", adopted)
+	return nil
+}
+
+// pendingAdoptions are records the audit found that this manager did not
+// hold, waiting for their pod name's next reconcile.
+type pendingAdoptions struct {
+	mu    sync.Mutex
+	byKey map[string][]holding
+}
+
+// add queues hd for key unless it is queued already.
+func (p *pendingAdoptions) add(key string, hd holding) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range p.byKey[key] {
+		if q.name == hd.name {
+			return false
+		}
+	}
+	if p.byKey == nil {
+		p.byKey = map[string][]holding{}
+	}
+	p.byKey[key] = append(p.byKey[key], hd)
+	return true
+}
+
+func (p *pendingAdoptions) take(key string) []holding {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hs := p.byKey[key]
+	delete(p.byKey, key)
+	return hs
+}
+
+// adopt holds, for the pod name being reconciled, the records the audit
+// found that this manager did not hold. A record whose address the
+// allocator holds for another pod name is left for a later audit: that
+// name's own reconcile finds the record is not its and gives the address up.
+func (r *Reconciler) adopt(ctx context.Context, key string, held []holding) []holding {
+	for _, hd := range r.pending.take(key) {
+		if holdsName(held, hd.name) {
+			continue
+		}
+		err := r.Alloc.Assign(hd.lease.Subnet, hd.lease.Addr, key)
+		if err == nil && hd.phase == estuaryv1.IPInstanceRetained {
+			err = r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, key)
+		}
+		if err != nil {
+			if !errors.Is(err, ipam.ErrInUse) {
+				log.FromContext(ctx).Error(err, "adopt a record", "pod", key, "address", hd.lease.Addr)
+			}
+			continue
+		}
+		log.FromContext(ctx).Info("adopted a record this manager did not hold", "pod", key, "address", hd.lease.Addr)
+		held = append(held, hd)
+	}
+	r.held.set(key, held)
+	return held
+}
+
+func holdsName(hs []holding, name string) bool {
+	for _, hd := range hs {
+		if hd.name == name {
+			return true
+		}
+	}
+	return false
+}

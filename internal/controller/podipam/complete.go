@@ -1,0 +1,208 @@
+package podipam
+
+// A live pod that already holds addresses is brought in line with the
+// records on every pass, so that an interrupted or uncertain allocation
+// ends in exactly one recorded address per family the pod asks for:
+//
+//   - confirm: every held address must have a record that names this pod.
+//     A record missing from the cache is created again; a create that finds
+//     the record already there reads it live. A record that names another
+//     pod means the address is that pod's: it is held for its owner and
+//     dropped from this pod (a split brain, or an unknown create outcome
+//     that turned out to be someone else's).
+//   - one per family: a pod holding two addresses of one family keeps the
+//     one it uses (status.podIPs) or else the first, and releases the rest.
+//   - complete: a pod whose records say it has more addresses than it holds
+//     (a manager stopped between the creates of a dual-stack pod) gets the
+//     missing families, allocated and recorded now.
+//
+// Only the confirm step reads; in the common case (every record in the
+// cache, names this pod) a pass makes no API call.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// ReasonExtraAddressReleased is the event reason when a pod that held two
+// addresses of one family loses one.
+const ReasonExtraAddressReleased = "ExtraAddressReleased"
+
+func (r *Reconciler) complete(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
+	held, err := r.confirm(ctx, key, pod, held)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if held, err = r.onePerFamily(ctx, key, pod, held); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(held) == 0 {
+		return r.allocate(ctx, key, pod)
+	}
+	if len(held) >= held[0].count {
+		return ctrl.Result{}, nil
+	}
+	return r.completeFamilies(ctx, key, pod, held)
+}
+
+// confirm keeps the holdings whose records name this pod, creating the
+// records that are missing.
+func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
+	kept := make([]holding, 0, len(held))
+	for _, hd := range held {
+		ipi := &estuaryv1.IPInstance{}
+		err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+		if err == nil && names(ipi, pod) {
+			kept = append(kept, hd)
+			continue
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
+		}
+		if err != nil {
+			err = r.Client.Create(ctx, r.instance(pod, hd))
+			if err == nil {
+				kept = append(kept, hd)
+				continue
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				r.held.set(key, held)
+				return nil, fmt.Errorf("re-record %s for pod %s: %w", hd.lease.Addr, key, err)
+			}
+		}
+		// The record exists and the cache says it is not this pod's (or
+		// has not seen it): the API server decides.
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
+			r.held.set(key, held)
+			return nil, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
+		}
+		if names(ipi, pod) {
+			kept = append(kept, hd)
+			continue
+		}
+		if err := r.yield(ctx, key, pod, hd, ipi); err != nil {
+			r.held.set(key, held)
+			return nil, err
+		}
+	}
+	r.held.set(key, kept)
+	return kept, nil
+}
+
+// names: the record binds its address to pod's name.
+func names(ipi *estuaryv1.IPInstance, pod *corev1.Pod) bool {
+	b := ipi.Spec.Binding
+	return b.Namespace == pod.Namespace && b.PodName == pod.Name
+}
+
+// yield gives up an address this pod held in memory but another pod's
+// record holds: the address is held for that record's owner instead.
+func (r *Reconciler) yield(ctx context.Context, key string, pod *corev1.Pod, hd holding, other *estuaryv1.IPInstance) error {
+	rec, err := record(other)
+	if err != nil {
+		return err
+	}
+	if err := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); err != nil && !isNotHeld(err) {
+		return fmt.Errorf("give up %s of %s: %w", hd.lease.Addr, key, err)
+	}
+	if err := r.Alloc.Assign(rec.Subnet, rec.Addr, rec.Owner); err != nil && !isNotHeld(err) {
+		return fmt.Errorf("hold recorded address %s for %s: %w", rec.Addr, rec.Owner, err)
+	}
+	r.Events.Eventf(pod, other, corev1.EventTypeWarning, "AddressConflict", "Allocate",
+		"address %s is recorded for %s; pod %s no longer holds it", hd.lease.Addr, rec.Owner, key)
+	log.FromContext(ctx).Info("address recorded for another pod; given up", "pod", key, "address", hd.lease.Addr, "holder", rec.Owner)
+	return nil
+}
+
+// isNotHeld: the allocator already agrees (the address is held by someone
+// else, or not by this owner).
+func isNotHeld(err error) bool {
+	return errors.Is(err, ipam.ErrInUse) || errors.Is(err, ipam.ErrNotAllocated)
+}
+
+// onePerFamily releases every address of a family but one: the one the pod
+// uses, else the first held.
+func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
+	var kept, extra []holding
+	for _, hd := range held {
+		i := slices.IndexFunc(kept, func(k holding) bool { return k.lease.Family == hd.lease.Family })
+		switch {
+		case i < 0:
+			kept = append(kept, hd)
+		case usesAddr(pod, hd.lease.Addr) && !usesAddr(pod, kept[i].lease.Addr):
+			extra, kept[i] = append(extra, kept[i]), hd
+		default:
+			extra = append(extra, hd)
+		}
+	}
+	if len(extra) == 0 {
+		return held, nil
+	}
+	r.held.set(key, kept)
+	if err := r.release(ctx, key, extra); err != nil {
+		r.held.set(key, append(kept, extra...))
+		return nil, err
+	}
+	r.held.set(key, kept)
+	r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonExtraAddressReleased, "Allocate",
+		"pod %s held %d addresses of one family; released %v, kept %v", key, len(extra)+1, addrs(extra), addrs(kept))
+	return kept, nil
+}
+
+func usesAddr(pod *corev1.Pod, a netip.Addr) bool {
+	for _, pip := range pod.Status.PodIPs {
+		if b, err := netip.ParseAddr(pip.IP); err == nil && b == a {
+			return true
+		}
+	}
+	return false
+}
+
+// completeFamilies allocates and records the families the pod asks for
+// but does not hold.
+func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
+	req, err := r.requestFor(ctx, key, pod)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
+	}
+	wanted := req.Families
+	if len(wanted) == 0 {
+		for _, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
+			if _, ok := req.Subnets[f]; ok {
+				wanted = append(wanted, f)
+			}
+		}
+	}
+	req.Families = nil
+	for _, f := range wanted {
+		if !slices.ContainsFunc(held, func(hd holding) bool { return hd.lease.Family == f }) {
+			req.Families = append(req.Families, f)
+		}
+	}
+	if len(req.Families) == 0 {
+		return ctrl.Result{}, nil
+	}
+	for f := range req.Subnets {
+		if !slices.Contains(req.Families, f) {
+			delete(req.Subnets, f)
+		}
+	}
+	leases, err := r.Alloc.Allocate(req)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s (%v): %w", key, req.Families, err)
+	}
+	log.FromContext(ctx).Info("completing a partly recorded pod", "pod", key, "held", addrs(held), "families", req.Families)
+	return r.recordLeases(ctx, key, pod, leases, held[0].count, held)
+}

@@ -1,0 +1,175 @@
+package podipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// loseAnswers wraps a client so that the first n IPInstance creates are
+// stored by the API server but answered with a timeout, as when the
+// connection drops after the write.
+func loseAnswers(n int32) func(client.WithWatch) client.Client {
+	var lost atomic.Int32
+	return func(c client.WithWatch) client.Client {
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if err := c.Create(ctx, obj, opts...); err != nil {
+					return err
+				}
+				if _, ok := obj.(*estuaryv1.IPInstance); ok && lost.Add(1) <= n {
+					return apierrors.NewTimeoutError("the answer to this create was lost", 1)
+				}
+				return nil
+			},
+		})
+	}
+}
+
+// TestLostCreateAnswerNeverGivesAPodTwoAddresses: creates that the API
+// server stored but whose answers were lost leave each pod with exactly the
+// address recorded for it. Before, the manager freed the address, gave the
+// pod a second one, and the first stayed recorded for it.
+func TestLostCreateAnswerNeverGivesAPodTwoAddresses(t *testing.T) {
+	overlay(t, "ov-lost", "10.65.0.0/26")
+	ns := newNamespace(t, nil)
+	r, _ := startManagerWith(t, testManager{rc: cfg, client: loseAnswers(5)})
+	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
+	for i := range 10 {
+		newPod(t, ns, fmt.Sprintf("p%d", i))
+	}
+	for i := range 10 {
+		waitInstances(t, ns, fmt.Sprintf("p%d", i), 1, estuaryv1.IPInstanceBound)
+	}
+	requireUnique(t, allInstances(t, ns))
+	waitUsed(t, "ov-lost-0", 10)
+	// Nothing more comes: every pod still has exactly one record.
+	for i := range 10 {
+		if n := len(instancesOf(t, ns, fmt.Sprintf("p%d", i))); n != 1 {
+			t.Errorf("pod p%d has %d records", i, n)
+		}
+	}
+}
+
+// TestHalfRecordedDualStackIsCompleted: a dual-stack pod whose IPv4 record
+// exists (saying the pod has 2 addresses) but whose IPv6 record was never
+// written, as when a manager stops between the two creates, gets its IPv6
+// address from the next manager. Before, the pod waited forever.
+func TestHalfRecordedDualStackIsCompleted(t *testing.T) {
+	overlay(t, "ov-half", "10.66.0.0/24", "fd00:66::/64")
+	ns := newNamespace(t, nil)
+	p := newPod(t, ns, "half")
+	v4 := netip.MustParsePrefix("10.66.0.9/24")
+	half := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(v4.Addr()),
+			Labels:      map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: p.Name, estuaryv1.LabelSubnet: "ov-half-0", estuaryv1.LabelNode: p.Spec.NodeName},
+			Annotations: map[string]string{estuaryv1.AnnotationAddresses: "2"}},
+		Spec: estuaryv1.IPInstanceSpec{Network: "ov-half", Subnet: "ov-half-0",
+			Address: estuaryv1.InstanceAddress{IP: v4.String(), Version: 4},
+			Binding: estuaryv1.Binding{Namespace: ns, PodName: p.Name, PodUID: string(p.UID), NodeName: p.Spec.NodeName,
+				Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: p.Name, UID: string(p.UID)}}},
+		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
+	}
+	if err := k8s.Create(bg(), half); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t)
+	got := waitInstances(t, ns, p.Name, 2, estuaryv1.IPInstanceBound)
+	var families []int32
+	for _, ipi := range got {
+		families = append(families, ipi.Spec.Address.Version)
+		if ipi.Spec.Address.Version == 4 && ipi.Name != half.Name {
+			t.Errorf("the IPv4 address changed: %s, want %s", ipi.Spec.Address.IP, v4)
+		}
+		if n, _ := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses]); n != 2 {
+			t.Errorf("record %s says the pod has %q addresses, want 2", ipi.Name, ipi.Annotations[estuaryv1.AnnotationAddresses])
+		}
+	}
+	if len(families) != 2 || families[0] == families[1] {
+		t.Errorf("families %v, want one IPv4 and one IPv6", families)
+	}
+}
+
+// TestAuditReleasesRecordsNoEventExplains: a record written by hand for a
+// pod that does not exist (as another manager, or a lost event, would leave
+// it) is adopted and released by the audit within its interval, and its
+// address counted free again.
+func TestAuditReleasesRecordsNoEventExplains(t *testing.T) {
+	overlay(t, "ov-audit", "10.67.0.0/24")
+	ns := newNamespace(t, nil)
+	r, _ := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
+	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
+	live := waitInstances(t, ns, newPod(t, ns, "live").Name, 1, estuaryv1.IPInstanceBound)[0]
+	ghost := netip.MustParsePrefix("10.67.0.200/24")
+	rec := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(ghost.Addr()),
+			Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: "ghost", estuaryv1.LabelSubnet: "ov-audit-0"}},
+		Spec: estuaryv1.IPInstanceSpec{Network: "ov-audit", Subnet: "ov-audit-0",
+			Address: estuaryv1.InstanceAddress{IP: ghost.String(), Version: 4},
+			Binding: estuaryv1.Binding{Namespace: ns, PodName: "ghost", PodUID: "gone-uid", NodeName: "node-a",
+				Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "ghost", UID: "gone-uid"}}},
+		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
+	}
+	if err := k8s.Create(bg(), rec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the audit released the record of a pod that does not exist", func() error {
+		err := k8s.Get(bg(), client.ObjectKeyFromObject(rec), &estuaryv1.IPInstance{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still recorded (%v)", err)
+	})
+	waitUsed(t, "ov-audit-0", 1)
+	if got := waitInstances(t, ns, "live", 1, estuaryv1.IPInstanceBound)[0]; got.Name != live.Name {
+		t.Errorf("the live pod's address changed from %s to %s", live.Name, got.Name)
+	}
+}
+
+// TestSplitBrainEndsWithOneAddressPerPod: two managers that both see every
+// pod serve them at once, so pods may get one record from each. Once one
+// manager stops, the other's audit adopts the records it did not write and
+// every pod is left with one address, the one it uses or the first.
+func TestSplitBrainEndsWithOneAddressPerPod(t *testing.T) {
+	overlay(t, "ov-brain", "10.68.0.0/25")
+	ns := newNamespace(t, nil)
+	survivor, _ := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
+	_, stopOther := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
+	eventually(t, "allocator rebuilt", func() error { return survivor.Ready() })
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { newPod(t, ns, fmt.Sprintf("b%d", i)) })
+	}
+	wg.Wait()
+	eventually(t, "every pod recorded", func() error {
+		for i := range 20 {
+			if len(instancesOf(t, ns, fmt.Sprintf("b%d", i))) == 0 {
+				return fmt.Errorf("b%d has no address", i)
+			}
+		}
+		return nil
+	})
+	stopOther()
+	eventually(t, "one address per pod after the split brain", func() error {
+		for i := range 20 {
+			if n := len(instancesOf(t, ns, fmt.Sprintf("b%d", i))); n != 1 {
+				return fmt.Errorf("b%d has %d addresses", i, n)
+			}
+		}
+		return nil
+	})
+	requireUnique(t, allInstances(t, ns))
+	waitUsed(t, "ov-brain-0", 20)
+}
