@@ -41,7 +41,11 @@ import (
 const ReasonExtraAddressReleased = "ExtraAddressReleased"
 
 func (r *Reconciler) complete(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
-	held, err := r.confirm(ctx, key, pod, held)
+	held, err := r.followOwner(ctx, key, pod, held)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	held, err = r.confirm(ctx, key, pod, held)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -55,6 +59,25 @@ func (r *Reconciler) complete(ctx context.Context, key string, pod *corev1.Pod, 
 		return ctrl.Result{}, nil
 	}
 	return r.completeFamilies(ctx, key, pod, held)
+}
+
+// followOwner records a new StatefulSet of the same name (one re-created
+// after a delete that orphaned its pods) as the owner of the addresses its
+// pod holds.
+func (r *Reconciler) followOwner(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
+	set := statefulOwner(pod)
+	if set == nil || !sameSet(held, set) || held[0].set.uid == set.uid {
+		return held, nil
+	}
+	for i := range held {
+		held[i].set = set
+		if err := r.writeBinding(ctx, key, held[i]); err != nil {
+			return nil, err
+		}
+	}
+	r.held.set(key, held)
+	log.FromContext(ctx).Info("addresses follow the re-created StatefulSet", "pod", key, "statefulset", set.name, "uid", set.uid)
+	return held, nil
 }
 
 // confirm keeps the holdings whose records name this pod, creating the

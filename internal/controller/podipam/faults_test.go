@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,4 +174,89 @@ func TestSplitBrainEndsWithOneAddressPerPod(t *testing.T) {
 	})
 	requireUnique(t, allInstances(t, ns))
 	waitUsed(t, "ov-brain-0", 20)
+}
+
+// TestStatefulSetOrphanDeleteAndRecreateKeepsAddresses: a StatefulSet
+// deleted with its pods orphaned and created again (same name, new UID)
+// adopts the pods; their addresses follow the new StatefulSet, and a pod it
+// replaces (a rolling update) gets its address back. Before, the addresses
+// stayed with the old UID and were released at the first replacement.
+func TestStatefulSetOrphanDeleteAndRecreateKeepsAddresses(t *testing.T) {
+	overlay(t, "ov-orphan", "10.69.0.0/24")
+	startManager(t)
+	ns := newNamespace(t, nil)
+	old := newStatefulSet(t, ns, "db", 2, nil)
+	var pods [2]*corev1.Pod
+	var addrs [2]netip.Addr
+	for i := range 2 {
+		pods[i] = newPod(t, ns, fmt.Sprintf("db-%d", i), ownedBy(old))
+		addrs[i] = addrOf(t, waitInstances(t, ns, pods[i].Name, 1, estuaryv1.IPInstanceBound)[0])
+	}
+
+	// kubectl delete sts db --cascade=orphan, then what the garbage
+	// collector does (no kube-controller-manager runs here): the pods lose
+	// their owner, then the StatefulSet its finalizer.
+	if err := k8s.Delete(bg(), old, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		setController(t, p, nil)
+	}
+	current := &appsv1.StatefulSet{}
+	if err := k8s.Get(bg(), client.ObjectKeyFromObject(old), current); err != nil {
+		t.Fatal(err)
+	}
+	current.Finalizers = nil
+	if err := k8s.Update(bg(), current); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old StatefulSet gone", func() error {
+		if err := k8s.Get(bg(), client.ObjectKeyFromObject(old), &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+
+	// Created again; its controller adopts the pods.
+	again := newStatefulSet(t, ns, "db", 2, nil)
+	for _, p := range pods {
+		setController(t, p, again)
+	}
+	eventually(t, "the records follow the new StatefulSet", func() error {
+		for _, p := range pods {
+			got := instancesOf(t, ns, p.Name)
+			if len(got) != 1 || got[0].Spec.Binding.Owner.UID != string(again.UID) {
+				return fmt.Errorf("%s: %d records, want 1 owned by uid %s", p.Name, len(got), again.UID)
+			}
+		}
+		return nil
+	})
+
+	// A rolling update replaces db-0: it keeps its address.
+	deletePod(t, pods[0])
+	if got := addrOf(t, waitInstances(t, ns, "db-0", 1, estuaryv1.IPInstanceRetained)[0]); got != addrs[0] {
+		t.Fatalf("db-0 retained %s, want %s", got, addrs[0])
+	}
+	newPod(t, ns, "db-0", ownedBy(again), onNode("node-b"))
+	if got := addrOf(t, waitInstances(t, ns, "db-0", 1, estuaryv1.IPInstanceBound)[0]); got != addrs[0] {
+		t.Errorf("the replaced db-0 got %s, want its address %s", got, addrs[0])
+	}
+	waitUsed(t, "ov-orphan-0", 2)
+}
+
+// setController makes sts (nil: nobody) the controller of the pod, as the
+// garbage collector and the StatefulSet controller do.
+func setController(t *testing.T, p *corev1.Pod, sts *appsv1.StatefulSet) {
+	t.Helper()
+	cur := &corev1.Pod{}
+	if err := k8s.Get(bg(), client.ObjectKeyFromObject(p), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.OwnerReferences = nil
+	if sts != nil {
+		ownedBy(sts)(cur)
+	}
+	if err := k8s.Update(bg(), cur); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,8 +38,12 @@ func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) erro
 	return r.release(ctx, key, held)
 }
 
-// setWantsOrdinal: the StatefulSet that owns the addresses still exists (same
-// UID), is not being deleted, still has the ordinal, and keeps addresses.
+// setWantsOrdinal: the StatefulSet that owns the addresses still exists, is
+// not being deleted (or is being deleted with its pods orphaned, to be
+// re-created), still has the ordinal, and keeps addresses. A StatefulSet is
+// known by its namespace and name, not its UID: one deleted with
+// --cascade=orphan and created again adopts the same pods, and they keep
+// their addresses.
 func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
 	ns := key[:strings.IndexByte(key, '/')]
 	sts := &appsv1.StatefulSet{}
@@ -49,7 +54,7 @@ func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRe
 	if err != nil {
 		return false, fmt.Errorf("get statefulset %s/%s: %w", ns, set.name, err)
 	}
-	if string(sts.UID) != set.uid || sts.DeletionTimestamp != nil {
+	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
 		return false, nil
 	}
 	if sts.Spec.Template.Annotations[estuaryv1.AnnotationIPRetain] == "false" {
@@ -113,6 +118,7 @@ func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, he
 			}
 		}
 		hd.podUID, hd.node, hd.phase = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound
+		hd.set = statefulOwner(pod)
 		if err := r.writeBinding(ctx, key, *hd); err != nil {
 			return err
 		}
@@ -131,6 +137,9 @@ func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding) e
 	}
 	ipi.Spec.Binding.PodUID = hd.podUID
 	ipi.Spec.Binding.NodeName = hd.node
+	if hd.set != nil {
+		ipi.Spec.Binding.Owner.UID = hd.set.uid
+	}
 	ipi.Status.Phase = hd.phase
 	setLabel(ipi, estuaryv1.LabelNode, hd.node)
 	if err := r.Client.Update(ctx, ipi); err != nil {
@@ -209,7 +218,8 @@ func statefulOwner(pod *corev1.Pod) *setRef {
 	return &setRef{name: ref.Name, uid: string(ref.UID), ordinal: int32(n)}
 }
 
-// sameSet: the held addresses belong to the StatefulSet that owns the pod.
+// sameSet: the held addresses belong to the StatefulSet (by name) that owns
+// the pod.
 func sameSet(held []holding, set *setRef) bool {
-	return held[0].set != nil && held[0].set.name == set.name && held[0].set.uid == set.uid
+	return held[0].set != nil && held[0].set.name == set.name
 }

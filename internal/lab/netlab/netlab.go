@@ -22,6 +22,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // NSDir is where named network namespaces are pinned (shared with `ip netns`).
@@ -34,6 +35,9 @@ func Path(name string) string { return filepath.Join(NSDir, name) }
 func Create(name string) error {
 	if _, err := os.Stat(Path(name)); err == nil {
 		return LinkUp(name, "lo")
+	}
+	if err := sharedNSDir(); err != nil {
+		return err
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -50,6 +54,27 @@ func Create(name string) error {
 		return err
 	}
 	return LinkUp(name, "lo")
+}
+
+// sharedNSDir makes NSDir a mount point with shared propagation, as
+// `ip netns add` does the first time it runs. If the lab pinned its
+// namespaces in a plain directory, a later `ip netns add` (a test, an
+// operator) would bind-mount NSDir over itself and hide every pin beneath
+// the new mount, where nothing can unmount or delete them.
+func sharedNSDir() error {
+	if err := os.MkdirAll(NSDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", NSDir, err)
+	}
+	err := unix.Mount("", NSDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet
+		if err = unix.Mount(NSDir, NSDir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
+			err = unix.Mount("", NSDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("make %s a shared mount point: %w", NSDir, err)
+	}
+	return nil
 }
 
 // Delete removes the named namespace; a missing one is not an error.

@@ -3,6 +3,8 @@ package netlab
 import (
 	"net/netip"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +63,38 @@ func TestNamespacesLinksAndProbe(t *testing.T) {
 	}
 	if names, _ := List("estut-"); len(names) != 0 {
 		t.Errorf("left %v", names)
+	}
+}
+
+// TestIPNetnsDoesNotHideLabPins: a namespace pinned by the lab stays
+// reachable, and deletable, after `ip netns add` has run, which bind-mounts
+// the pin directory over itself when it is not a mount point yet.
+func TestIPNetnsDoesNotHideLabPins(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("iproute2's ip is not installed")
+	}
+	pin, other := "estut-pin", "estut-ipnetns"
+	t.Cleanup(func() { _ = Delete(pin); _ = exec.Command("ip", "netns", "del", other).Run() })
+	if err := Create(pin); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "netns", "add", other).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", other, err, out)
+	}
+	if err := LinkUp(pin, "lo"); err != nil {
+		t.Fatalf("the lab's namespace after ip netns add: %v", err)
+	}
+	if err := Delete(pin); err != nil {
+		t.Fatalf("delete the lab's namespace after ip netns add: %v", err)
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(info), "/"+pin+" ") {
+		t.Errorf("%s is still mounted after Delete:\n%s", pin, info)
 	}
 }
