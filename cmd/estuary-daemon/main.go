@@ -32,6 +32,8 @@ func main() {
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
 	flag.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	flag.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
+	flag.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")
+	flag.DurationVar(&cfg.GCGrace, "gc-grace", daemon.DefaultGCGrace, "how long a pod must have been gone (and its endpoint must exist) before the endpoint is removed")
 	flag.IntVar(&cfg.MTU, "mtu", 0, "MTU of every pod interface (0: the tunnel's for overlay pods, the uplink's for underlay pods)")
 	flag.Func("cni-extra-plugins", "comma-separated reference plugin binaries to install into the CNI bin dir (e.g. /plugins/portmap)",
 		func(v string) error {

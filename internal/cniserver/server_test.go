@@ -241,6 +241,54 @@ func TestGCRemovesStale(t *testing.T) {
 	}
 }
 
+// GC names its network: attachments added under another network's
+// configuration are not its to remove, and a configuration that is not
+// JSON is refused with nothing removed.
+func TestGCHonoursTheNetworkName(t *testing.T) {
+	f := newFixture(t)
+	other := args("other-net")
+	other.NetworkConfig = []byte(`{"cniVersion":"1.1.0","name":"storage","type":"estuary"}`)
+	for _, a := range []*cniv1.CmdArgs{args("mine"), other} {
+		if _, err := f.client.Add(ctx(t), &cniv1.AddRequest{Args: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.client.GC(ctx(t), &cniv1.GCRequest{NetworkConfig: []byte("{name: estuary")})
+	wantCode(t, err, codes.InvalidArgument, "network_config")
+	if list, _ := f.srv.Store().List(); len(list) != 2 {
+		t.Fatalf("a refused GC changed the records: %+v", list)
+	}
+	reply, err := f.client.GC(ctx(t), &cniv1.GCRequest{NetworkConfig: []byte(`{"cniVersion":"1.1.0","name":"estuary","type":"estuary"}`)})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if len(reply.GetRemoved()) != 1 || reply.GetRemoved()[0].GetContainerId() != "mine" {
+		t.Fatalf("GC of network estuary removed %v, want only mine", reply.GetRemoved())
+	}
+	if !f.backend.Attached("other-net", "eth0") {
+		t.Fatal("GC of network estuary removed an attachment of network storage")
+	}
+}
+
+// An Add for an endpoint rebuilt from the kernel (no recorded reply) asks
+// the backend again and records its reply.
+func TestAddOfRecoveredEndpointAnswers(t *testing.T) {
+	f := newFixture(t)
+	a := args("c1")
+	if err := f.srv.Store().Put(store.Endpoint{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, Netns: a.Netns, Recovered: true,
+		IPs: []string{"10.0.0.1/32"}}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := f.client.Add(ctx(t), &cniv1.AddRequest{Args: a})
+	if err != nil || len(reply.GetIps()) == 0 {
+		t.Fatalf("Add of a recovered endpoint: %v, %v", reply, err)
+	}
+	ep, err := f.srv.Store().Get(store.Key{ContainerID: "c1", IfName: "eth0"})
+	if err != nil || ep.Recovered || len(ep.Result) == 0 || ep.Network != "estuary" {
+		t.Fatalf("record after Add: %+v, %v", ep, err)
+	}
+}
+
 func TestRestartSeesPreviousEndpoints(t *testing.T) {
 	backend := cniservertest.NewBackend()
 	socket, state := cniservertest.Paths(t)

@@ -2,6 +2,7 @@ package cniserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -30,8 +31,11 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 	key := keyOf(a)
 	prev, err := s.store.Get(key)
 	switch {
-	case err == nil && prev.Netns == a.Netns:
+	case err == nil && prev.Netns == a.Netns && !prev.Recovered:
 		return decodeResult(prev)
+	case err == nil && prev.Netns == a.Netns:
+		// Rebuilt from the kernel without its reply: the backend's Add
+		// finds the interface in place and answers again.
 	case err == nil:
 		if err := s.backend.Del(ctx, attachmentOf(prev)); err != nil {
 			return nil, backendError("del of stale endpoint "+key.String(), err)
@@ -123,13 +127,16 @@ func (s *Server) Status(ctx context.Context, req *cniv1.StatusRequest) (*cniv1.S
 	return &cniv1.StatusReply{Ready: true}, nil
 }
 
-// GC removes every recorded attachment that is not in the valid list,
-// through the backend first. Failures are reported after every stale
-// attachment has been tried; their records stay for the next GC.
+// GC removes every attachment recorded under the request's network that is
+// not in the valid list, through the backend first; attachments of other
+// networks (another conflist naming this plugin) are not the runtime's to
+// judge here. Failures are reported after every stale attachment has been
+// tried; their records stay for the next GC.
 func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, error) {
 	if err := validateGC(req); err != nil {
 		return nil, err
 	}
+	network := networkName(req.GetNetworkConfig())
 	valid := make(map[store.Key]bool, len(req.GetValidAttachments()))
 	for _, v := range req.GetValidAttachments() {
 		valid[store.Key{ContainerID: v.GetContainerId(), IfName: v.GetIfname()}] = true
@@ -141,7 +148,7 @@ func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 	reply := &cniv1.GCReply{}
 	var errs []error
 	for _, ep := range eps {
-		if valid[ep.Key] {
+		if valid[ep.Key] || (network != "" && ep.Network != "" && ep.Network != network) {
 			continue
 		}
 		if err := s.collect(ctx, ep); err != nil {
@@ -157,6 +164,23 @@ func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 		return nil, status.Errorf(codes.Internal, "gc: removed %d, failed %d: %v", len(reply.Removed), len(errs), errors.Join(errs...))
 	}
 	return reply, nil
+}
+
+// Collect removes the recorded endpoint with key through the backend, then
+// its record, as a DEL would; a key with no record is success.
+func (s *Server) Collect(ctx context.Context, key store.Key) error {
+	ep, err := s.store.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.collect(ctx, ep); err != nil {
+		return err
+	}
+	s.changed()
+	return nil
 }
 
 // collect removes one stale endpoint.
@@ -194,6 +218,19 @@ func compare(ep store.Endpoint, a Attachment, prev *cniv1.AddReply) []string {
 	return diffs
 }
 
+// networkName is the "name" of a network configuration; "" when it has
+// none or does not parse (GC requests with such a configuration are
+// refused by validateGC).
+func networkName(conf []byte) string {
+	var c struct {
+		Name string `json:"name"`
+	}
+	if len(conf) == 0 || json.Unmarshal(conf, &c) != nil {
+		return ""
+	}
+	return c.Name
+}
+
 func keyOf(a Attachment) store.Key {
 	return store.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 }
@@ -226,6 +263,7 @@ func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
 	}
 	return store.Endpoint{
 		Key:          keyOf(a),
+		Network:      networkName(a.NetworkConfig),
 		Netns:        a.Netns,
 		PodNamespace: a.PodNamespace,
 		PodName:      a.PodName,

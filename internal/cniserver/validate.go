@@ -1,6 +1,7 @@
 package cniserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,12 @@ func validatePod(p *cniv1.PodRef) error {
 func validateGC(req *cniv1.GCRequest) error {
 	if len(req.GetNetworkConfig()) > maxNetConfBytes {
 		return invalid("network_config", "%d bytes exceeds the %d byte limit", len(req.GetNetworkConfig()), maxNetConfBytes)
+	}
+	if conf := req.GetNetworkConfig(); len(conf) > 0 {
+		var c map[string]any
+		if err := json.Unmarshal(conf, &c); err != nil {
+			return invalid("network_config", "not a JSON network configuration: %v", err)
+		}
 	}
 	if len(req.GetValidAttachments()) > maxAttachments {
 		return invalid("valid_attachments", "more than %d entries", maxAttachments)

@@ -47,6 +47,10 @@ type Config struct {
 	// CNIBinarySource is the estuary-cni binary to install
 	// (--cni-binary-source).
 	CNIBinarySource string
+	// GCInterval is how often the node GC looks for endpoints whose pod is
+	// gone (--gc-interval); GCGrace how long a pod must have been gone, and
+	// an endpoint must exist, before it is collected (--gc-grace).
+	GCInterval, GCGrace time.Duration
 	// AddressTimeout bounds an ADD's wait for the pod's addresses
 	// (--address-timeout).
 	AddressTimeout time.Duration
@@ -114,6 +118,12 @@ func (c Config) withDefaults() Config {
 	if c.AddressTimeout == 0 {
 		c.AddressTimeout = podnet.DefaultAddressTimeout
 	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = DefaultGCGrace
+	}
 	if c.HostNetns == "" {
 		c.HostNetns = DefaultHostNetns
 	}
@@ -147,6 +157,12 @@ func (c Config) Validate() error {
 	)
 	if len(c.SocketPath) > maxSocketPath {
 		errs = append(errs, fmt.Errorf("--socket: %q is longer than %d bytes", c.SocketPath, maxSocketPath))
+	}
+	if c.GCInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--gc-interval: %s is shorter than 1s", c.GCInterval))
+	}
+	if c.GCGrace < 0 {
+		errs = append(errs, fmt.Errorf("--gc-grace: %s is negative", c.GCGrace))
 	}
 	if c.AddressTimeout < time.Second || c.AddressTimeout > maxAddressTimeout {
 		errs = append(errs, fmt.Errorf("--address-timeout: %s is outside 1s..%s", c.AddressTimeout, maxAddressTimeout))

@@ -103,11 +103,14 @@ func Run(ctx context.Context, cfg Config) error {
 	var syncer *netsync.Syncer
 	// syncer is set before the server serves its first ADD.
 	ready := readiness(func(ctx context.Context, ips []netip.Addr) error { return syncer.PodReady(ctx, ips) })
-	srv, err := startServer(cfg, w, ready, func() { syncer.Trigger() })
+	srv, backend, err := startServer(cfg, w, ready, func() { syncer.Trigger() })
 	if err != nil {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
+	if err := recoverEndpoints(ctx, cfg, srv.Store(), backend, c, parts); err != nil {
+		return errors.Join(err, closeServer(srv))
+	}
 	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
@@ -115,6 +118,8 @@ func Run(ctx context.Context, cfg Config) error {
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
 	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
+	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
+	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
 	stopErr := run(ctx, cfg, parts, syncer.BGPPeers, fp)
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
@@ -227,20 +232,20 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 
 // startServer opens the CNI server over the podnet backend; the caller
 // serves it. onChange is called after each change of the endpoint store.
-func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func()) (*cniserver.Server, error) {
+func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func()) (*cniserver.Server, *podnet.Backend, error) {
 	backend, err := podnet.New(podnet.Config{
 		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pod network backend: %w", err)
+		return nil, nil, fmt.Errorf("pod network backend: %w", err)
 	}
 	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend,
 		OnChange: onChange})
 	if err != nil {
-		return nil, fmt.Errorf("cni server: %w", err)
+		return nil, nil, fmt.Errorf("cni server: %w", err)
 	}
-	return srv, nil
+	return srv, backend, nil
 }
 
 // readiness adapts a function to podnet.Readiness.

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
-	"github.com/estuary-cni/estuary/internal/lab"
 )
 
 // The chaos suite: waves of pod creations and deletions across the nodes
@@ -206,31 +203,32 @@ func killManagerEvery(period time.Duration) func(*testing.T, *labEnv, string, in
 	}
 }
 
-// killManager sends SIGKILL to every estuary-manager process of the lab
-// (found by name among the processes in the lab's cgroups).
+// killManager force-deletes every manager pod: the kubelet kills the
+// process at once and its Deployment starts another pod, which must wait
+// out the dead leader's lease. (Killing the process instead would let the
+// kubelet's crash-loop back-off, not the manager, decide how long it is
+// down.)
 func (e *labEnv) killManager() error {
-	pids, err := labProcessPIDs(managerName)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := e.systemPods(ctx, managerName, "")
 	if err != nil {
 		return err
 	}
-	if len(pids) == 0 {
-		return errors.New("no estuary-manager process in the lab")
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("kill -9 estuary-manager pid %d: %w", pid, err)
+	killed := 0
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			continue
 		}
+		if err := e.c.Delete(ctx, &pods[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("force-delete manager pod %s: %w", pods[i].Name, err)
+		}
+		killed++
+	}
+	if killed == 0 {
+		return errors.New("no live manager pod")
 	}
 	return nil
-}
-
-// labProcessPIDs lists the processes of program name that run in the lab's
-// cgroups.
-func labProcessPIDs(name string) ([]int, error) {
-	return pidsOf(name, func(dir string) bool {
-		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
-		return err == nil && strings.Contains(string(cg), "/"+lab.Prefix+"/")
-	})
 }
 
 // restartAPIServerOnce kills the API server with SIGKILL while the wave's

@@ -1,6 +1,13 @@
 // Package store owns the daemon's durable record of CNI endpoints: one entry
 // per attachment (container ID + interface name) in a bbolt file, so that a
 // restarted daemon knows every pod interface it built.
+//
+// The file is a cache of what the node has built, never the only record of
+// it: a file that cannot be read (corrupt, a record that does not decode) is
+// moved aside to <path>.corrupt-<time> for inspection and a new one is
+// started, and a missing file is simply created. Either way Fresh reports
+// that the store starts empty, and the daemon rebuilds its endpoints from
+// the kernel and the node's IPInstances before it acts on the store.
 package store
 
 import (
@@ -41,39 +48,106 @@ type Endpoint struct {
 	PodNamespace string `json:"podNamespace,omitempty"`
 	PodName      string `json:"podName,omitempty"`
 	PodUID       string `json:"podUID,omitempty"`
+	// Network is the CNI network name the attachment was added under ("" in
+	// records written before it was kept).
+	Network string `json:"network,omitempty"`
 	// IPs are the attachment's addresses in CIDR form.
 	IPs []string `json:"ips,omitempty"`
 	// Result is the Add reply as the server encoded it; opaque to the store.
 	Result  []byte    `json:"result,omitempty"`
 	Created time.Time `json:"created"`
+	// Recovered marks a record rebuilt from the kernel after the state file
+	// was lost: it has no Result.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // Store is an open state file. It is safe for concurrent use.
 type Store struct {
 	db *bolt.DB
 	gc groupCommit
+	// fresh: the store started without the records of an earlier run.
+	fresh bool
+	// quarantined is where an unreadable file was moved, or "".
+	quarantined string
 }
 
 // Open opens or creates the state file at path, creating its directory with
-// mode 0700. It fails after a second if another process holds the file.
+// mode 0700. It fails after a second if another process holds the file. A
+// file that cannot be read is moved aside and replaced (see the package
+// documentation); Fresh and Quarantined say so.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory for %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	s, err := open(path)
+	if err == nil || errors.Is(err, bolt.ErrTimeout) {
+		return s, err
+	}
+	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000000000"))
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("move the unreadable state file aside: %w", rerr))
+	}
+	if s, err = open(path); err != nil {
+		return nil, err
+	}
+	s.quarantined = aside
+	return s, nil
+}
+
+// open opens path and checks every page and record of it. bbolt panics on
+// some damaged pages; that is an unreadable file too.
+func open(path string) (s *Store, err error) {
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			}
+			s, err = nil, fmt.Errorf("state file %s is unreadable: %v", path, r)
+		}
+	}()
+	_, statErr := os.Stat(path)
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open state file %s: %w", path, err)
 	}
+	fresh := errors.Is(statErr, os.ErrNotExist)
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketName)
-		return err
+		b := tx.Bucket(bucketName)
+		if b == nil {
+			fresh = true
+			_, err := tx.CreateBucket(bucketName)
+			return err
+		}
+		return verify(tx, b)
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("initialise state file %s: %w", path, err)
+		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
-	return &Store{db: db, gc: groupCommit{db: db}}, nil
+	return &Store{db: db, gc: groupCommit{db: db}, fresh: fresh}, nil
 }
+
+// verify runs bbolt's consistency check and decodes every record.
+func verify(tx *bolt.Tx, b *bolt.Bucket) error {
+	for err := range tx.Check() {
+		return fmt.Errorf("consistency check: %w", err)
+	}
+	return b.ForEach(func(k, v []byte) error {
+		var ep Endpoint
+		if err := decode(v, &ep); err != nil {
+			return fmt.Errorf("record %q: %w", k, err)
+		}
+		return nil
+	})
+}
+
+// Fresh reports whether the store started without an earlier run's
+// records: the file was missing, new, or moved aside as unreadable.
+func (s *Store) Fresh() bool { return s.fresh || s.quarantined != "" }
+
+// Quarantined is where an unreadable state file was moved, or "".
+func (s *Store) Quarantined() string { return s.quarantined }
 
 // Close releases the state file.
 func (s *Store) Close() error {

@@ -2,10 +2,13 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func openTemp(t *testing.T) (*Store, string) {
@@ -122,5 +125,89 @@ func TestSecondOpenFailsWhileHeld(t *testing.T) {
 	if s2, err := Open(path); err == nil {
 		_ = s2.Close()
 		t.Fatal("second Open of a held state file succeeded")
+	}
+	// A file held by another process is not damaged: it stays in place.
+	if aside, _ := filepath.Glob(path + ".corrupt-*"); len(aside) > 0 {
+		t.Errorf("a held state file was moved aside: %v", aside)
+	}
+}
+
+// A state file that cannot be read is moved aside, not a reason to stop:
+// the store starts empty (Fresh) and works.
+func TestUnreadableFileIsQuarantined(t *testing.T) {
+	for name, damage := range map[string]func(t *testing.T, path string){
+		"garbage": func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("this is not a bbolt file, not at all, not even close....."), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"truncated": func(t *testing.T, path string) {
+			s, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 50 {
+				if err := s.Put(sample(fmt.Sprintf("c%02d", i), "eth0")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = s.Close()
+			if err := os.Truncate(path, 4096*2+100); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"undecodable record": func(t *testing.T, path string) {
+			s, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketName).Put([]byte("x/eth0"), []byte("{not json")) })
+			_ = s.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			damage(t, path)
+			before, _ := os.ReadFile(path)
+			s, err := Open(path)
+			if err != nil {
+				t.Fatalf("Open of a damaged file: %v", err)
+			}
+			defer func() { _ = s.Close() }()
+			if !s.Fresh() || s.Quarantined() == "" {
+				t.Fatalf("Fresh %t, Quarantined %q; want a quarantined, fresh store", s.Fresh(), s.Quarantined())
+			}
+			if kept, err := os.ReadFile(s.Quarantined()); err != nil || string(kept) != string(before) {
+				t.Errorf("the damaged file was not kept as it was at %s (%v)", s.Quarantined(), err)
+			}
+			if eps, err := s.List(); err != nil || len(eps) != 0 {
+				t.Errorf("fresh store lists %d endpoints, %v", len(eps), err)
+			}
+			if err := s.Put(sample("new", "eth0")); err != nil {
+				t.Errorf("Put on the new file: %v", err)
+			}
+		})
+	}
+}
+
+func TestFreshOnlyWithoutEarlierRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Fresh() || s.Quarantined() != "" {
+		t.Errorf("new file: Fresh %t, Quarantined %q", s.Fresh(), s.Quarantined())
+	}
+	_ = s.Close()
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if s.Fresh() {
+		t.Error("reopened file reported fresh")
 	}
 }

@@ -186,9 +186,9 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 	})
 
 	ipi := instance("10.78.0.7/32", "node-b", estuaryv1.IPInstanceBound)
-	ipi.Name, ipi.Namespace = "ip-10-78-0-7", "default"
+	ipi.Name = "10.78.0.7"
 	ipi.Spec.Network, ipi.Spec.Subnet, ipi.Spec.Address.Version = "overlay", "overlay-v4", 4
-	ipi.Spec.Binding = estuaryv1.Binding{Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "p", UID: "u"}, PodName: "p"}
+	ipi.Spec.Binding = estuaryv1.Binding{Namespace: "default", Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "p", UID: "u"}, PodName: "p"}
 	create(t, k8s, &ipi)
 	eventually(t, "a pod address on node-b resolves to node-b's tunnel MAC", func() error {
 		if m, ok := s.Lookup(netip.MustParseAddr("10.78.0.7")); !ok || m != state.MustParseMAC("0e:00:00:00:00:0b") {

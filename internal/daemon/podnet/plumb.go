@@ -56,6 +56,9 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 		if err := p.host.AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.a.Netns, p.mtu); err != nil {
 			return false, p.errorf("%w", err)
 		}
+		if err := p.host.SetLinkAlias(p.hostVeth, endpointAlias(p.a)); err != nil {
+			return true, p.errorf("%w", err)
+		}
 		return true, nil
 	}
 	if err != nil {
@@ -65,6 +68,11 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 	if err != nil || hl.Type != "veth" || pl.Type != "veth" || hl.PeerIndex != pl.Index || pl.PeerIndex != hl.Index {
 		return false, p.errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
 			p.a.IfName, p.a.Netns)
+	}
+	if want := endpointAlias(p.a); hl.Alias != want {
+		if err := p.host.SetLinkAlias(p.hostVeth, want); err != nil {
+			return false, p.errorf("%w", err)
+		}
 	}
 	return false, nil
 }

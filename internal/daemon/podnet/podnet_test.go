@@ -499,3 +499,51 @@ func TestReadinessGatesAdd(t *testing.T) {
 		t.Errorf("pod interface left behind:\n%s", out)
 	}
 }
+
+// TestRecoverFromKernel: the pod interfaces Add built can be listed again
+// from the kernel alone (the host veths' aliases and the local-pods
+// routes), named by the node's records, as the daemon does when its state
+// file is lost; a host veth without an alias is reported, not guessed at.
+func TestRecoverFromKernel(t *testing.T) {
+	e := newEnv(t)
+	a, podNS := e.pod(t, "web-1", "eth0", addr("10.0.0.6/24"))
+	e.add(t, a)
+	ipCmd(t, e.host, "link", "add", HostVethPrefix+"bare", "type", "veth", "peer", "name", "bare-peer")
+	eps, unnamed, err := e.b.Recover([]Recorded{{IP: netip.MustParsePrefix("10.0.0.6/24"), Namespace: "default", Pod: "web-1", PodUID: "uid-web-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eps) != 1 {
+		t.Fatalf("recovered %d endpoints, want 1: %+v", len(eps), eps)
+	}
+	ep := eps[0]
+	if ep.Key != (store.Key{ContainerID: a.ContainerID, IfName: "eth0"}) || ep.Netns != podNS || !ep.Recovered ||
+		ep.PodNamespace != "default" || ep.PodName != "web-1" || ep.PodUID != "uid-web-1" ||
+		!slices.Equal(ep.IPs, []string{"10.0.0.6/32"}) {
+		t.Errorf("recovered %+v", ep)
+	}
+	if !slices.Equal(unnamed, []string{HostVethPrefix + "bare"}) {
+		t.Errorf("host veths without an alias: %v", unnamed)
+	}
+	// Recovery reads only: the pod's data path is as Add left it.
+	if out := ipCmd(t, e.host, "route", "show", "table", "1000"); !strings.Contains(out, "10.0.0.6 dev "+HostVethName(a)) {
+		t.Errorf("table 1000 after recovery:\n%s", out)
+	}
+}
+
+func TestEndpointAliasRoundTrip(t *testing.T) {
+	a := cniserver.Attachment{ContainerID: strings.Repeat("c", 128), IfName: "net1", Netns: "/var/run/netns/cni-1234"}
+	key, netns, ok := parseEndpointAlias(endpointAlias(a))
+	if !ok || key != (store.Key{ContainerID: a.ContainerID, IfName: "net1"}) || netns != a.Netns {
+		t.Errorf("round trip: %v %q %t", key, netns, ok)
+	}
+	a.Netns = "/" + strings.Repeat("n", 200)
+	if s := endpointAlias(a); len(s) > maxAlias {
+		t.Errorf("alias of %d bytes exceeds the kernel's %d", len(s), maxAlias)
+	}
+	for _, bad := range []string{"", "estuary", "other c/eth0", "estuary c", "estuary /eth0", "estuary c/ x y z"} {
+		if _, _, ok := parseEndpointAlias(bad); ok {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -25,6 +27,8 @@ type Link struct {
 	// PeerIndex is the index of a veth's other end in its own namespace
 	// (IFLA_LINK); 0 when the kernel reports none.
 	PeerIndex int
+	// Alias is the link's IFLA_IFALIAS, "" when it has none.
+	Alias string
 }
 
 // Link returns the named link. A missing link is an error wrapping
@@ -37,6 +41,10 @@ func (h *Handle) Link(name string) (Link, error) {
 	if err != nil {
 		return Link{}, fmt.Errorf("link %s: %w", name, err)
 	}
+	return linkOf(link), nil
+}
+
+func linkOf(link netlink.Link) Link {
 	a := link.Attrs()
 	return Link{
 		Name:      a.Name,
@@ -45,7 +53,36 @@ func (h *Handle) Link(name string) (Link, error) {
 		MAC:       a.HardwareAddr,
 		Up:        a.Flags&net.FlagUp != 0,
 		PeerIndex: a.ParentIndex,
-	}, nil
+		Alias:     a.Alias,
+	}
+}
+
+// Links lists the links whose names start with prefix, ordered by index.
+func (h *Handle) Links(prefix string) ([]Link, error) {
+	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
+	if err != nil {
+		return nil, err
+	}
+	var out []Link
+	for _, l := range ls {
+		if strings.HasPrefix(l.Attrs().Name, prefix) {
+			out = append(out, linkOf(l))
+		}
+	}
+	slices.SortFunc(out, func(a, b Link) int { return a.Index - b.Index })
+	return out, nil
+}
+
+// SetLinkAlias sets the named link's IFLA_IFALIAS (at most 255 bytes).
+func (h *Handle) SetLinkAlias(name, alias string) error {
+	link, err := h.nl.LinkByName(name)
+	if err == nil {
+		err = h.nl.LinkSetAlias(link, alias)
+	}
+	if err != nil {
+		return fmt.Errorf("set alias of link %s: %w", name, err)
+	}
+	return nil
 }
 
 // AddVethPeerIn creates a veth pair in one step: name (with hardware address
