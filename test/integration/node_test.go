@@ -76,6 +76,7 @@ func TestNodePath(t *testing.T) {
 	t.Run("add del release", n.testAddDelRelease)
 	t.Run("pod not served", n.testPodNotServed)
 	t.Run("pod the manager cannot serve", n.testStarvedPodNamesManagersEvent)
+	t.Run("state file lost", n.testStateFileLost)
 	t.Run("stop", n.testStop)
 	t.Run("restart", n.testRestart)
 }
@@ -235,6 +236,79 @@ func (n *node) testStarvedPodNamesManagersEvent(t *testing.T) {
 		t.Fatalf("ADD error = %q, want the manager's AllocationFailed event naming subnet no-such-subnet", msg)
 	}
 	t.Logf("ADD of a pod the manager cannot serve: %s", msg)
+}
+
+// testStateFileLost: a pod is plumbed; the daemon is stopped and its
+// state file deleted, then (second round) overwritten with garbage. Each
+// time the restarted daemon starts, keeps the pod's data path (its host
+// veth, its local-pods route, traffic), moves the damaged file aside, and
+// knows the endpoint again, so a DEL then removes it.
+func (n *node) testStateFileLost(t *testing.T) {
+	p := newPod(t, n.k8s, "kept-0")
+	ipi := boundAddress(t, n.k8s, p)
+	addr := netip.MustParsePrefix(ipi.Spec.Address.IP).Addr()
+	podNS := nstest.New(t)
+	const id = "it-sandbox-kept"
+	n.call("ADD", id, podNS, p).run(t).ok(t, "ADD")
+	hostVeth := podnet.HostVethName(cniserver.Attachment{ContainerID: id, IfName: "eth0"})
+	for round, lose := range []func() error{
+		func() error { return os.Remove(n.cfg.StatePath) },
+		func() error {
+			return os.WriteFile(n.cfg.StatePath, []byte("not a state file, clearly damaged....."), 0o600)
+		},
+	} {
+		if err := n.stop(); err != nil {
+			t.Fatalf("round %d: daemon stopped with %v", round, err)
+		}
+		if err := lose(); err != nil {
+			t.Fatal(err)
+		}
+		n.stop = startDaemon(t, n.cfg)
+		n.testHealthy(t)
+		contains(t, "local-pods route", ipCmd(t, n.host, "route", "show", "table", "1000"), addr.String()+" dev "+hostVeth)
+		if err := nstest.UDPRoundTrip(n.host, addr, podNS); err != nil {
+			t.Fatalf("round %d: fake host -> pod after the state file was lost: %v", round, err)
+		}
+		eps := n.endpoints(t)
+		if len(eps) != 1 || eps[0].ContainerID != id || eps[0].PodName != p.Name || eps[0].PodUID != string(p.UID) ||
+			len(eps[0].IPs) != 1 || eps[0].IPs[0] != addr.String()+"/32" {
+			t.Fatalf("round %d: endpoints after the restart = %+v", round, eps)
+		}
+	}
+	if aside, _ := filepath.Glob(n.cfg.StatePath + ".corrupt-*"); len(aside) != 1 {
+		t.Errorf("damaged state files kept aside: %v, want 1", aside)
+	}
+	n.call("DEL", id, podNS, p).run(t).ok(t, "DEL")
+	if out, err := tryIP(n.host, "link", "show", hostVeth); err == nil {
+		t.Fatalf("host veth %s still there after DEL:\n%s", hostVeth, out)
+	}
+	if err := n.k8s.Delete(bg(), p, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endpoints lists the endpoints in the daemon's state file, read from a
+// copy: the running daemon holds the file's lock.
+func (n *node) endpoints(t *testing.T) []store.Endpoint {
+	t.Helper()
+	b, err := os.ReadFile(n.cfg.StatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(cp)
+	if err != nil {
+		t.Fatalf("open a copy of the state file: %v", err)
+	}
+	defer func() { _ = s.Close() }()
+	eps, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eps
 }
 
 func (n *node) testStop(t *testing.T) {
