@@ -50,8 +50,12 @@ $(GOLANGCI_LINT):
 helm: ## Install helm $(HELM_VERSION) into ./bin (bin/helm links to it).
 	@HELM_VERSION=$(HELM_VERSION) BIN=$(BIN) bash hack/helm.sh >/dev/null
 
+.PHONY: generate-deps
+generate-deps: ## Install the Debian packages make generate needs (protoc, clang-14, libbpf headers).
+	@bash hack/debian-deps.sh protobuf-compiler clang-14 llvm-14 libbpf-dev
+
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, the CNI gRPC code and the fast path's BPF object.
+generate: generate-deps $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, the CNI gRPC code and the fast path's BPF object.
 	$(CONTROLLER_GEN) object paths=./api/v1/...
 	$(CONTROLLER_GEN) crd paths=./api/v1/... output:crd:artifacts:config=config/crd
 	cp config/crd/*.yaml charts/estuary/crds/
@@ -74,7 +78,7 @@ kube-binaries: ## Build kube-apiserver, kubectl and etcd for envtest (cached out
 	bash hack/kube-binaries.sh kube-apiserver kubectl etcd
 
 .PHONY: test
-test: test-unit test-integration test-lab ## Unit, fuzz-seed, envtest, node-path and lab tests.
+test: lab-deps test-unit test-integration test-lab ## Install what the tests need, then unit, fuzz-seed, envtest, node-path and lab tests.
 
 .PHONY: test-unit
 test-unit: helm ## Unit and fuzz-seed tests, and the envtest suites against a real kube-apiserver.
@@ -115,11 +119,11 @@ images: ## Build the estuary-manager and estuary-daemon images as docker-archive
 	go run ./cmd/estuary-lab images --out $(IMAGES_DIR)
 
 .PHONY: lab-deps
-lab-deps: ## Install the Debian packages the lab needs.
+lab-deps: ## Install the Debian packages the lab and the tests need (quick when present).
 	bash hack/lab-deps.sh
 
 .PHONY: demo
-demo: ## Build, start a lab cluster and run a few pods across its nodes.
+demo: lab-deps ## Install what the lab needs, build, start a lab cluster and run a few pods across its nodes.
 	bash hack/demo.sh
 
 .PHONY: clean
