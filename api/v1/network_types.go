@@ -92,6 +92,17 @@ type NetworkSpec struct {
 	// BGP.
 	// +optional
 	BGPWaitForPeer *bool `json:"bgpWaitForPeer,omitempty"`
+
+	// Namespaces, when set, are the only namespaces whose pods may use the
+	// network: a pod of another namespace that selects it is denied by the
+	// admission webhook and gets no address from the manager. Empty means
+	// every namespace.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // WaitsForBGPPeer reports whether a pod of the network waits for an

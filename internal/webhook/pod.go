@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -46,7 +48,27 @@ func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estu
 		return nil, sel.deny(AnnotationNetworkType, "%s does not match %s %q, whose spec.type is %s%s",
 			sel.NetworkType, kindNetwork, n.Name, n.Spec.Type, hint)
 	}
+	if err := allowsNamespace(sel, n); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+// allowsNamespace refuses a network whose spec.namespaces does not list the
+// pod's namespace, naming the annotation that selected the network.
+func allowsNamespace(sel *Selection, n *estuaryv1.Network) error {
+	if len(n.Spec.Namespaces) == 0 || slices.Contains(n.Spec.Namespaces, sel.Namespace) {
+		return nil
+	}
+	why := fmt.Sprintf("%s %q may be used only by pods of the namespaces in its spec.namespaces %v, not %q",
+		kindNetwork, n.Name, n.Spec.Namespaces, sel.Namespace)
+	switch {
+	case sel.Network != "":
+		return sel.deny(estuaryv1.AnnotationNetwork, "selects %s", why)
+	case len(sel.Subnets) > 0:
+		return sel.deny(estuaryv1.AnnotationSubnet, "selects a subnet of %s", why)
+	}
+	return deny(kindPod, sel.Pod, "metadata.namespace", "gets the default network: %s", why)
 }
 
 // networkOfSubnets checks the named subnets and returns the network they

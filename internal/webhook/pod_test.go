@@ -79,6 +79,29 @@ func TestValidatePod(t *testing.T) {
 	}
 }
 
+// A network that names its namespaces refuses pods of every other one,
+// whichever annotation (or default) selected it.
+func TestValidatePodNetworkNamespaces(t *testing.T) {
+	o, u := overlay("o"), underlay("u", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "r1"})
+	u.Spec.Namespaces = []string{"team-a", "team-b"}
+	o.Spec.Namespaces = []string{"team-a"}
+	networks := []estuaryv1.Network{o, u}
+	subnets := []estuaryv1.Subnet{subnet("o4", "o", "10.0.0.0/16"), subnet("u4", "u", "10.2.0.0/24,,,10.2.0.1")}
+	inNS := func(ns string, ann map[string]string) *corev1.Pod {
+		p := pod(ann)
+		p.Namespace = ns
+		return p
+	}
+	requireAdmitted(t, ValidatePod(inNS("team-b", map[string]string{annNet: "u"}), nil, networks, subnets))
+	requireAdmitted(t, ValidatePod(inNS("team-a", nil), nil, networks, subnets))
+	requireDenied(t, ValidatePod(inNS("ns", map[string]string{annNet: "u"}), nil, networks, subnets),
+		`pod "ns/p"`, "metadata.annotations["+annNet+"]", `network "u"`, "spec.namespaces [team-a team-b]", `not "ns"`)
+	requireDenied(t, ValidatePod(inNS("ns", map[string]string{annSub: "u4"}), nil, networks, subnets),
+		"metadata.annotations["+annSub+"]", `network "u"`)
+	requireDenied(t, ValidatePod(inNS("team-b", nil), nil, networks, subnets),
+		"metadata.namespace", "default network", `network "o"`, `not "team-b"`)
+}
+
 func TestValidatePodWithoutOverlay(t *testing.T) {
 	networks := []estuaryv1.Network{underlay("u", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "r1"})}
 	requireAdmitted(t, ValidatePod(pod(nil), nil, networks, nil))

@@ -20,6 +20,8 @@ type Selection struct {
 	// Pod is the pod's namespace/name (namespace/generateName before the
 	// API server has named it), for messages.
 	Pod string
+	// Namespace is the pod's namespace.
+	Namespace string
 	// Network is the named Network.
 	Network string
 	// Subnets are the named Subnets, at most one per family.
@@ -53,7 +55,7 @@ func (s *Selection) deny(key, format string, args ...any) *Denial {
 // ns's (ns may be nil), and checks that every value parses: object names for
 // the network and subnets (at most two), a NetworkType, an IP family.
 func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
-	sel := Selection{Pod: podName(pod), From: map[string]string{}}
+	sel := Selection{Pod: podName(pod), Namespace: pod.Namespace, From: map[string]string{}}
 	get := func(key string) string {
 		if v, ok := pod.Annotations[key]; ok {
 			sel.From[key] = ""

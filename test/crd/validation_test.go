@@ -80,6 +80,8 @@ var createCases = []struct {
 	{"overlay in VLAN mode", network("x", "type: Overlay\nmode: VLAN\nnetID: 4\n"), "spec.mode", "Overlay networks use mode VXLAN"},
 	{"underlay in VXLAN mode", network("x", "type: Underlay\nmode: VXLAN\nnetID: 4\nnodeSelector: {a: b}\n"), "spec.mode", "Underlay networks use mode VLAN or BGP"},
 	{"underlay without nodeSelector", network("x", "type: Underlay\nmode: VLAN\n"), "spec.nodeSelector", "needs a nodeSelector"},
+	{"network namespace that is not a name", network("x", "type: Overlay\nnetID: 4\nnamespaces: [team-a, Team_B]\n"), "spec.namespaces[1]", "should match"},
+	{"network namespace listed twice", network("x", "type: Overlay\nnetID: 4\nnamespaces: [team-a, team-a]\n"), "spec.namespaces[1]", "Duplicate value"},
 	{"underlay with empty nodeSelector", network("x", "type: Underlay\nnodeSelector: {}\n"), "spec.nodeSelector", "needs a nodeSelector"},
 	{"overlay with nodeSelector", network("x", overlaySpec+"nodeSelector: {a: b}\n"), "spec.nodeSelector", "takes no nodeSelector"},
 	{"overlay without VNI", network("x", "type: Overlay\n"), "spec.netID", "needs netID, its VNI"},

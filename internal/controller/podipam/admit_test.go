@@ -130,3 +130,20 @@ func eventNote(ns, pod, reason, want string) error {
 	}
 	return fmt.Errorf("no %s event for pod %s containing %q (have %q)", reason, pod, want, notes)
 }
+
+// A pod of a namespace its network does not list gets no address, and an
+// event says why; a pod of a listed namespace gets one.
+func TestNetworkNamespacesRefusePodsOfOthers(t *testing.T) {
+	allowed, other := newNamespace(t, nil), newNamespace(t, nil)
+	newNetwork(t, "ov-ns-only", estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay, NetID: ptr.To[int64](9), Namespaces: []string{allowed}},
+		map[string]estuaryv1.SubnetSpec{"ov-ns-only-v4": {Network: "ov-ns-only", Range: estuaryv1.AddressRange{Version: 4, CIDR: "10.70.0.0/24"}}})
+	startManager(t)
+	waitInstances(t, allowed, newPod(t, allowed, "in", annotated(estuaryv1.AnnotationNetwork, "ov-ns-only")).Name, 1, estuaryv1.IPInstanceBound)
+	newPod(t, other, "out", annotated(estuaryv1.AnnotationNetwork, "ov-ns-only"))
+	eventually(t, "an AllocationFailed event naming the network's namespaces", func() error {
+		return eventNote(other, "out", ReasonAllocationFailed, "spec.namespaces")
+	})
+	if n := len(instancesOf(t, other, "out")); n != 0 {
+		t.Errorf("a pod outside the network's namespaces got %d addresses", n)
+	}
+}
