@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,16 +80,18 @@ func printReport(s Streams, r ipamcheck.Report, output string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(s.Out, "checked %d records, %d pods, %d subnets: %d problems\n", r.Records, r.Pods, r.Subnets, len(r.Findings))
+	if err := say(s.Out, "checked %d records, %d pods, %d subnets: %d problems", r.Records, r.Pods, r.Subnets, len(r.Findings)); err != nil {
+		return err
+	}
 	if len(r.Findings) == 0 {
 		return nil
 	}
-	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KIND\tADDRESS\tPOD\tDETAIL")
+	t := newTable()
+	t.row("KIND\tADDRESS\tPOD\tDETAIL\n")
 	for _, f := range r.Findings {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Kind, orDash(f.Address), orDash(f.Pod), f.Detail)
+		t.row("%s\t%s\t%s\t%s\n", f.Kind, orDash(f.Address), orDash(f.Pod), f.Detail)
 	}
-	return w.Flush()
+	return t.writeTo(s.Out)
 }
 
 func repairCmd(o *options) *cobra.Command {
@@ -104,7 +105,7 @@ func repairCmd(o *options) *cobra.Command {
 			if from == "" {
 				return errors.New("repair: --from-report is required (the output of 'check -o json')")
 			}
-			b, err := os.ReadFile(from)
+			b, err := os.ReadFile(from) //nolint:gosec // G304: reading the report the user names is the command
 			if err != nil {
 				return fmt.Errorf("repair: read report: %w", err)
 			}
@@ -131,11 +132,12 @@ func repairCmd(o *options) *cobra.Command {
 func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report, yes bool) error {
 	plan, notes := planRepair(ctx, k, r)
 	for _, n := range notes {
-		fmt.Fprintln(s.Out, n)
+		if err := say(s.Out, "%s", n); err != nil {
+			return err
+		}
 	}
 	if len(plan) == 0 {
-		fmt.Fprintln(s.Out, "nothing to release")
-		return nil
+		return say(s.Out, "nothing to release")
 	}
 	if !yes && !confirm(s, fmt.Sprintf("release %d record(s) %v", len(plan), recordNames(plan))) {
 		return errors.New("repair: not confirmed; nothing changed")
@@ -146,7 +148,7 @@ func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report,
 			errs = append(errs, err)
 			continue
 		}
-		fmt.Fprintf(s.Out, "released %s (ipinstance %s of pod %s/%s)\n", ipi.Spec.Address.IP, ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName)
+		errs = append(errs, say(s.Out, "released %s (ipinstance %s of pod %s/%s)", ipi.Spec.Address.IP, ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName))
 	}
 	return errors.Join(errs...)
 }

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,8 +66,8 @@ func getIP(ctx context.Context, k client.Client, s Streams, a netip.Addr) error 
 		return fmt.Errorf("get ipinstance %s: %w", estuaryv1.InstanceName(a), err)
 	}
 	b := ipi.Spec.Binding
-	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	t := newTable()
+	row := func(k, v string) { t.row("%s:\t%s\n", k, v) }
 	row("Address", ipi.Spec.Address.IP)
 	row("Record", "ipinstance "+ipi.Name)
 	row("Network/Subnet", ipi.Spec.Network+"/"+ipi.Spec.Subnet)
@@ -78,7 +77,7 @@ func getIP(ctx context.Context, k client.Client, s Streams, a netip.Addr) error 
 	row("Node", orDash(b.NodeName))
 	row("Since", since(ipi.CreationTimestamp))
 	row("Held", heldNote(ipi))
-	return w.Flush()
+	return t.writeTo(s.Out)
 }
 
 // heldNote says how long the address stays with its holder.
@@ -156,14 +155,14 @@ func getWorkload(ctx context.Context, k client.Client, s Streams, ns, kind, name
 	slices.SortFunc(rows, func(a, b estuaryv1.IPInstance) int {
 		return strings.Compare(a.Spec.Binding.PodName+a.Name, b.Spec.Binding.PodName+b.Name)
 	})
-	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ADDRESS\tSUBNET\tPOD\tNODE\tPHASE\tSINCE")
+	t := newTable()
+	t.row("ADDRESS\tSUBNET\tPOD\tNODE\tPHASE\tSINCE\n")
 	for _, ipi := range rows {
 		b := ipi.Spec.Binding
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", ipi.Spec.Address.IP, ipi.Spec.Subnet, b.PodName, orDash(b.NodeName), ipi.Status.Phase,
+		t.row("%s\t%s\t%s\t%s\t%s\t%s\n", ipi.Spec.Address.IP, ipi.Spec.Subnet, b.PodName, orDash(b.NodeName), ipi.Status.Phase,
 			ipi.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
-	return w.Flush()
+	return t.writeTo(s.Out)
 }
 
 // workloadPods names the pods of ns whose top-level owner is kind/name

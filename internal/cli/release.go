@@ -65,8 +65,7 @@ func release(ctx context.Context, k client.Client, s Streams, a netip.Addr, yes 
 	if err := deleteRecord(ctx, k, ipi); err != nil {
 		return fmt.Errorf("release %s: %w", a, err)
 	}
-	fmt.Fprintf(s.Out, "released %s\n", desc)
-	return nil
+	return say(s.Out, "released %s", desc)
 }
 
 // deleteRecord deletes ipi only if it is still the object that was read.
@@ -117,7 +116,9 @@ func stillWanted(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstance
 
 // confirm asks a yes/no question on the streams; only "y" or "yes" agrees.
 func confirm(s Streams, question string) bool {
-	fmt.Fprintf(s.Out, "%s? [y/N] ", question)
+	if _, err := fmt.Fprintf(s.Out, "%s? [y/N] ", question); err != nil {
+		return false
+	}
 	line, _ := bufio.NewReader(s.In).ReadString('\n')
 	answer := strings.ToLower(strings.TrimSpace(line))
 	return answer == "y" || answer == "yes"

@@ -7,8 +7,10 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -104,4 +106,33 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
 	}
 	return c, nil
+}
+
+// table lays out rows in aligned columns in memory (writes to it cannot
+// fail) and writes them out in one call.
+type table struct {
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+func newTable() *table {
+	t := &table{}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 4, 2, ' ', 0)
+	return t
+}
+
+func (t *table) row(format string, args ...any) { _, _ = fmt.Fprintf(t.tw, format, args...) }
+
+func (t *table) writeTo(w io.Writer) error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(t.buf.Bytes())
+	return err
+}
+
+// say writes one formatted line to w.
+func say(w io.Writer, format string, args ...any) error {
+	_, err := fmt.Fprintf(w, format+"\n", args...)
+	return err
 }

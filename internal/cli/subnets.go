@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,15 +51,15 @@ func subnets(ctx context.Context, k client.Client, s Streams) error {
 	slices.SortFunc(list.Items, func(a, b estuaryv1.Subnet) int {
 		return strings.Compare(a.Spec.Network+"/"+a.Name, b.Spec.Network+"/"+b.Name)
 	})
-	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NETWORK\tSUBNET\tCIDR\tTOTAL\tUSED\tAVAILABLE\tUSE%")
+	t := newTable()
+	t.row("NETWORK\tSUBNET\tCIDR\tTOTAL\tUSED\tAVAILABLE\tUSE%%\n")
 	networks := map[string]*usage{}
 	var order []string
 	for i := range list.Items {
 		sn := &list.Items[i]
 		var u usage
 		u.add(sn)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sn.Spec.Network, sn.Name, sn.Spec.Range.CIDR, orDash(sn.Status.Total), sn.Status.Used, orDash(sn.Status.Available), percent(&u))
+		t.row("%s\t%s\t%s\t%s\t%d\t%s\t%s\n", sn.Spec.Network, sn.Name, sn.Spec.Range.CIDR, orDash(sn.Status.Total), sn.Status.Used, orDash(sn.Status.Available), percent(&u))
 		key := fmt.Sprintf("%s\tIPv%d", sn.Spec.Network, sn.Spec.Range.Version)
 		if networks[key] == nil {
 			networks[key] = &usage{}
@@ -68,12 +67,12 @@ func subnets(ctx context.Context, k client.Client, s Streams) error {
 		}
 		networks[key].add(sn)
 	}
-	fmt.Fprintln(w, "\nNETWORK\tFAMILY\t\tTOTAL\tUSED\tAVAILABLE\tUSE%")
+	t.row("\nNETWORK\tFAMILY\t\tTOTAL\tUSED\tAVAILABLE\tUSE%%\n")
 	for _, key := range order {
 		u := networks[key]
-		fmt.Fprintf(w, "%s\t\t%s\t%s\t%s\t%s\n", key, u.total.String(), u.used.String(), u.available.String(), percent(u))
+		t.row("%s\t\t%s\t%s\t%s\t%s\n", key, u.total.String(), u.used.String(), u.available.String(), percent(u))
 	}
-	return w.Flush()
+	return t.writeTo(s.Out)
 }
 
 func percent(u *usage) string {

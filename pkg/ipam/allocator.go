@@ -100,9 +100,9 @@ func checkOverlap(idx *index, l *layout) error {
 		case l.start <= o.end && o.start <= l.end:
 			return invalidConfig(name, "window %s-%s overlaps subnet %q's window %s-%s in the shared prefix %s; windows of subnets with one prefix must be disjoint",
 				l.addr(l.start), l.addr(l.end), oname, o.addr(o.start), o.addr(o.end), p)
-		case o.hasGateway && l.holds(o.gateway) && !(l.hasGateway && l.gateway == o.gateway):
+		case o.hasGateway && l.holds(o.gateway) && (!l.hasGateway || l.gateway != o.gateway):
 			return invalidConfig(name, "window %s-%s holds subnet %q's gateway %s", l.addr(l.start), l.addr(l.end), oname, o.cfg.Gateway)
-		case l.hasGateway && o.holds(l.gateway) && !(o.hasGateway && l.gateway == o.gateway):
+		case l.hasGateway && o.holds(l.gateway) && (!o.hasGateway || l.gateway != o.gateway):
 			return invalidConfig(name, "gateway %s is inside subnet %q's window %s-%s, which may hand it out", l.cfg.Gateway, oname, o.addr(o.start), o.addr(o.end))
 		}
 	}

@@ -147,26 +147,30 @@ func TestRBACGrants(t *testing.T) {
 	}
 }
 
-// TestBGPPasswordGrant: with underlay.bgpPasswordNamespaces the daemon may
-// get Secrets in exactly those namespaces, and never list or watch them.
+// TestBGPPasswordGrant: with underlay.bgpPasswordSecrets the daemon may get
+// exactly those Secrets, by name, and no other, and never list or watch.
 func TestBGPPasswordGrant(t *testing.T) {
 	ensureNamespace(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bgpSecrets}}
 	if err := k8s.Create(ctx(t), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", bgpSecrets, err)
 	}
-	installRBAC(t, render(t, "--set", "underlay.bgpPasswordNamespaces={"+bgpSecrets+"}"))
+	installRBAC(t, render(t, "--set", "underlay.bgpPasswordSecrets[0].namespace="+bgpSecrets, "--set", "underlay.bgpPasswordSecrets[0].name=fabric"))
 	user := fmt.Sprintf("system:serviceaccount:%s:estuary-daemon", namespace)
-	if a := (access{"get", "", "secrets", "", bgpSecrets}); !allowed(t, user, a) {
+	if a := (named{access{"get", "", "secrets", "", bgpSecrets}, "fabric"}); !allowedName(t, user, a) {
 		t.Errorf("estuary-daemon may not %s; the chart must grant it", a)
 	}
-	for _, a := range []access{
-		{"list", "", "secrets", "", bgpSecrets}, {"watch", "", "secrets", "", bgpSecrets},
-		{"get", "", "secrets", "", namespace}, {"get", "", "secrets", "", "default"}, {"list", "", "secrets", "", ""},
+	for _, a := range []named{
+		{access{"get", "", "secrets", "", bgpSecrets}, "other"}, {access{"get", "", "secrets", "", bgpSecrets}, ""},
+		{access{"list", "", "secrets", "", bgpSecrets}, ""}, {access{"watch", "", "secrets", "", bgpSecrets}, ""},
+		{access{"get", "", "secrets", "", namespace}, "fabric"}, {access{"list", "", "secrets", "", ""}, ""},
 	} {
-		if allowed(t, user, a) {
+		if allowedName(t, user, a) {
 			t.Errorf("estuary-daemon may %s; the chart must not grant it", a)
 		}
+	}
+	if _, err := renderErr(t, "--set", "underlay.bgpPasswordSecrets[0].namespace="+bgpSecrets); err == nil {
+		t.Error("a Secret without a name rendered")
 	}
 }
 

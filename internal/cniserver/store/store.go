@@ -20,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // DefaultPath is where the daemon keeps its state file.
@@ -80,7 +81,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("create state directory for %s: %w", path, err)
 	}
 	s, err := open(path)
-	if err == nil || errors.Is(err, bolt.ErrTimeout) {
+	if err == nil || errors.Is(err, berrors.ErrTimeout) {
 		return s, err
 	}
 	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000000000"))

@@ -2,6 +2,7 @@ package podipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -132,7 +133,10 @@ func TestAuditReleasesRecordsNoEventExplains(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still recorded (%v)", err)
+		if err != nil {
+			return fmt.Errorf("read it: %w", err)
+		}
+		return errors.New("still recorded")
 	})
 	waitUsed(t, "ov-audit-0", 1)
 	if got := waitInstances(t, ns, "live", 1, estuaryv1.IPInstanceBound)[0]; got.Name != live.Name {
@@ -212,7 +216,10 @@ func TestStatefulSetOrphanDeleteAndRecreateKeepsAddresses(t *testing.T) {
 	}
 	eventually(t, "the old StatefulSet gone", func() error {
 		if err := k8s.Get(bg(), client.ObjectKeyFromObject(old), &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			if err != nil {
+				return fmt.Errorf("read it: %w", err)
+			}
+			return errors.New("still there")
 		}
 		return nil
 	})

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -236,5 +235,3 @@ func versionOf(f ipam.Family) int32 {
 	}
 	return 4
 }
-
-func typesUID(s string) types.UID { return types.UID(s) }

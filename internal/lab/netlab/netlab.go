@@ -62,7 +62,7 @@ func Create(name string) error {
 // operator) would bind-mount NSDir over itself and hide every pin beneath
 // the new mount, where nothing can unmount or delete them.
 func sharedNSDir() error {
-	if err := os.MkdirAll(NSDir, 0o755); err != nil {
+	if err := os.MkdirAll(NSDir, 0o755); err != nil { //nolint:gosec // G301: shared with iproute2, which makes it 0755 too
 		return fmt.Errorf("create %s: %w", NSDir, err)
 	}
 	err := unix.Mount("", NSDir, "none", unix.MS_SHARED|unix.MS_REC, "")
