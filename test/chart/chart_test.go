@@ -156,7 +156,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 		for _, a := range []string{"--node-name=$(NODE_NAME)", "--cni-binary-source=/estuary-cni",
 			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap", "--vxlan-port=" + port,
-			"--health-probe-bind-address=:8082"} {
+			"--health-probe-bind-address=127.0.0.1:8082"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}
@@ -171,6 +171,11 @@ func TestDaemonSet(t *testing.T) {
 		}
 		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 8082)
 		checkProbe(t, what+" readiness", c.ReadinessProbe, "/healthz", 8082)
+		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+			if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "127.0.0.1" {
+				t.Errorf("%s: probe host %q, want 127.0.0.1 (the daemon binds its endpoints to the node's loopback)", what, p.HTTPGet.Host)
+			}
+		}
 		checkDaemonVolumes(t, what, ds.Spec.Template.Spec, c)
 		checkImage(t, what, c, name, labImages.Daemon)
 	}
@@ -233,7 +238,7 @@ func TestManagerDeployment(t *testing.T) {
 			t.Errorf("%s: command %v", what, c.Command)
 		}
 		for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=" + namespace,
-			"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+			"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=:8081"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fastPathCounters reads a node's estuary_fastpath_packets_total from its
@@ -40,6 +41,22 @@ func (e *labEnv) fastPathCounters(ctx context.Context, node string) (map[string]
 		return nil, fmt.Errorf("%s: no estuary_fastpath_packets_total in the daemon's metrics (fast path not loaded?)", node)
 	}
 	return out, nil
+}
+
+// TestDaemonEndpointsOnlyOnTheNode: a node's daemon answers /metrics and
+// /bgp on the node's loopback, and nothing on the node network (here: from
+// another node) reaches them.
+func TestDaemonEndpointsOnlyOnTheNode(t *testing.T) {
+	e := needLab(t)
+	if _, err := e.fastPathCounters(testCtx(t, time.Minute), "node-1"); err != nil {
+		t.Fatalf("metrics on node-1's loopback: %v", err)
+	}
+	for _, path := range []string{"/metrics", "/bgp"} {
+		u := "http://" + e.nodeAddr["node-1"] + ":8082" + path
+		if body, err := httpGet(testCtx(t, 30*time.Second), e.nodeNetns["node-2"], u); err == nil {
+			t.Errorf("node-2 read %s of node-1's daemon on the node network (%d bytes)", u, len(body))
+		}
+	}
 }
 
 // TestFastPathForwardsPodTraffic: pod a on node-1 pings and talks HTTP to
