@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
@@ -63,20 +64,14 @@ func newNodeGC(eps endpointStore, del collector, pods client.Reader, grace time.
 
 // run collects every interval until ctx ends.
 func (g *nodeGC) run(ctx context.Context, interval time.Duration) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if n, err := g.pass(ctx); err != nil {
 			log.Error(err, "node gc", "collected", n)
 		} else if n > 0 {
 			log.Info("node gc collected endpoints of pods that are gone", "endpoints", n)
 		}
-	}
+	}, interval)
+	return nil
 }
 
 // pass looks at every endpoint once and returns how many it collected.

@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -49,24 +50,18 @@ type auditor struct {
 // NeedLeaderElection returns true: only the leader audits.
 func (a *auditor) NeedLeaderElection() bool { return true }
 
-// Start audits every interval until ctx ends, the first time one interval
-// after the rebuild.
+// Start audits once the rebuild is done, then every interval until ctx
+// ends.
 func (a *auditor) Start(ctx context.Context) error {
 	if err := a.r.ready.wait(ctx); err != nil {
 		return nil //nolint:nilerr // ctx ended or the rebuild failed: the manager stops either way
 	}
-	tick := time.NewTicker(a.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := a.run(ctx); err != nil {
 			log.FromContext(ctx).Error(err, "audit")
 		}
-	}
+	}, a.interval)
+	return nil
 }
 
 func (a *auditor) run(ctx context.Context) error {

@@ -2,7 +2,6 @@ package podipam
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -128,16 +127,7 @@ func TestAuditReleasesRecordsNoEventExplains(t *testing.T) {
 	if err := k8s.Create(bg(), rec); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the audit released the record of a pod that does not exist", func() error {
-		err := k8s.Get(bg(), client.ObjectKeyFromObject(rec), &estuaryv1.IPInstance{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read it: %w", err)
-		}
-		return errors.New("still recorded")
-	})
+	waitGone(t, "the audit's release of the record of a pod that does not exist", rec)
 	waitUsed(t, "ov-audit-0", 1)
 	if got := waitInstances(t, ns, "live", 1, estuaryv1.IPInstanceBound)[0]; got.Name != live.Name {
 		t.Errorf("the live pod's address changed from %s to %s", live.Name, got.Name)
@@ -214,15 +204,7 @@ func TestStatefulSetOrphanDeleteAndRecreateKeepsAddresses(t *testing.T) {
 	if err := k8s.Update(bg(), current); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the old StatefulSet gone", func() error {
-		if err := k8s.Get(bg(), client.ObjectKeyFromObject(old), &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
-			if err != nil {
-				return fmt.Errorf("read it: %w", err)
-			}
-			return errors.New("still there")
-		}
-		return nil
-	})
+	waitGone(t, "the old StatefulSet", old)
 
 	// Created again; its controller adopts the pods.
 	again := newStatefulSet(t, ns, "db", 2, nil)

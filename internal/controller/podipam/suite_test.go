@@ -203,8 +203,14 @@ func deletePod(t *testing.T, p *corev1.Pod) {
 	if err := k8s.Delete(bg(), p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, "pod "+p.Name+" gone", func() error {
-		err := k8s.Get(bg(), client.ObjectKeyFromObject(p), &corev1.Pod{})
+	waitGone(t, "pod "+p.Name, p)
+}
+
+// waitGone waits until obj (read live) no longer exists.
+func waitGone(t *testing.T, what string, obj client.Object) {
+	t.Helper()
+	eventually(t, what+" gone", func() error {
+		err := k8s.Get(bg(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
