@@ -15,7 +15,11 @@ package podipam
 //     through the pod controller, which settles it as for any event: a pod
 //     that is gone or finished releases, a live pod has its records
 //     confirmed (missing ones created again), its extra addresses released
-//     and its missing families completed.
+//     and its missing families completed;
+//   - frees an address the allocator holds that no record names and no pod
+//     name holds, once two audits in a row found it so (an allocation in
+//     flight is recorded long before the next audit): what a conflict or a
+//     split brain left in memory only.
 //
 // The audit changes nothing itself; each pod name is settled by its own
 // reconcile, one at a time, as for any other event.
@@ -45,6 +49,8 @@ type auditor struct {
 	r        *Reconciler
 	interval time.Duration
 	pods     chan event.GenericEvent
+	// strays are the addresses held in memory only at the last audit.
+	strays map[ipam.Record]bool
 }
 
 // NeedLeaderElection returns true: only the leader audits.
@@ -82,6 +88,7 @@ func (a *auditor) run(ctx context.Context) error {
 	for _, key := range a.r.held.keys() {
 		keys[key] = true
 	}
+	freed := a.freeStrays(ctx, list.Items)
 	for key := range keys {
 		ns, name := splitKey(key)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -93,8 +100,38 @@ func (a *auditor) run(ctx context.Context) error {
 	}
 	a.r.Metrics.auditRuns.Inc()
 	a.r.Metrics.auditAdopted.Add(float64(adopted))
-	log.FromContext(ctx).V(1).Info("audit", "records", len(list.Items), "podNames", len(keys), "adopted", adopted)
+	a.r.Metrics.auditFreed.Add(float64(freed))
+	log.FromContext(ctx).V(1).Info("audit", "records", len(list.Items), "podNames", len(keys), "adopted", adopted, "freed", freed)
 	return nil
+}
+
+// freeStrays frees the addresses held in memory that no record names and
+// no pod name holds, now and at the last audit.
+func (a *auditor) freeStrays(ctx context.Context, records []estuaryv1.IPInstance) int {
+	recorded := make(map[string]bool, len(records))
+	for i := range records {
+		recorded[records[i].Name] = true
+	}
+	next := map[ipam.Record]bool{}
+	freed := 0
+	for _, rec := range a.r.Alloc.Records() {
+		name := estuaryv1.InstanceName(rec.Addr)
+		if recorded[name] || a.r.held.holds(rec.Owner, name) {
+			continue
+		}
+		if !a.strays[rec] {
+			next[rec] = true
+			continue
+		}
+		if err := a.r.Alloc.Release(rec.Subnet, rec.Addr, rec.Owner); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
+			log.FromContext(ctx).Error(err, "free an address held in memory only", "address", rec.Addr, "owner", rec.Owner)
+			continue
+		}
+		log.FromContext(ctx).Info("freed an address no record names", "address", rec.Addr, "owner", rec.Owner)
+		freed++
+	}
+	a.strays = next
+	return freed
 }
 
 // pendingAdoptions are records the audit found that this manager did not

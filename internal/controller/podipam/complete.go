@@ -11,13 +11,18 @@ package podipam
 //     dropped from this pod (a split brain, or an unknown create outcome
 //     that turned out to be someone else's).
 //   - one per family: a pod holding two addresses of one family keeps the
-//     one it uses (status.podIPs) or else the first, and releases the rest.
+//     one it uses (status.podIPs) or else the lowest, and releases the rest.
+//     The choice depends only on the pod and the addresses, so two managers
+//     that both see the pair (a split brain) keep the same one.
 //   - complete: a pod whose records say it has more addresses than it holds
 //     (a manager stopped between the creates of a dual-stack pod) gets the
 //     missing families, allocated and recorded now.
 //
 // Only the confirm step reads; in the common case (every record in the
-// cache, names this pod) a pass makes no API call.
+// cache, names this pod) a pass makes no API call. A record this manager
+// created or confirmed within cacheLag is taken as it is: the cache may not
+// show it yet, and asking the API server would cost the pod's allocation a
+// second write.
 
 import (
 	"context"
@@ -25,6 +30,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +41,10 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
+
+// cacheLag is how long a record this manager just created or confirmed is
+// trusted without looking at the cache.
+const cacheLag = 5 * time.Second
 
 // ReasonExtraAddressReleased is the event reason when a pod that held two
 // addresses of one family loses one.
@@ -85,9 +95,14 @@ func (r *Reconciler) followOwner(ctx context.Context, key string, pod *corev1.Po
 func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
 	kept := make([]holding, 0, len(held))
 	for _, hd := range held {
+		if !hd.recorded.IsZero() && time.Since(hd.recorded) < cacheLag {
+			kept = append(kept, hd)
+			continue
+		}
 		ipi := &estuaryv1.IPInstance{}
 		err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
 		if err == nil && names(ipi, pod) {
+			hd.recorded = time.Now()
 			kept = append(kept, hd)
 			continue
 		}
@@ -97,6 +112,7 @@ func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, h
 		if err != nil {
 			err = r.Client.Create(ctx, r.instance(pod, hd))
 			if err == nil {
+				hd.recorded = time.Now()
 				kept = append(kept, hd)
 				continue
 			}
@@ -112,6 +128,7 @@ func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, h
 			return nil, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
 		}
 		if names(ipi, pod) {
+			hd.recorded = time.Now()
 			kept = append(kept, hd)
 			continue
 		}
@@ -156,7 +173,7 @@ func isNotHeld(err error) bool {
 }
 
 // onePerFamily releases every address of a family but one: the one the pod
-// uses, else the first held.
+// uses, else the lowest.
 func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
 	var kept, extra []holding
 	for _, hd := range held {
@@ -164,7 +181,7 @@ func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.P
 		switch {
 		case i < 0:
 			kept = append(kept, hd)
-		case usesAddr(pod, hd.lease.Addr) && !usesAddr(pod, kept[i].lease.Addr):
+		case better(pod, hd.lease.Addr, kept[i].lease.Addr):
 			extra, kept[i] = append(extra, kept[i]), hd
 		default:
 			extra = append(extra, hd)
@@ -182,6 +199,15 @@ func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.P
 	r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonExtraAddressReleased, "Allocate",
 		"pod %s held %d addresses of one family; released %v, kept %v", key, len(extra)+1, addrs(extra), addrs(kept))
 	return kept, nil
+}
+
+// better: a is the one to keep rather than b, the one the pod uses or else
+// the lower.
+func better(pod *corev1.Pod, a, b netip.Addr) bool {
+	if ua, ub := usesAddr(pod, a), usesAddr(pod, b); ua != ub {
+		return ua
+	}
+	return a.Less(b)
 }
 
 func usesAddr(pod *corev1.Pod, a netip.Addr) bool {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -22,6 +23,9 @@ type holding struct {
 	// count is how many addresses the pod has in all (2 for dual stack),
 	// recorded on every one of its IPInstances.
 	count int
+	// recorded is when this manager last saw the record created or
+	// confirmed; zero when it never did (rebuilt or adopted from a list).
+	recorded time.Time
 }
 
 // setRef identifies the StatefulSet that owns a pod's addresses and the

@@ -15,6 +15,7 @@ type Metrics struct {
 	rebuildFailures prometheus.Counter
 	auditRuns       prometheus.Counter
 	auditAdopted    prometheus.Counter
+	auditFreed      prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: the
@@ -49,8 +50,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "estuary_ipam_audit_adopted_total",
 			Help: "Records the audit found that this manager did not hold (written by another manager, by hand, or by a create whose answer was lost).",
 		}),
+		auditFreed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_audit_freed_total",
+			Help: "Addresses held in memory that no record named at two audits in a row, freed.",
+		}),
 	}
-	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems, m.rebuildFailures, m.auditRuns, m.auditAdopted)
+	reg.MustRegister(m.allocDuration, m.addresses, m.rebuildProblems, m.rebuildFailures, m.auditRuns, m.auditAdopted, m.auditFreed)
 	return m
 }
 

@@ -29,6 +29,7 @@ type Allocator interface {
 	Release(subnet string, addr netip.Addr, owner string) error
 	Retain(subnet string, addr netip.Addr, owner string) error
 	Rebuild(records []ipam.Record) error
+	Records() []ipam.Record
 	SetCursor(subnet string, addr netip.Addr) error
 	Cursor(subnet string) (netip.Addr, error)
 	Stats(subnet string) (ipam.Stats, error)
@@ -151,6 +152,7 @@ func (r *Reconciler) recordLeases(ctx context.Context, key string, pod *corev1.P
 		err := r.Client.Create(ctx, r.instance(pod, hd))
 		switch {
 		case err == nil:
+			hds[i].recorded = time.Now()
 			continue
 		case apierrors.IsAlreadyExists(err):
 			r.held.set(key, prior)
