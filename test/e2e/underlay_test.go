@@ -351,11 +351,14 @@ func checkClientIP(t *testing.T, srcNS string, src, dst *corev1.Pod) {
 	}
 }
 
-// checkOutsideDomain: the manager reports OutsideNetworkDomain on the pod,
-// and the pod has neither an address nor an IPInstance.
+// checkOutsideDomain: the manager reports OutsideNetworkDomain on the pod
+// (or, when the kubelet refused the pod for its node affinity before the
+// manager looked at it, the pod failed and so never needed one), and the
+// pod has neither an address nor an IPInstance.
 func (e *labEnv) checkOutsideDomain(t *testing.T, ns, name, node string) {
 	t.Helper()
 	var ev corev1.Event
+	refused := false
 	eventually(t, fmt.Sprintf("an OutsideNetworkDomain event from %s on pod %s/%s", managerName, ns, name), 2*time.Minute, func(ctx context.Context) error {
 		var l corev1.EventList
 		if err := e.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
@@ -372,9 +375,19 @@ func (e *labEnv) checkOutsideDomain(t *testing.T, ns, name, node string) {
 			}
 			seen = append(seen, x.Reason)
 		}
+		var p corev1.Pod
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			return err
+		}
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "NodeAffinity" && slices.Contains(seen, "NodeAffinity") {
+			refused = true
+			return nil
+		}
 		return fmt.Errorf("events of the pod: %v", seen)
 	})
-	if !strings.Contains(ev.Message, node) || !strings.Contains(ev.Message, underlayNetwork) {
+	if refused {
+		t.Logf("the kubelet refused pod %s for its node affinity before the manager looked at it", name)
+	} else if !strings.Contains(ev.Message, node) || !strings.Contains(ev.Message, underlayNetwork) {
 		t.Errorf("event message %q does not name node %s and network %s", ev.Message, node, underlayNetwork)
 	}
 	ctx := testCtx(t, time.Minute)
