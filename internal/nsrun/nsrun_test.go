@@ -1,28 +1,17 @@
-package nsrun
+package nsrun_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 func TestDoRunsInTheNamespaceAndLeavesTheCallerAlone(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	name := "estnsrun-" + strings.ReplaceAll(filepath.Base(t.TempDir()), "_", "")
-	if len(name) > 30 {
-		name = name[:30]
-	}
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	path := filepath.Join("/var/run/netns", name)
+	path := nstest.New(t)
 	want, err := netns.GetFromPath(path)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +24,7 @@ func TestDoRunsInTheNamespaceAndLeavesTheCallerAlone(t *testing.T) {
 	defer func() { _ = before.Close() }()
 
 	var inside bool
-	if err := Do(path, func() error {
+	if err := nsrun.Do(path, func() error {
 		cur, err := netns.Get()
 		if err != nil {
 			return err
@@ -60,7 +49,7 @@ func TestDoRunsInTheNamespaceAndLeavesTheCallerAlone(t *testing.T) {
 }
 
 func TestDoNamesAMissingNamespace(t *testing.T) {
-	err := Do("/nonexistent/netns", func() error { return nil })
+	err := nsrun.Do("/nonexistent/netns", func() error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/netns") {
 		t.Fatalf("got %v; want an error naming the path", err)
 	}
@@ -68,7 +57,7 @@ func TestDoNamesAMissingNamespace(t *testing.T) {
 
 func TestDoWithoutPathRunsHere(t *testing.T) {
 	ran := false
-	if err := Do("", func() error { ran = true; return nil }); err != nil || !ran {
+	if err := nsrun.Do("", func() error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("ran=%v err=%v", ran, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 )
 
 // TestUnderlayStatefulSetKeepsAddressAcrossDomainNodes: the pod of a
@@ -160,19 +162,16 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 }
 
 // vlanSupport returns why the kernel cannot make 802.1Q sub-interfaces, or
-// nil: it tries one on a veth in a scratch network namespace.
-func vlanSupport(ctx context.Context) error {
-	ns := fmt.Sprintf("estlab-e2e-vlan-%d", time.Now().UnixNano())
+// nil: it tries one on a veth in a scratch network namespace of the test.
+func vlanSupport(t *testing.T) error {
+	ns := filepath.Base(nstest.New(t))
+	ctx := testCtx(t, time.Minute)
 	run := func(args ...string) error {
 		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
 		return nil
 	}
-	if err := run("netns", "add", ns); err != nil {
-		return err
-	}
-	defer func() { _ = run("netns", "delete", ns) }()
 	if err := run("-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1"); err != nil {
 		return err
 	}
@@ -184,7 +183,7 @@ func vlanSupport(ctx context.Context) error {
 // the subnet's gateway on its own eth0.100, and the external host and the
 // pod reach each other without NAT. Kernels without 802.1Q skip it.
 func TestUnderlayTaggedVLAN(t *testing.T) {
-	if err := vlanSupport(testCtx(t, time.Minute)); err != nil {
+	if err := vlanSupport(t); err != nil {
 		t.Skipf("the kernel cannot make 802.1Q VLAN sub-interfaces: %v", err)
 	}
 	e := needLab(t)

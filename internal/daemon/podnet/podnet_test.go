@@ -284,16 +284,12 @@ func TestDelTwice(t *testing.T) {
 
 func TestDelNetnsGone(t *testing.T) {
 	e := newEnv(t)
-	name := fmt.Sprintf("%sgone%d", nstest.Prefix, os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	podNS := nstest.New(t) // removed here first, as a runtime does; its cleanup accepts that
 	e.addrs.Set("default", "vanish", addr("10.0.0.12/24"))
-	a := cniserver.Attachment{ContainerID: "c-vanish", IfName: "eth0", Netns: "/run/netns/" + name,
+	a := cniserver.Attachment{ContainerID: "c-vanish", IfName: "eth0", Netns: podNS,
 		PodNamespace: "default", PodName: "vanish"}
 	e.add(t, a)
-	if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "netns", "del", filepath.Base(podNS)).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns del: %v\n%s", err, out)
 	}
 	for i := range 2 {
