@@ -7,9 +7,11 @@ package lab
 // empty host mount points the node holders had to create, listed in each node's
 // directory). Down therefore kills the cgroup's processes until none is left (pod
 // processes, containerd shims and the namespace holders included; with them go the
-// node mount namespaces and every mount inside them), deletes the namespaces (and
-// with them every veth and bridge), removes the created mount points and the state
-// directory's contents. Each stage runs even if an earlier one failed, and running it
+// node mount namespaces and every mount inside them) and waits until every process
+// it killed is gone from the process table, reaped and not only exited (see
+// proc.Stopper), so no process of the lab exists once down returns. It then deletes
+// the namespaces (and with them every veth and bridge), removes the created mount
+// points and the state directory's contents. Each stage runs even if an earlier one failed, and running it
 // again after a crash finishes the job.
 
 import (
@@ -52,7 +54,7 @@ func (l *Lab) Down() error {
 func (l *Lab) cleanup() error {
 	var errs []error
 	l.step("stopping lab processes (cgroup %s)", Prefix)
-	errs = append(errs, l.killPIDFiles(), proc.KillCgroup(Prefix, 30*time.Second))
+	errs = append(errs, l.stopProcesses())
 	l.step("removing network namespaces %s-*", Prefix)
 	errs = append(errs, deleteNamespaces())
 	l.step("removing mounts and files under %s", l.paths.Root)
@@ -60,16 +62,38 @@ func (l *Lab) cleanup() error {
 	return errors.Join(errs...)
 }
 
+// stopProcesses kills every process of the lab, waits until each one is gone and
+// removes the lab's cgroups.
+func (l *Lab) stopProcesses() error {
+	stop := proc.NewStopper()
+	defer stop.Close()
+	l.killPIDFiles(stop)
+	killErr := stop.KillCgroup(Prefix, time.Now().Add(killTimeout))
+	reap := time.Now().Add(reapTimeout)
+	waitErr := stop.Wait(reap)
+	if waitErr == nil {
+		l.step("%d lab processes gone", stop.Killed())
+	}
+	return errors.Join(killErr, waitErr, proc.RemoveCgroup(Prefix, reap))
+}
+
+const (
+	// killTimeout bounds killing the lab's processes until none is left in its cgroup.
+	killTimeout = 30 * time.Second
+	// reapTimeout bounds waiting until the killed processes are reaped, and
+	// until the kernel lets the emptied cgroups go.
+	reapTimeout = 15 * time.Second
+)
+
 // killPIDFiles kills recorded processes that somehow escaped the cgroup (for
 // example a helper killed before it joined it).
-func (l *Lab) killPIDFiles() error {
+func (l *Lab) killPIDFiles(stop *proc.Stopper) {
 	files, _ := filepath.Glob(filepath.Join(l.paths.Run(), "*.pid"))
 	for _, f := range files {
-		if pid := proc.ReadPID(f); pid > 1 && proc.Alive(pid) && strings.Contains(cmdline(pid), l.paths.Root) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if pid := proc.ReadPID(f); pid > 1 && proc.Alive(pid) && strings.Contains(proc.Cmdline(pid), l.paths.Root) {
+			stop.Kill(pid)
 		}
 	}
-	return nil
 }
 
 func deleteNamespaces() error {

@@ -20,7 +20,7 @@ import (
 func Leftovers(stateDir string) []string {
 	var out []string
 	for _, pid := range proc.CgroupPIDs(Prefix) {
-		out = append(out, fmt.Sprintf("process %d in cgroup %s: %s", pid, Prefix, cmdline(pid)))
+		out = append(out, fmt.Sprintf("process %d in cgroup %s: %s", pid, Prefix, proc.Cmdline(pid)))
 	}
 	out = append(out, processesNaming(stateDir)...)
 	if names, _ := netlab.List(Prefix); len(names) > 0 {
@@ -57,15 +57,10 @@ func pids() []int {
 	return out
 }
 
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
-}
-
 func processesNaming(stateDir string) []string {
 	var out []string
 	for _, pid := range pids() {
-		if c := cmdline(pid); strings.Contains(c, stateDir+"/") && proc.Alive(pid) {
+		if c := proc.Cmdline(pid); strings.Contains(c, stateDir+"/") && proc.Alive(pid) {
 			out = append(out, fmt.Sprintf("process %d: %s", pid, c))
 		}
 	}

@@ -151,7 +151,12 @@ func eventually(t *testing.T, what string, timeout time.Duration, f func(ctx con
 
 func (e *env) downAndCheck(t *testing.T) {
 	t.Helper()
+	procs := labProcesses(e.state)
+	if len(procs) == 0 {
+		t.Fatal("no process of the lab runs before down; the test would prove nothing")
+	}
 	e.lab(t, 3*time.Minute, "down")
+	requireGone(t, procs)
 	left := lab.Leftovers(e.state)
 	for p := range existing(hostPaths()) {
 		if !e.hostBefore[p] {

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -123,26 +122,6 @@ func CgroupPIDs(rel string) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-// KillCgroup SIGKILLs every process in rel until none is left or timeout passes,
-// then removes rel (deepest directories first) from every hierarchy.
-func KillCgroup(rel string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		pids := CgroupPIDs(rel)
-		if len(pids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes still in cgroup %s after %s: %v", rel, timeout, pids)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return RemoveCgroup(rel, deadline)
 }
 
 // RemoveCgroup removes rel and everything below it from every hierarchy, retrying
