@@ -71,7 +71,7 @@ func (l *Lab) stopProcesses() error {
 	killErr := stop.KillCgroup(Prefix, time.Now().Add(killTimeout))
 	reap := time.Now().Add(reapTimeout)
 	waitErr := stop.Wait(reap)
-	if waitErr == nil {
+	if waitErr == nil && stop.Killed() > 0 {
 		l.step("%d lab processes gone", stop.Killed())
 	}
 	return errors.Join(killErr, waitErr, proc.RemoveCgroup(Prefix, reap))
