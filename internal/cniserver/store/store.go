@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -96,9 +97,14 @@ func Open(path string) (*Store, error) {
 }
 
 // open opens path and checks every page and record of it. bbolt panics on
-// some damaged pages; that is an unreadable file too.
+// some damaged pages, and a page number past the end of a truncated file
+// faults in the memory map; both mean an unreadable file. Faults become
+// panics for this goroutine while the file is opened and checked. A fault
+// inside bolt.Open leaves that attempt's descriptor and map behind; the
+// file is moved aside, so the leak is bounded to one per damaged file.
 func open(path string) (s *Store, err error) {
 	var db *bolt.DB
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if db != nil {
