@@ -38,7 +38,7 @@ func TestStopperWaitsUntilReaped(t *testing.T) {
 	pid, parent := strconv.Itoa(cmd.Process.Pid), strconv.Itoa(os.Getpid())
 	wants := []string{"process " + pid + " (sleep 60) ", "process " + pid + " (sleep) "}
 	tail := "exited but its parent, process " + parent + ", has not reaped it"
-	if err == nil || !(strings.Contains(err.Error(), wants[0]+tail) || strings.Contains(err.Error(), wants[1]+tail)) {
+	if err == nil || !strings.Contains(err.Error(), wants[0]+tail) && !strings.Contains(err.Error(), wants[1]+tail) {
 		t.Fatalf("Wait before the reap: %v; want an error containing %q or %q", err, wants[0]+tail, wants[1]+tail)
 	}
 	_ = cmd.Wait() // reap it
