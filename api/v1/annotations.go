@@ -12,6 +12,10 @@ const (
 	// AnnotationIPFamily is IPv4, IPv6 or DualStack. Default: every family
 	// the network has public subnets for.
 	AnnotationIPFamily = "networking.estuary.io/ip-family"
+	// AnnotationNetworkType asks for a network of a type (Overlay or
+	// Underlay): the pod is refused when the network it would get is of
+	// another type.
+	AnnotationNetworkType = "networking.estuary.io/network-type"
 	// AnnotationIPRetain, set to "false" on a StatefulSet's pod template,
 	// releases a pod's address when the pod goes instead of keeping it for
 	// the pod that replaces it.

@@ -11,6 +11,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -48,7 +49,7 @@ func desiredNode(vxlan bool) state.State {
 			{Priority: 1000, Table: 1000},
 			{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20},
 			{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0x20},
-			{Priority: 1000, Table: 1000, Family: state.IPv6},
+			{Priority: 1000, Table: 1000, Family: family.IPv6},
 		},
 		Routes: []state.Route{
 			{Table: 1000, Dst: pfx("10.1.0.5/32"), Dev: "est1", Scope: state.ScopeLink},
@@ -86,10 +87,10 @@ func TestReconcileConvergesAndKeepsUnowned(t *testing.T) {
 	h, vxlan := node(t)
 	unownedRoute := state.Route{Table: state.MainTable, Dst: pfx("10.9.0.0/16"), Dev: "eth1",
 		Type: state.RouteUnicast, Protocol: 4}
-	unownedRule := state.Rule{Priority: 500, Table: 500, Family: state.IPv4}
+	unownedRule := state.Rule{Priority: 500, Table: 500, Family: family.IPv4}
 	staleRoute := state.Route{Table: 1000, Dst: pfx("10.1.0.6/32"), Dev: "est1", Scope: state.ScopeLink,
 		Type: state.RouteUnicast, Protocol: state.ProtocolEstuary}
-	staleRule := state.Rule{Priority: 1003, Table: 1003, Family: state.IPv4}
+	staleRule := state.Rule{Priority: 1003, Table: 1003, Family: family.IPv4}
 	staleNeigh := state.Neigh{Dev: "est1", IP: ip("10.1.0.6"), Proxy: true}
 	err := h.Apply(state.Plan{
 		AddRoutes: []state.Route{unownedRoute, staleRoute},

@@ -7,7 +7,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func TestFamiliesNeeded(t *testing.T) {
@@ -16,26 +17,26 @@ func TestFamiliesNeeded(t *testing.T) {
 	private.Spec.Private = true
 	subnets := []estuaryv1.Subnet{subnet("a4", "ov", "10.0.0.0/16"), private, subnet("other6", "other", "fd00:1::/64")}
 	dual := append(slices.Clone(subnets), subnet("a6", "ov", "fd00:2::/64"))
-	v4, v6 := nodelabel.IPv4, nodelabel.IPv6
+	v4, v6 := family.IPv4, family.IPv6
 	cases := []struct {
 		name    string
-		sel     Selection
+		sel     netmodel.Selection
 		subnets []estuaryv1.Subnet
-		want    []nodelabel.Family
+		want    []family.Family
 	}{
-		{"public families only", Selection{}, subnets, []nodelabel.Family{v4}},
-		{"dual-stack network", Selection{}, dual, []nodelabel.Family{v4, v6}},
-		{"ip-family IPv6", Selection{IPFamily: estuaryv1.IPFamilyIPv6}, dual, []nodelabel.Family{v6}},
-		{"ip-family DualStack", Selection{IPFamily: estuaryv1.IPFamilyDualStack}, subnets, []nodelabel.Family{v4, v6}},
-		{"named subnets", Selection{Subnets: []string{"a4"}, IPFamily: estuaryv1.IPFamilyIPv4}, subnets, nil},
-		{"no public subnet", Selection{}, []estuaryv1.Subnet{private}, nil},
+		{"public families only", netmodel.Selection{}, subnets, []family.Family{v4}},
+		{"dual-stack network", netmodel.Selection{}, dual, []family.Family{v4, v6}},
+		{"ip-family IPv6", netmodel.Selection{IPFamily: estuaryv1.IPFamilyIPv6}, dual, []family.Family{v6}},
+		{"ip-family DualStack", netmodel.Selection{IPFamily: estuaryv1.IPFamilyDualStack}, subnets, []family.Family{v4, v6}},
+		{"named subnets", netmodel.Selection{Subnets: []string{"a4"}, IPFamily: estuaryv1.IPFamilyIPv4}, subnets, nil},
+		{"no public subnet", netmodel.Selection{}, []estuaryv1.Subnet{private}, nil},
 	}
 	for _, c := range cases {
-		if got := FamiliesNeeded(&c.sel, &n, c.subnets); !slices.Equal(got, c.want) {
+		if got := netmodel.FamiliesNeeded(&c.sel, &n, c.subnets); !slices.Equal(got, c.want) {
 			t.Errorf("%s: families %v, want %v", c.name, got, c.want)
 		}
 	}
-	reqs := AvailabilityRequirements("ov", []nodelabel.Family{v4, v6})
+	reqs := AvailabilityRequirements("ov", []family.Family{v4, v6})
 	if len(reqs) != 2 || reqs[0].Key != "networking.estuary.io/ipv4-available-ov" || reqs[1].Key != "networking.estuary.io/ipv6-available-ov" ||
 		reqs[0].Operator != "NotIn" || !slices.Equal(reqs[0].Values, []string{"false"}) {
 		t.Errorf("requirements %+v", reqs)

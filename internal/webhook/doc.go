@@ -27,15 +27,17 @@
 //     subnets; none when it names its subnets, or is a StatefulSet pod an
 //     IPInstance is kept for), networking.estuary.io/ipv4-available-<network>
 //     (or ipv6-) NotIn [false], the labels internal/controller/nodelabel
-//     keeps, so a pod whose network is full stays Pending with the
+//     keeps (keys from netmodel.AvailableKey), so a pod whose network is full stays Pending with the
 //     scheduler's node affinity reason instead of failing on a node.
 //
 // Design: every rule is a pure function over plain values (the object and
 // the lists of Networks, Subnets, Nodes or IPInstances it is checked against)
-// and returns a *Denial, or several joined with errors.Join, that names the
-// object, the field and the other object involved. The admission handlers
-// only read those lists from the manager's cache and call the rules, so the
-// manager can re-check the same rules before it allocates. The cache is
+// and returns a *netmodel.Denial, or several joined with errors.Join, that
+// names the object, the field and the other object involved. A pod's rules
+// (its selection and the network it resolves to) live in package netmodel,
+// which the manager calls too before it allocates; the Network, Subnet and
+// IPInstance rules live here. The admission handlers only read those lists
+// from the manager's cache and call the rules. The cache is
 // eventually consistent and two concurrent requests can each pass alone
 // (two Overlay networks created at once, for example); the webhook narrows
 // the window in which a bad object can be written, and the re-check in the

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // NetworkValidator admits Networks. Reader is the manager's cache; Live,
@@ -57,7 +58,7 @@ func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Netw
 // subnet deleted just before its network), and a refusal must hold against
 // what exists now; an admitted delete needs no second read.
 func confirm(cached error, live client.Reader, check func(client.Reader) error) error {
-	var d *Denial
+	var d *netmodel.Denial
 	if live == nil || !errors.As(cached, &d) {
 		return cached
 	}
@@ -151,7 +152,7 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		if err != nil {
 			return err
 		}
-		return ValidatePod(pod, in.ns, in.networks, in.subnets)
+		return netmodel.ValidatePod(pod, in.ns, in.networks, in.subnets)
 	}
 	return nil, confirm(check(v.Reader), v.Live, check)
 }
@@ -201,13 +202,13 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	if n == nil {
 		return nil
 	}
-	AddDomainAffinity(pod, DomainSelector(n))
+	AddDomainAffinity(pod, netmodel.DomainSelector(n))
 	held, err := holdsAddresses(ctx, d.Reader, namespace, pod)
 	if err != nil {
 		return err
 	}
 	if !held {
-		AddRequirements(pod, AvailabilityRequirements(n.Name, FamiliesNeeded(&sel, n, in.subnets)))
+		AddRequirements(pod, AvailabilityRequirements(n.Name, netmodel.FamiliesNeeded(&sel, n, in.subnets)))
 	}
 	return nil
 }
@@ -221,12 +222,12 @@ type podInputs struct {
 // network is the pod's selection and the network it gets, nil also when
 // the selection does not parse or resolve (the validating webhook refuses
 // such a pod).
-func (in *podInputs) network(pod *corev1.Pod) (Selection, *estuaryv1.Network) {
-	sel, err := SelectionFor(pod, in.ns)
+func (in *podInputs) network(pod *corev1.Pod) (netmodel.Selection, *estuaryv1.Network) {
+	sel, err := netmodel.SelectionFor(pod, in.ns)
 	if err != nil {
 		return sel, nil
 	}
-	n, err := ResolveNetwork(&sel, in.networks, in.subnets)
+	n, err := netmodel.ResolveNetwork(&sel, in.networks, in.subnets)
 	if err != nil {
 		return sel, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // stale returns a reader holding objs with the handlers' indexes, standing
@@ -40,7 +41,7 @@ func TestRefusedDeleteConfirmedLive(t *testing.T) {
 		Spec:       estuaryv1.IPInstanceSpec{Subnet: "rack1-v4"},
 	}
 	cache, empty := stale(t, sn.DeepCopy(), ipi.DeepCopy()), stale(t)
-	var d *Denial
+	var d *netmodel.Denial
 
 	nv := &NetworkValidator{Reader: cache}
 	if _, err := nv.ValidateDelete(ctx, &n); !errors.As(err, &d) {
@@ -73,7 +74,7 @@ func TestMissingFromCacheConfirmedLive(t *testing.T) {
 	n := underlay("rack1", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "1"})
 	sn := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "rack1-v4"}, Spec: estuaryv1.SubnetSpec{Network: "rack1",
 		Range: estuaryv1.AddressRange{Version: 4, CIDR: "10.77.100.0/24", Gateway: "10.77.100.1"}}}
-	var d *Denial
+	var d *netmodel.Denial
 	sv := &SubnetValidator{Reader: stale(t), Live: stale(t)}
 	if _, err := sv.ValidateCreate(ctx, sn); !errors.As(err, &d) {
 		t.Fatalf("network in neither: create of subnet rack1-v4 = %v, want refused", err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 func overlay(name string) estuaryv1.Network {
@@ -51,16 +52,16 @@ func instance(ns, name, subnet string) estuaryv1.IPInstance {
 		Spec: estuaryv1.IPInstanceSpec{Network: "n", Subnet: subnet, Binding: estuaryv1.Binding{Namespace: ns, PodName: "p-" + name}}}
 }
 
-// requireDenied asserts err holds a *Denial and that its text has every one
+// requireDenied asserts err holds a *netmodel.Denial and that its text has every one
 // of want.
 func requireDenied(t *testing.T, err error, want ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("admitted; want a denial with %q", want)
 	}
-	var d *Denial
+	var d *netmodel.Denial
 	if !errors.As(err, &d) {
-		t.Fatalf("error is not a *Denial: %v", err)
+		t.Fatalf("error is not a *netmodel.Denial: %v", err)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {

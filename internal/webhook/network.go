@@ -11,20 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
-
-// EffectiveMode is the network's mode, defaulted from its type when unset:
-// VXLAN for Overlay, VLAN for Underlay.
-func EffectiveMode(spec *estuaryv1.NetworkSpec) estuaryv1.NetworkMode {
-	switch {
-	case spec.Mode != "":
-		return spec.Mode
-	case spec.Type == estuaryv1.NetworkTypeOverlay:
-		return estuaryv1.NetworkModeVXLAN
-	default:
-		return estuaryv1.NetworkModeVLAN
-	}
-}
 
 // ValidateNetwork checks n against the cluster's other networks and its
 // nodes: at most one Overlay network, no two Underlay domains sharing a node
@@ -50,8 +38,8 @@ func ValidateNetworkDelete(n *estuaryv1.Network, subnets []estuaryv1.Subnet) err
 		return nil
 	}
 	slices.Sort(names)
-	return deny(kindNetwork, n.Name, "", "cannot be deleted while %s %q (spec.network %q) belongs to it%s; delete the network's subnets first",
-		kindSubnet, names[0], n.Name, more(len(names)-1))
+	return netmodel.Deny(netmodel.KindNetwork, n.Name, "", "cannot be deleted while %s %q (spec.network %q) belongs to it%s; delete the network's subnets first",
+		netmodel.KindSubnet, names[0], n.Name, more(len(names)-1))
 }
 
 func more(n int) string {
@@ -78,18 +66,18 @@ func checkOverlay(n *estuaryv1.Network, others []estuaryv1.Network) error {
 	}
 	for i := range others {
 		if others[i].Spec.Type == estuaryv1.NetworkTypeOverlay {
-			return deny(kindNetwork, n.Name, "spec.type", "Overlay: the cluster already has an Overlay network, %s %q, and may have only one",
-				kindNetwork, others[i].Name)
+			return netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.type", "Overlay: the cluster already has an Overlay network, %s %q, and may have only one",
+				netmodel.KindNetwork, others[i].Name)
 		}
 	}
 	return nil
 }
 
 func checkBGPPeers(n *estuaryv1.Network) error {
-	if EffectiveMode(&n.Spec) != estuaryv1.NetworkModeBGP || len(n.Spec.BGPPeers) > 0 {
+	if netmodel.Mode(&n.Spec) != estuaryv1.NetworkModeBGP || len(n.Spec.BGPPeers) > 0 {
 		return nil
 	}
-	return deny(kindNetwork, n.Name, "spec.bgpPeers", "is empty: a BGP network needs at least one peer")
+	return netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.bgpPeers", "is empty: a BGP network needs at least one peer")
 }
 
 // checkDomain returns one denial per other Underlay network whose domain
@@ -108,13 +96,13 @@ func checkDomain(n *estuaryv1.Network, others []estuaryv1.Network, nodes []corev
 			continue
 		}
 		if maps.Equal(o.Spec.NodeSelector, n.Spec.NodeSelector) {
-			errs = append(errs, deny(kindNetwork, n.Name, "spec.nodeSelector", "%s is identical to %s %q's: two Underlay networks must not share nodes",
-				selectorString(n.Spec.NodeSelector), kindNetwork, o.Name))
+			errs = append(errs, netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.nodeSelector", "%s is identical to %s %q's: two Underlay networks must not share nodes",
+				netmodel.SelectorString(n.Spec.NodeSelector), netmodel.KindNetwork, o.Name))
 			continue
 		}
 		if node := sharedNode(mine, labels.SelectorFromSet(o.Spec.NodeSelector), sorted); node != "" {
-			errs = append(errs, deny(kindNetwork, n.Name, "spec.nodeSelector", "%s selects node %q, which is already in the domain of %s %q (nodeSelector %s): two Underlay networks must not share nodes",
-				selectorString(n.Spec.NodeSelector), node, kindNetwork, o.Name, selectorString(o.Spec.NodeSelector)))
+			errs = append(errs, netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.nodeSelector", "%s selects node %q, which is already in the domain of %s %q (nodeSelector %s): two Underlay networks must not share nodes",
+				netmodel.SelectorString(n.Spec.NodeSelector), node, netmodel.KindNetwork, o.Name, netmodel.SelectorString(o.Spec.NodeSelector)))
 		}
 	}
 	return errs

@@ -68,18 +68,3 @@ func TestValidateNetworkDelete(t *testing.T) {
 	subnets := []estuaryv1.Subnet{subnet("s2", "o", "10.0.1.0/24"), subnet("s1", "o", "10.0.0.0/24")}
 	requireDenied(t, ValidateNetworkDelete(&n, subnets), `network "o"`, `subnet "s1"`, "spec.network", "1 more")
 }
-
-func TestEffectiveMode(t *testing.T) {
-	for _, c := range []struct {
-		spec estuaryv1.NetworkSpec
-		want estuaryv1.NetworkMode
-	}{
-		{estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay}, estuaryv1.NetworkModeVXLAN},
-		{estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeUnderlay}, estuaryv1.NetworkModeVLAN},
-		{estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeBGP}, estuaryv1.NetworkModeBGP},
-	} {
-		if got := EffectiveMode(&c.spec); got != c.want {
-			t.Errorf("EffectiveMode(%+v) = %s, want %s", c.spec, got, c.want)
-		}
-	}
-}

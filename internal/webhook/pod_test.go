@@ -9,12 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 const (
 	annNet  = estuaryv1.AnnotationNetwork
 	annSub  = estuaryv1.AnnotationSubnet
-	annType = AnnotationNetworkType
+	annType = estuaryv1.AnnotationNetworkType
 	annFam  = estuaryv1.AnnotationIPFamily
 )
 
@@ -69,7 +70,7 @@ func TestValidatePod(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := ValidatePod(pod(c.pod), namespace(c.ns), networks, subnets)
+			err := netmodel.ValidatePod(pod(c.pod), namespace(c.ns), networks, subnets)
 			if c.want == nil {
 				requireAdmitted(t, err)
 				return
@@ -92,26 +93,26 @@ func TestValidatePodNetworkNamespaces(t *testing.T) {
 		p.Namespace = ns
 		return p
 	}
-	requireAdmitted(t, ValidatePod(inNS("team-b", map[string]string{annNet: "u"}), nil, networks, subnets))
-	requireAdmitted(t, ValidatePod(inNS("team-a", nil), nil, networks, subnets))
-	requireDenied(t, ValidatePod(inNS("ns", map[string]string{annNet: "u"}), nil, networks, subnets),
+	requireAdmitted(t, netmodel.ValidatePod(inNS("team-b", map[string]string{annNet: "u"}), nil, networks, subnets))
+	requireAdmitted(t, netmodel.ValidatePod(inNS("team-a", nil), nil, networks, subnets))
+	requireDenied(t, netmodel.ValidatePod(inNS("ns", map[string]string{annNet: "u"}), nil, networks, subnets),
 		`pod "ns/p"`, "metadata.annotations["+annNet+"]", `network "u"`, "spec.namespaces [team-a team-b]", `not "ns"`)
-	requireDenied(t, ValidatePod(inNS("ns", map[string]string{annSub: "u4"}), nil, networks, subnets),
+	requireDenied(t, netmodel.ValidatePod(inNS("ns", map[string]string{annSub: "u4"}), nil, networks, subnets),
 		"metadata.annotations["+annSub+"]", `network "u"`)
-	requireDenied(t, ValidatePod(inNS("team-b", nil), nil, networks, subnets),
+	requireDenied(t, netmodel.ValidatePod(inNS("team-b", nil), nil, networks, subnets),
 		"metadata.namespace", "default network", `network "o"`, `not "team-b"`)
 }
 
 func TestValidatePodWithoutOverlay(t *testing.T) {
 	networks := []estuaryv1.Network{underlay("u", estuaryv1.NetworkModeVLAN, map[string]string{"rack": "r1"})}
-	requireAdmitted(t, ValidatePod(pod(nil), nil, networks, nil))
-	requireDenied(t, ValidatePod(pod(map[string]string{annType: "Overlay"}), nil, networks, nil),
+	requireAdmitted(t, netmodel.ValidatePod(pod(nil), nil, networks, nil))
+	requireDenied(t, netmodel.ValidatePod(pod(map[string]string{annType: "Overlay"}), nil, networks, nil),
 		"metadata.annotations["+annType+"]", "no Overlay network")
-	requireDenied(t, ValidatePod(pod(map[string]string{annFam: "IPv4"}), nil, networks, nil),
+	requireDenied(t, netmodel.ValidatePod(pod(map[string]string{annFam: "IPv4"}), nil, networks, nil),
 		"metadata.annotations["+annNet+"]", "no Overlay network")
 	host := pod(map[string]string{annNet: "nope"})
 	host.Spec.HostNetwork = true
-	requireAdmitted(t, ValidatePod(host, nil, networks, nil))
+	requireAdmitted(t, netmodel.ValidatePod(host, nil, networks, nil))
 }
 
 func TestResolveNetwork(t *testing.T) {
@@ -126,9 +127,9 @@ func TestResolveNetwork(t *testing.T) {
 		{map[string]string{annSub: "u4"}, "u"},
 		{map[string]string{annFam: "IPv4"}, "o"},
 	} {
-		sel, err := SelectionFor(pod(c.ann), nil)
+		sel, err := netmodel.SelectionFor(pod(c.ann), nil)
 		requireAdmitted(t, err)
-		n, err := ResolveNetwork(&sel, networks, subnets)
+		n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
 		requireAdmitted(t, err)
 		if n == nil || n.Name != c.want {
 			t.Errorf("%v: resolved %v, want network %q", c.ann, n, c.want)
@@ -190,10 +191,10 @@ func TestAddDomainAffinity(t *testing.T) {
 
 func TestDomainSelector(t *testing.T) {
 	o, u := overlay("o"), underlay("u", estuaryv1.NetworkModeBGP, map[string]string{"a": "b"})
-	if DomainSelector(nil) != nil || DomainSelector(&o) != nil {
+	if netmodel.DomainSelector(nil) != nil || netmodel.DomainSelector(&o) != nil {
 		t.Error("an overlay or missing network has a domain selector")
 	}
-	if DomainSelector(&u)["a"] != "b" {
+	if netmodel.DomainSelector(&u)["a"] != "b" {
 		t.Error("an underlay network's selector was not returned")
 	}
 }

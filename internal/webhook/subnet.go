@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // addrRange is a subnet's parsed range: its CIDR, the inclusive block
@@ -60,8 +62,8 @@ func ValidateSubnetDelete(s *estuaryv1.Subnet, instances []estuaryv1.IPInstance)
 	}
 	first := slices.MinFunc(held, func(a, b *estuaryv1.IPInstance) int { return strings.Compare(a.Name, b.Name) })
 	b := first.Spec.Binding
-	return deny(kindSubnet, s.Name, "", "cannot be deleted while %s %q (pod %s/%s, spec.subnet %q) holds an address from it%s; release its addresses first",
-		kindIPInstance, first.Name, b.Namespace, b.PodName, s.Name, more(len(held)-1))
+	return netmodel.Deny(netmodel.KindSubnet, s.Name, "", "cannot be deleted while %s %q (pod %s/%s, spec.subnet %q) holds an address from it%s; release its addresses first",
+		netmodel.KindIPInstance, first.Name, b.Namespace, b.PodName, s.Name, more(len(held)-1))
 }
 
 // parseRange parses the subnet's range and applies the defaults of start
@@ -71,12 +73,12 @@ func parseRange(s *estuaryv1.Subnet) (addrRange, error) {
 	rng := &s.Spec.Range
 	p, err := netip.ParsePrefix(rng.CIDR)
 	if err != nil || p.Masked() != p {
-		return addrRange{}, deny(kindSubnet, s.Name, "spec.range.cidr", "%q is not a CIDR in canonical form", rng.CIDR)
+		return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%q is not a CIDR in canonical form", rng.CIDR)
 	}
 	if v := familyOf(p.Addr()); v != rng.Version {
-		return addrRange{}, deny(kindSubnet, s.Name, "spec.range.version", "%d does not match cidr %s, an IPv%d subnet", rng.Version, p, v)
+		return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.version", "%d does not match cidr %s, an IPv%d subnet", rng.Version, p, v)
 	}
-	r := addrRange{cidr: p, start: p.Addr().Next(), end: lastAddr(p)}
+	r := addrRange{cidr: p, start: p.Addr().Next(), end: family.LastAddr(p)}
 	if p.Addr().Is4() {
 		r.end = r.end.Prev()
 	}
@@ -91,7 +93,7 @@ func parseRange(s *estuaryv1.Subnet) (addrRange, error) {
 		}
 		a, err := netip.ParseAddr(string(f.val))
 		if err != nil || !p.Contains(a) {
-			return addrRange{}, deny(kindSubnet, s.Name, "spec.range."+f.name, "%q is not an address inside cidr %s", f.val, p)
+			return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range."+f.name, "%q is not an address inside cidr %s", f.val, p)
 		}
 		*f.dst = a
 	}
@@ -105,16 +107,6 @@ func familyOf(a netip.Addr) int32 {
 	return 6
 }
 
-// lastAddr is the highest address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
-}
-
 // checkParent checks the rules that depend on the subnet's network.
 func checkParent(s *estuaryv1.Subnet, networks []estuaryv1.Network) []error {
 	var n *estuaryv1.Network
@@ -124,17 +116,17 @@ func checkParent(s *estuaryv1.Subnet, networks []estuaryv1.Network) []error {
 		}
 	}
 	if n == nil {
-		return []error{deny(kindSubnet, s.Name, "spec.network", "%q: %s %q does not exist", s.Spec.Network, kindNetwork, s.Spec.Network)}
+		return []error{netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.network", "%q: %s %q does not exist", s.Spec.Network, netmodel.KindNetwork, s.Spec.Network)}
 	}
-	mode := EffectiveMode(&n.Spec)
+	mode := netmodel.Mode(&n.Spec)
 	var errs []error
 	if mode == estuaryv1.NetworkModeVLAN && s.Spec.Range.Gateway == "" {
-		errs = append(errs, deny(kindSubnet, s.Name, "spec.range.gateway", "is required: %s %q is an Underlay network in mode VLAN, whose pods route through the segment's gateway",
-			kindNetwork, n.Name))
+		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.gateway", "is required: %s %q is an Underlay network in mode VLAN, whose pods route through the segment's gateway",
+			netmodel.KindNetwork, n.Name))
 	}
 	if s.Spec.NetID != nil && mode != estuaryv1.NetworkModeVLAN {
-		errs = append(errs, deny(kindSubnet, s.Name, "spec.netID", "%d: only subnets of a VLAN network override its VLAN id, and %s %q is in mode %s",
-			*s.Spec.NetID, kindNetwork, n.Name, mode))
+		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.netID", "%d: only subnets of a VLAN network override its VLAN id, and %s %q is in mode %s",
+			*s.Spec.NetID, netmodel.KindNetwork, n.Name, mode))
 	}
 	return errs
 }
@@ -166,11 +158,11 @@ func overlapDenial(s *estuaryv1.Subnet, r addrRange, o *estuaryv1.Subnet, or add
 	why := ""
 	switch {
 	case o.Spec.Network != s.Spec.Network:
-		why = fmt.Sprintf(" of %s %q; subnets may share addresses only within one network", kindNetwork, o.Spec.Network)
+		why = fmt.Sprintf(" of %s %q; subnets may share addresses only within one network", netmodel.KindNetwork, o.Spec.Network)
 	case r.cidr != or.cidr:
 		why = "; subnets of one network may share only an identical cidr"
 	}
-	return deny(kindSubnet, s.Name, "spec.range.cidr", "%s overlaps %s %q (%s)%s", r.cidr, kindSubnet, o.Name, or.cidr, why)
+	return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%s overlaps %s %q (%s)%s", r.cidr, netmodel.KindSubnet, o.Name, or.cidr, why)
 }
 
 // sharedCIDRDenials checks two subnets of one network with the same CIDR:
@@ -178,16 +170,16 @@ func overlapDenial(s *estuaryv1.Subnet, r addrRange, o *estuaryv1.Subnet, or add
 func sharedCIDRDenials(s *estuaryv1.Subnet, r addrRange, o *estuaryv1.Subnet, or addrRange) []error {
 	var errs []error
 	if r.overlaps(or) {
-		errs = append(errs, deny(kindSubnet, s.Name, "spec.range", "start-end %s overlaps %s %q's range %s in the shared cidr %s; ranges of subnets with one cidr must be disjoint",
-			r, kindSubnet, o.Name, or, r.cidr))
+		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s overlaps %s %q's range %s in the shared cidr %s; ranges of subnets with one cidr must be disjoint",
+			r, netmodel.KindSubnet, o.Name, or, r.cidr))
 	}
 	if r.contains(or.gateway) && or.gateway != r.gateway {
-		errs = append(errs, deny(kindSubnet, s.Name, "spec.range", "start-end %s holds %s %q's gateway %s",
-			r, kindSubnet, o.Name, or.gateway))
+		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s holds %s %q's gateway %s",
+			r, netmodel.KindSubnet, o.Name, or.gateway))
 	}
 	if or.contains(r.gateway) && or.gateway != r.gateway {
-		errs = append(errs, deny(kindSubnet, s.Name, "spec.range.gateway", "%s is inside %s %q's range %s, which may hand it out",
-			r.gateway, kindSubnet, o.Name, or))
+		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.gateway", "%s is inside %s %q's range %s, which may hand it out",
+			r.gateway, netmodel.KindSubnet, o.Name, or))
 	}
 	return errs
 }

@@ -62,7 +62,7 @@ func buildIndex(subnets map[string]*subnet) *index {
 		}
 		m := member{s: s, network: cfg.Network, private: cfg.Private}
 		idx.members[name] = m
-		f, _ := famIndex(s.family)
+		f, _ := s.family.Index()
 		n.members[f] = append(n.members[f], m)
 	}
 	return idx

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // TestConcurrentNoDuplicates runs many goroutines allocating, assigning,
@@ -35,7 +37,7 @@ func TestConcurrentNoDuplicates(t *testing.T) {
 			for i := range rounds {
 				switch i % 4 {
 				case 0, 1:
-					ls, err := a.Allocate(Request{Owner: owner, Network: "n", Families: []Family{IPv4, IPv6}})
+					ls, err := a.Allocate(Request{Owner: owner, Network: "n", Families: []family.Family{family.IPv4, family.IPv6}})
 					if err != nil {
 						continue // exhaustion is fine under contention
 					}
@@ -72,7 +74,7 @@ func TestConcurrentNoDuplicates(t *testing.T) {
 					}
 				}
 				if i%50 == 0 {
-					_, _ = a.NetworkStats("n", IPv4)
+					_, _ = a.NetworkStats("n", family.IPv4)
 				}
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func v4cfg() SubnetConfig {
@@ -22,13 +24,13 @@ func TestAddSubnetValidation(t *testing.T) {
 		{"valid v6 /120", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("fd00::/120"), netip.Addr{} }, ""},
 		{"valid v6 /127", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("fd00::/127"), netip.Addr{} }, ""},
 		{"valid v4 /30", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("10.0.0.0/30"), netip.Addr{} }, ""},
-		{"valid v4 /8 with family", func(c *SubnetConfig) { c.Prefix, c.Family = pfx("10.0.0.0/8"), IPv4 }, ""},
+		{"valid v4 /8 with family", func(c *SubnetConfig) { c.Prefix, c.Family = pfx("10.0.0.0/8"), family.IPv4 }, ""},
 		{"empty name", func(c *SubnetConfig) { c.Name = "" }, "subnet name is empty"},
 		{"empty network", func(c *SubnetConfig) { c.Network = "" }, "network name is empty"},
 		{"missing prefix", func(c *SubnetConfig) { c.Prefix = netip.Prefix{} }, "prefix is missing"},
 		{"non-canonical prefix", func(c *SubnetConfig) { c.Prefix = pfx("10.0.0.7/24") }, "not canonical"},
 		{"v6 shorter than /64", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("fd00::/48"), netip.Addr{} }, "shorter than /64"},
-		{"family mismatch", func(c *SubnetConfig) { c.Family = IPv6 }, "does not match"},
+		{"family mismatch", func(c *SubnetConfig) { c.Family = family.IPv6 }, "does not match"},
 		{"v4 /32 has no address", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("10.0.0.0/32"), netip.Addr{} }, "no allocatable"},
 		{"v4 /31 has no address", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("10.0.0.0/31"), netip.Addr{} }, "no allocatable"},
 		{"v6 /128 has no address", func(c *SubnetConfig) { c.Prefix, c.Gateway = pfx("fd00::/128"), netip.Addr{} }, "no allocatable"},
@@ -197,10 +199,10 @@ func TestUpdateSubnet(t *testing.T) {
 	moved := c
 	moved.Network = "other"
 	wantErr(t, a.UpdateSubnet(moved), nil, "")
-	if _, err := a.Allocate(Request{Owner: "x", Network: "other", Families: []Family{IPv4}}); err != nil {
+	if _, err := a.Allocate(Request{Owner: "x", Network: "other", Families: []family.Family{family.IPv4}}); err != nil {
 		t.Fatalf("allocate in new network: %v", err)
 	}
-	_, err = a.Allocate(Request{Owner: "x", Network: "pods", Families: []Family{IPv4}})
+	_, err = a.Allocate(Request{Owner: "x", Network: "pods", Families: []family.Family{family.IPv4}})
 	wantErr(t, err, ErrUnknownNetwork, `"pods"`)
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The fuzz model is deliberately naive: it works on netip.Addr values and
@@ -331,16 +333,16 @@ func (h *fzHarness) update(s *fzSubnet, r *fzReader) {
 	s.cfg = cfg
 }
 
-var fzFamilies = [][]Family{{IPv4}, {IPv6}, {IPv4, IPv6}, {IPv6, IPv4}}
+var fzFamilies = [][]family.Family{{family.IPv4}, {family.IPv6}, {family.IPv4, family.IPv6}, {family.IPv6, family.IPv4}}
 
 func (h *fzHarness) allocate(x, y int, owner string) {
 	req := Request{Owner: owner, Network: "n", Families: fzFamilies[x%4]}
 	if x/4%2 == 1 { // name a subnet per family explicitly, private ones included
-		req.Subnets = map[Family]string{}
+		req.Subnets = map[family.Family]string{}
 		for i, f := range req.Families {
 			var names []string
 			for _, s := range h.m.subnets {
-				if familyOf(s.cfg.Prefix.Addr()) == f {
+				if family.Of(s.cfg.Prefix.Addr()) == f {
 					names = append(names, s.cfg.Name)
 				}
 			}
@@ -381,7 +383,7 @@ func (h *fzHarness) modelAllocate(req Request) ([]Record, bool) {
 		found := false
 		for _, s := range h.m.subnets {
 			name, explicit := req.Subnets[f]
-			if familyOf(s.cfg.Prefix.Addr()) != f || (explicit && s.cfg.Name != name) || (!explicit && s.cfg.Private) {
+			if family.Of(s.cfg.Prefix.Addr()) != f || (explicit && s.cfg.Name != name) || (!explicit && s.cfg.Private) {
 				continue
 			}
 			if a, ok := s.nextFit(); ok {

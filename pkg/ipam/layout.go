@@ -5,46 +5,21 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-// Family is an IP address family.
-type Family string
-
-// The address families.
-const (
-	IPv4 Family = "IPv4"
-	IPv6 Family = "IPv6"
-)
-
-func familyOf(a netip.Addr) Family {
-	if a.Is4() {
-		return IPv4
-	}
-	return IPv6
-}
-
-// famIndex maps a family to 0 (IPv4) or 1 (IPv6); ok is false for anything else.
-func famIndex(f Family) (int, bool) {
-	switch f {
-	case IPv4:
-		return 0, true
-	case IPv6:
-		return 1, true
-	}
-	return 0, false
-}
 
 // SubnetConfig describes a subnet. Zero Gateway, Start and End mean: no gateway,
 // the first address after the network address, and the last address before the
 // IPv4 broadcast address (for IPv6, the last address of the prefix).
 type SubnetConfig struct {
-	Name    string       // unique among the allocator's subnets
-	Network string       // the network the subnet belongs to
-	Family  Family       // optional; if set it must match Prefix
-	Prefix  netip.Prefix // canonical (masked); IPv6 prefixes must be /64 or longer
-	Gateway netip.Addr   // optional; never handed out
-	Start   netip.Addr   // optional first allocatable address
-	End     netip.Addr   // optional last allocatable address
+	Name    string        // unique among the allocator's subnets
+	Network string        // the network the subnet belongs to
+	Family  family.Family // optional; if set it must match Prefix
+	Prefix  netip.Prefix  // canonical (masked); IPv6 prefixes must be /64 or longer
+	Gateway netip.Addr    // optional; never handed out
+	Start   netip.Addr    // optional first allocatable address
+	End     netip.Addr    // optional last allocatable address
 	// Reserved addresses are skipped by next-fit but may be assigned explicitly.
 	Reserved []Range
 	// Excluded addresses are never handed out.
@@ -116,11 +91,8 @@ func checkIdentity(cfg SubnetConfig) error {
 		return invalidConfig(name, "prefix %s is not canonical (want %s)", p, p.Masked())
 	case !p.Addr().Is4() && p.Bits() < 64:
 		return invalidConfig(name, "IPv6 prefix %s is shorter than /64", p)
-	case cfg.Family != "" && cfg.Family != familyOf(p.Addr()):
+	case cfg.Family != "" && cfg.Family != family.Of(p.Addr()):
 		return invalidConfig(name, "family %s does not match prefix %s", cfg.Family, p)
-	}
-	if _, ok := famIndex(familyOf(p.Addr())); !ok {
-		return invalidConfig(name, "unsupported family")
 	}
 	return nil
 }

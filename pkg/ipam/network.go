@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Request asks for addresses for one owner, one per family, as one transaction.
@@ -15,16 +17,16 @@ import (
 // name, skipping private ones, and the first with a free address is used.
 type Request struct {
 	Owner    string
-	Network  string            // may be empty if every family has a subnet in Subnets
-	Families []Family          // empty means the families of Subnets, IPv4 first
-	Subnets  map[Family]string // optional explicit subnet per family
+	Network  string                   // may be empty if every family has a subnet in Subnets
+	Families []family.Family          // empty means the families of Subnets, IPv4 first
+	Subnets  map[family.Family]string // optional explicit subnet per family
 }
 
 // Lease is one address handed out by Allocate.
 type Lease struct {
 	Subnet  string
 	Network string
-	Family  Family
+	Family  family.Family
 	Addr    netip.Addr
 	Prefix  netip.Prefix
 	Gateway netip.Addr // zero if the subnet has no gateway
@@ -32,7 +34,7 @@ type Lease struct {
 
 // step is the plan for one family of a request.
 type step struct {
-	family     Family
+	family     family.Family
 	network    string
 	candidates []member
 	explicit   bool
@@ -79,7 +81,7 @@ func (a *Allocator) Allocate(req Request) ([]Lease, error) {
 func (idx *index) plan(req Request) ([]step, error) {
 	fams := req.Families
 	if len(fams) == 0 {
-		for _, f := range []Family{IPv4, IPv6} {
+		for _, f := range []family.Family{family.IPv4, family.IPv6} {
 			if _, ok := req.Subnets[f]; ok {
 				fams = append(fams, f)
 			}
@@ -96,7 +98,7 @@ func (idx *index) plan(req Request) ([]step, error) {
 	var seen [2]bool
 	steps := make([]step, 0, len(fams))
 	for _, f := range fams {
-		fi, ok := famIndex(f)
+		fi, ok := f.Index()
 		if !ok {
 			return nil, invalidRequest("unknown family %q", f)
 		}
@@ -113,7 +115,7 @@ func (idx *index) plan(req Request) ([]step, error) {
 	return steps, nil
 }
 
-func (idx *index) planFamily(req Request, f Family, fi int) (step, error) {
+func (idx *index) planFamily(req Request, f family.Family, fi int) (step, error) {
 	if name, ok := req.Subnets[f]; ok {
 		m, ok := idx.members[name]
 		switch {
@@ -211,14 +213,14 @@ func (a *Allocator) Networks() []string {
 // NetworkStats sums the statistics of the network's subnets of family, private
 // ones included. Each count saturates at the maximum uint64 (several /64
 // subnets hold more addresses than a uint64 counts).
-func (a *Allocator) NetworkStats(network string, family Family) (Stats, error) {
+func (a *Allocator) NetworkStats(network string, f family.Family) (Stats, error) {
 	n := a.idx.Load().networks[network]
 	if n == nil {
 		return Stats{}, &Error{Kind: ErrUnknownNetwork, Network: network, Detail: "no such network"}
 	}
-	fi, ok := famIndex(family)
+	fi, ok := f.Index()
 	if !ok {
-		return Stats{}, invalidRequest("unknown family %q", family)
+		return Stats{}, invalidRequest("unknown family %q", f)
 	}
 	var st Stats
 	for _, m := range n.members[fi] {

@@ -56,6 +56,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // State is the state of a held address.
@@ -148,7 +150,7 @@ func (h *holdings) count(e entry, delta uint64) {
 type subnet struct {
 	name   string
 	prefix netip.Prefix
-	family Family
+	family family.Family
 
 	mu      sync.Mutex
 	lay     *layout
@@ -161,7 +163,7 @@ func newSubnet(l *layout) *subnet {
 	return &subnet{
 		name:   l.cfg.Name,
 		prefix: l.cfg.Prefix,
-		family: familyOf(l.cfg.Prefix.Addr()),
+		family: family.Of(l.cfg.Prefix.Addr()),
 		lay:    l,
 		h:      newHoldings(0),
 		cursor: l.end, // the first search starts at Start

@@ -20,8 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // TestUnderlayStatefulSetKeepsAddressAcrossDomainNodes: the pod of a
@@ -123,7 +124,7 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	if first.Status.PodIP != only {
 		t.Fatalf("pod first has address %q, want the subnet's only one %s", first.Status.PodIP, only)
 	}
-	key := nodelabel.AvailableKey(underlayNetwork, nodelabel.IPv4)
+	key := netmodel.AvailableKey(underlayNetwork, family.IPv4)
 	eventually(t, fmt.Sprintf("domain nodes labelled %s=false", key), 2*time.Minute, func(ctx context.Context) error {
 		for _, name := range underlayNodes {
 			var n corev1.Node

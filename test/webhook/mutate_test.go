@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func in(key string, values ...string) corev1.NodeSelectorRequirement {
@@ -22,9 +23,9 @@ func in(key string, values ...string) corev1.NodeSelectorRequirement {
 
 // notFull is the requirement the webhook adds for a family the pod takes a
 // new address of from network.
-func notFull(network string, f nodelabel.Family) corev1.NodeSelectorRequirement {
-	return corev1.NodeSelectorRequirement{Key: nodelabel.AvailableKey(network, f), Operator: corev1.NodeSelectorOpNotIn,
-		Values: []string{nodelabel.ValueFalse}}
+func notFull(network string, f family.Family) corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{Key: netmodel.AvailableKey(network, f), Operator: corev1.NodeSelectorOpNotIn,
+		Values: []string{netmodel.ValueFalse}}
 }
 
 // domain is the requirement set the webhook adds for u1's selector
@@ -34,8 +35,8 @@ var domain = []corev1.NodeSelectorRequirement{in("rack", "r1"), in("row", "a")}
 // u1Pool and ovPool are what a pod taking a new address from u1's or ov's
 // pool (IPv4 only) gets.
 var (
-	u1Pool = append(clone(domain), notFull("u1", nodelabel.IPv4))
-	ovPool = []corev1.NodeSelectorRequirement{notFull("ov", nodelabel.IPv4)}
+	u1Pool = append(clone(domain), notFull("u1", family.IPv4))
+	ovPool = []corev1.NodeSelectorRequirement{notFull("ov", family.IPv4)}
 )
 
 func clone(r []corev1.NodeSelectorRequirement) []corev1.NodeSelectorRequirement {
@@ -97,9 +98,9 @@ func TestMutation(t *testing.T) {
 			overlayMerged},
 		{"pod without annotations: the Overlay network's capacity", podObj("default", "none", nil), required(term(ovPool...))},
 		{"public families of a dual-stack network, private subnet ignored", podObj("default", "dual", sel(annNet, "ds")),
-			required(term(dsDomain, notFull("ds", nodelabel.IPv4), notFull("ds", nodelabel.IPv6)))},
+			required(term(dsDomain, notFull("ds", family.IPv4), notFull("ds", family.IPv6)))},
 		{"ip-family IPv6", podObj("default", "v6", sel(annNet, "ds", annFam, estuaryv1.IPFamilyIPv6)),
-			required(term(dsDomain, notFull("ds", nodelabel.IPv6)))},
+			required(term(dsDomain, notFull("ds", family.IPv6)))},
 		{"StatefulSet pod whose addresses are kept: domain only", podObj("default", "db-0", sel(annNet, "u1"), ownedBy("db")),
 			required(term(domain...))},
 		{"StatefulSet pod without kept addresses", podObj("default", "db-1", sel(annNet, "u1"), ownedBy("db")),
@@ -132,15 +133,15 @@ func TestFullNetworkNotSchedulable(t *testing.T) {
 	if err := k8s.Get(ctx(t), client.ObjectKeyFromObject(pod), got); err != nil {
 		t.Fatal(err)
 	}
-	key := nodelabel.AvailableKey("u9", nodelabel.IPv4)
+	key := netmodel.AvailableKey("u9", family.IPv4)
 	for _, c := range []struct {
 		labels map[string]string
 		fits   bool
 	}{
-		{sel("rack", "r9", key, nodelabel.ValueFalse), false},
-		{sel("rack", "r9", key, nodelabel.ValueTrue), true},
+		{sel("rack", "r9", key, netmodel.ValueFalse), false},
+		{sel("rack", "r9", key, netmodel.ValueTrue), true},
 		{sel("rack", "r9"), true},
-		{sel("rack", "r1", key, nodelabel.ValueTrue), false},
+		{sel("rack", "r1", key, netmodel.ValueTrue), false},
 	} {
 		if fits := fitsRequired(t, got, c.labels); fits != c.fits {
 			t.Errorf("node labels %v: pod fits %v, want %v (affinity %s)", c.labels, fits, c.fits, affinityString(got.Spec.Affinity))

@@ -8,7 +8,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/webhook"
 )
 
 const (
@@ -17,7 +16,7 @@ const (
 
 	annNet  = estuaryv1.AnnotationNetwork
 	annSub  = estuaryv1.AnnotationSubnet
-	annType = webhook.AnnotationNetworkType
+	annType = estuaryv1.AnnotationNetworkType
 	annFam  = estuaryv1.AnnotationIPFamily
 )
 

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // Reasons of the BGPPeersEstablished condition.
@@ -47,7 +47,7 @@ func Condition(n *estuaryv1.Network, nodes []corev1.Node) metav1.Condition {
 	var domain, missing []string
 	for i := range nodes {
 		node := &nodes[i]
-		if !nodelabel.Attached(n, node.Labels) {
+		if !netmodel.Attached(n, node.Labels) {
 			continue
 		}
 		domain = append(domain, node.Name)

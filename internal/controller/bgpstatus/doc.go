@@ -10,7 +10,7 @@
 // them.
 //
 // For a BGP network the condition is True when every node of the domain
-// (the nodes its nodeSelector matches, as nodelabel.Attached says) has at
+// (the nodes its nodeSelector matches, as netmodel.Attached says) has at
 // least one Established session, and False otherwise with a message naming
 // each node that has none and why: its peers and their states, or that it
 // published nothing for the network (its daemon is not running or has not

@@ -2,24 +2,11 @@ package nodelabel
 
 import (
 	"math/big"
-	"net/netip"
-
-	"k8s.io/apimachinery/pkg/labels"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-// Attached reports whether network n reaches a node with these labels: the
-// Overlay network reaches every node, an Underlay network the nodes its
-// nodeSelector matches. An Underlay network without a selector (which the
-// CRD refuses) reaches every node, as the webhook then adds no domain to its
-// pods either.
-func Attached(n *estuaryv1.Network, nodeLabels map[string]string) bool {
-	if n.Spec.Type == estuaryv1.NetworkTypeOverlay || len(n.Spec.NodeSelector) == 0 {
-		return true
-	}
-	return labels.SelectorFromSet(n.Spec.NodeSelector).Matches(labels.Set(nodeLabels))
-}
 
 // Availability says, per network and family, whether a pod that names no
 // subnet can still get an address: some non-private subnet of the network
@@ -27,7 +14,7 @@ func Attached(n *estuaryv1.Network, nodeLabels map[string]string) bool {
 // not been written yet counts as available, so a new subnet is not reported
 // full before the manager has counted it; the allocator still refuses when
 // it really is.
-type Availability map[string]map[Family]bool
+type Availability map[string]map[family.Family]bool
 
 // AvailabilityOf computes Availability from the subnets' status.
 func AvailabilityOf(subnets []estuaryv1.Subnet) Availability {
@@ -38,9 +25,9 @@ func AvailabilityOf(subnets []estuaryv1.Subnet) Availability {
 			continue
 		}
 		if av[sn.Spec.Network] == nil {
-			av[sn.Spec.Network] = map[Family]bool{}
+			av[sn.Spec.Network] = map[family.Family]bool{}
 		}
-		f := familyOf(sn)
+		f := netmodel.SubnetFamily(&sn.Spec)
 		av[sn.Spec.Network][f] = av[sn.Spec.Network][f] || hasFree(sn.Status.Available)
 	}
 	return av
@@ -56,37 +43,24 @@ func hasFree(available string) bool {
 	return n.Sign() > 0
 }
 
-func familyOf(sn *estuaryv1.Subnet) Family {
-	if p, err := netip.ParsePrefix(sn.Spec.Range.CIDR); err == nil {
-		if p.Addr().Is4() {
-			return IPv4
-		}
-		return IPv6
-	}
-	if sn.Spec.Range.Version == 6 {
-		return IPv6
-	}
-	return IPv4
-}
-
 // Desired is the set of managed labels a node with nodeLabels should carry:
-// for each network attached to it, NetworkKey=attached and, per family,
-// AvailableKey=true|false. A family the network has no public subnet of is
+// for each network attached to it, netmodel.NetworkKey=attached and, per family,
+// netmodel.AvailableKey=true|false. A family the network has no public subnet of is
 // false.
 func Desired(nodeLabels map[string]string, networks []estuaryv1.Network, av Availability) map[string]string {
 	want := map[string]string{}
 	for i := range networks {
 		n := &networks[i]
-		if n.DeletionTimestamp != nil || !Attached(n, nodeLabels) {
+		if n.DeletionTimestamp != nil || !netmodel.Attached(n, nodeLabels) {
 			continue
 		}
-		want[NetworkKey(n.Name)] = ValueAttached
-		for _, f := range []Family{IPv4, IPv6} {
-			v := ValueFalse
+		want[netmodel.NetworkKey(n.Name)] = netmodel.ValueAttached
+		for _, f := range []family.Family{family.IPv4, family.IPv6} {
+			v := netmodel.ValueFalse
 			if av[n.Name][f] {
-				v = ValueTrue
+				v = netmodel.ValueTrue
 			}
-			want[AvailableKey(n.Name, f)] = v
+			want[netmodel.AvailableKey(n.Name, f)] = v
 		}
 	}
 	return want
@@ -110,7 +84,7 @@ func Changes(have, want map[string]string) map[string]*string {
 		}
 	}
 	for k := range have {
-		if _, keep := want[k]; !keep && managed(k) {
+		if _, keep := want[k]; !keep && netmodel.Managed(k) {
 			add(k, nil)
 		}
 	}

@@ -2,45 +2,14 @@ package nodelabel
 
 import (
 	"maps"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-func TestKeys(t *testing.T) {
-	if got := NetworkKey("ov"); got != "networking.estuary.io/network-ov" {
-		t.Errorf("NetworkKey = %q", got)
-	}
-	if got := AvailableKey("u1", IPv6); got != "networking.estuary.io/ipv6-available-u1" {
-		t.Errorf("AvailableKey = %q", got)
-	}
-	long := strings.Repeat("a", 40) + "." + strings.Repeat("b", 60)
-	other := strings.Repeat("a", 40) + "." + strings.Repeat("b", 59) + "c"
-	for _, k := range []string{NetworkKey(long), AvailableKey(long, IPv4), AvailableKey(long, IPv6)} {
-		if !validKey(k) {
-			t.Errorf("%q is not a valid label key", k)
-		}
-		if !managed(k) {
-			t.Errorf("%q is not recognised as managed", k)
-		}
-	}
-	if AvailableKey(long, IPv4) == AvailableKey(other, IPv4) {
-		t.Errorf("two long names share key %q", AvailableKey(long, IPv4))
-	}
-	// A cut that would end in '.' or '-' is trimmed so the key stays valid.
-	dotty := strings.Repeat("a", 37) + strings.Repeat(".a", 30)
-	if k := AvailableKey(dotty, IPv6); !validKey(k) {
-		t.Errorf("%q is not a valid label key", k)
-	}
-	// The longest name that fits keeps its plain key.
-	fits := strings.Repeat("x", 63-len(ipv4Name))
-	if got := AvailableKey(fits, IPv4); got != Prefix+ipv4Name+fits {
-		t.Errorf("AvailableKey(%d chars) = %q, want the plain key", len(fits), got)
-	}
-}
 
 func TestDesiredAndChanges(t *testing.T) {
 	nets := []estuaryv1.Network{
@@ -57,31 +26,31 @@ func TestDesiredAndChanges(t *testing.T) {
 	av := AvailabilityOf(subnets)
 	got := Desired(map[string]string{"rack": "r1"}, nets, av)
 	want := map[string]string{
-		NetworkKey("ov"): ValueAttached, AvailableKey("ov", IPv4): ValueTrue, AvailableKey("ov", IPv6): ValueTrue,
-		NetworkKey("u1"): ValueAttached, AvailableKey("u1", IPv4): ValueFalse, AvailableKey("u1", IPv6): ValueFalse,
+		netmodel.NetworkKey("ov"): netmodel.ValueAttached, netmodel.AvailableKey("ov", family.IPv4): netmodel.ValueTrue, netmodel.AvailableKey("ov", family.IPv6): netmodel.ValueTrue,
+		netmodel.NetworkKey("u1"): netmodel.ValueAttached, netmodel.AvailableKey("u1", family.IPv4): netmodel.ValueFalse, netmodel.AvailableKey("u1", family.IPv6): netmodel.ValueFalse,
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("Desired on rack r1 = %v, want %v", got, want)
 	}
-	if got := Desired(map[string]string{"rack": "r2"}, nets, av); len(got) != 3 || got[NetworkKey("u1")] != "" {
+	if got := Desired(map[string]string{"rack": "r2"}, nets, av); len(got) != 3 || got[netmodel.NetworkKey("u1")] != "" {
 		t.Errorf("Desired on rack r2 = %v, want only the overlay's labels", got)
 	}
 
 	have := map[string]string{
-		"rack": "r1", Prefix + "vtep-ip": "keep", Prefix + "network-gone": ValueAttached,
-		NetworkKey("ov"): ValueAttached, AvailableKey("ov", IPv4): ValueFalse,
+		"rack": "r1", netmodel.Prefix + "vtep-ip": "keep", netmodel.Prefix + "network-gone": netmodel.ValueAttached,
+		netmodel.NetworkKey("ov"): netmodel.ValueAttached, netmodel.AvailableKey("ov", family.IPv4): netmodel.ValueFalse,
 	}
 	ch := Changes(have, want)
-	if ch[Prefix+"network-gone"] != nil || len(ch) != 6 {
+	if ch[netmodel.Prefix+"network-gone"] != nil || len(ch) != 6 {
 		t.Errorf("Changes = %v, want 5 sets and the stale key removed", ch)
 	}
-	if _, touched := ch[Prefix+"vtep-ip"]; touched {
+	if _, touched := ch[netmodel.Prefix+"vtep-ip"]; touched {
 		t.Errorf("Changes touches an unmanaged key")
 	}
 	if _, touched := ch["rack"]; touched {
 		t.Errorf("Changes touches a foreign label")
 	}
-	if _, touched := ch[NetworkKey("ov")]; touched {
+	if _, touched := ch[netmodel.NetworkKey("ov")]; touched {
 		t.Errorf("Changes rewrites a label that is already right")
 	}
 	merged := maps.Clone(have)

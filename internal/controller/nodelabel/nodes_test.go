@@ -10,25 +10,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func TestLabelsFollowNetworksNodesAndAvailability(t *testing.T) {
 	startManager(t)
 	newNode(t, "nl-a", map[string]string{"rack": "ra", "team": "x",
-		Prefix + "network-gone": ValueAttached, Prefix + "zone": "keep"})
+		netmodel.Prefix + "network-gone": netmodel.ValueAttached, netmodel.Prefix + "zone": "keep"})
 	newNode(t, "nl-b", map[string]string{"rack": "rb"})
 	newNetwork(t, "nl-ov", estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay})
 	newSubnet(t, "nl-ov4", "nl-ov", "10.80.0.0/24", 4)
 	newNetwork(t, "nl-u", estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeUnderlay, NodeSelector: map[string]string{"rack": "ra"}})
 	newSubnet(t, "nl-u4", "nl-u", "10.81.0.0/24", 4)
 
-	ov := map[string]string{NetworkKey("nl-ov"): ValueAttached, AvailableKey("nl-ov", IPv4): ValueTrue, AvailableKey("nl-ov", IPv6): ValueFalse}
-	u := map[string]string{NetworkKey("nl-u"): ValueAttached, AvailableKey("nl-u", IPv4): ValueTrue, AvailableKey("nl-u", IPv6): ValueFalse}
-	uKeys := []string{NetworkKey("nl-u"), AvailableKey("nl-u", IPv4), AvailableKey("nl-u", IPv6)}
+	ov := map[string]string{netmodel.NetworkKey("nl-ov"): netmodel.ValueAttached, netmodel.AvailableKey("nl-ov", family.IPv4): netmodel.ValueTrue, netmodel.AvailableKey("nl-ov", family.IPv6): netmodel.ValueFalse}
+	u := map[string]string{netmodel.NetworkKey("nl-u"): netmodel.ValueAttached, netmodel.AvailableKey("nl-u", family.IPv4): netmodel.ValueTrue, netmodel.AvailableKey("nl-u", family.IPv6): netmodel.ValueFalse}
+	uKeys := []string{netmodel.NetworkKey("nl-u"), netmodel.AvailableKey("nl-u", family.IPv4), netmodel.AvailableKey("nl-u", family.IPv6)}
 
 	// The overlay everywhere, the underlay on its domain; a stale managed
 	// key goes, foreign labels and unmanaged estuary keys stay.
-	waitLabels(t, "nl-a", merge(ov, u, map[string]string{"rack": "ra", "team": "x", Prefix + "zone": "keep"}), Prefix+"network-gone")
+	waitLabels(t, "nl-a", merge(ov, u, map[string]string{"rack": "ra", "team": "x", netmodel.Prefix + "zone": "keep"}), netmodel.Prefix+"network-gone")
 	waitLabels(t, "nl-b", merge(ov, map[string]string{"rack": "rb"}), uKeys...)
 
 	// The network's domain moves to rack rb.
@@ -42,20 +44,20 @@ func TestLabelsFollowNetworksNodesAndAvailability(t *testing.T) {
 
 	// The underlay's only subnet fills up, then frees an address.
 	setAvailable(t, "nl-u4", "0")
-	waitLabels(t, "nl-a", map[string]string{AvailableKey("nl-u", IPv4): ValueFalse})
-	waitLabels(t, "nl-b", map[string]string{AvailableKey("nl-u", IPv4): ValueFalse})
+	waitLabels(t, "nl-a", map[string]string{netmodel.AvailableKey("nl-u", family.IPv4): netmodel.ValueFalse})
+	waitLabels(t, "nl-b", map[string]string{netmodel.AvailableKey("nl-u", family.IPv4): netmodel.ValueFalse})
 	setAvailable(t, "nl-u4", "1")
-	waitLabels(t, "nl-b", map[string]string{AvailableKey("nl-u", IPv4): ValueTrue})
+	waitLabels(t, "nl-b", map[string]string{netmodel.AvailableKey("nl-u", family.IPv4): netmodel.ValueTrue})
 
-	// A second IPv6 subnet flips ipv6 to true; the network going away takes
+	// A second family.IPv6 subnet flips ipv6 to true; the network going away takes
 	// its labels with it.
 	newSubnet(t, "nl-u6", "nl-u", "fd81::/64", 6)
-	waitLabels(t, "nl-b", map[string]string{AvailableKey("nl-u", IPv6): ValueTrue})
+	waitLabels(t, "nl-b", map[string]string{netmodel.AvailableKey("nl-u", family.IPv6): netmodel.ValueTrue})
 	if err := k8s.Delete(bg(), &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "nl-u"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitLabels(t, "nl-b", ov, uKeys...)
-	waitLabels(t, "nl-a", map[string]string{"team": "x", Prefix + "zone": "keep"}, uKeys...)
+	waitLabels(t, "nl-a", map[string]string{"team": "x", netmodel.Prefix + "zone": "keep"}, uKeys...)
 }
 
 func TestNoPatchWhenNothingChanges(t *testing.T) {
@@ -64,7 +66,7 @@ func TestNoPatchWhenNothingChanges(t *testing.T) {
 	newNetwork(t, "nl-quiet-ov", estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay})
 	newSubnet(t, "nl-quiet-4", "nl-quiet-ov", "10.82.0.0/24", 4)
 	setAvailable(t, "nl-quiet-4", "10")
-	waitLabels(t, "nl-quiet", map[string]string{AvailableKey("nl-quiet-ov", IPv4): ValueTrue})
+	waitLabels(t, "nl-quiet", map[string]string{netmodel.AvailableKey("nl-quiet-ov", family.IPv4): netmodel.ValueTrue})
 	time.Sleep(500 * time.Millisecond)
 	_, before, err := nodeLabels("nl-quiet")
 	if err != nil {
@@ -84,11 +86,11 @@ func TestLongNetworkNameGetsAHashedKey(t *testing.T) {
 	name := "nl-" + strings.Repeat("long", 14)
 	newNode(t, "nl-long", nil)
 	newNetwork(t, name, estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay})
-	k := AvailableKey(name, IPv4)
+	k := netmodel.AvailableKey(name, family.IPv4)
 	if strings.Contains(k, name) {
 		t.Fatalf("key %q keeps the whole %d-character name", k, len(name))
 	}
-	waitLabels(t, "nl-long", map[string]string{NetworkKey(name): ValueAttached, k: ValueFalse})
+	waitLabels(t, "nl-long", map[string]string{netmodel.NetworkKey(name): netmodel.ValueAttached, k: netmodel.ValueFalse})
 }
 
 func setSelector(t *testing.T, network string, sel map[string]string) {

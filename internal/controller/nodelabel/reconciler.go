@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -69,7 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	want := Desired(node.Labels, networks.Items, AvailabilityOf(subnets.Items))
 	for k := range want {
-		if !validKey(k) {
+		if len(validation.IsQualifiedName(k)) != 0 {
 			return ctrl.Result{}, fmt.Errorf("node %s: label key %q is not valid", node.Name, k)
 		}
 	}

@@ -4,25 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // Event reasons for pods that get no address because they break a rule.
 const (
 	// ReasonAllocationFailed: the pod asks for something invalid (the
-	// admission webhook's pod rules, see webhook.ValidatePod), or the
+	// admission webhook's pod rules, see netmodel.ResolveNetwork), or the
 	// allocator cannot serve it (e.g. its network is full).
 	ReasonAllocationFailed = "AllocationFailed"
 	// ReasonOutsideNetworkDomain: the pod is on a node its Underlay
@@ -44,40 +40,38 @@ func (r *refusal) Unwrap() error { return r.err }
 // admit applies the admission webhook's pod rules, so that a pod admitted
 // while the webhook was bypassed or raced cannot be given an address the
 // webhook would have refused: its network and subnet annotations (its own
-// or its namespace's) must parse, exist and agree (webhook.ValidatePod), and
-// its node must lie in its Underlay network's domain. ns may be nil.
-func (r *Reconciler) admit(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) error {
+// or its namespace's) must parse, exist and agree (netmodel.ResolveNetwork),
+// and its node must lie in its Underlay network's domain. It returns the
+// pod's selection, read once. ns may be nil.
+func (r *Reconciler) admit(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (netmodel.Selection, error) {
 	networks, subnets := r.Topology.objects()
-	if err := webhook.ValidatePod(pod, ns, networks, subnets); err != nil {
-		return &refusal{reason: ReasonAllocationFailed, err: err}
-	}
-	sel, err := webhook.SelectionFor(pod, ns)
+	sel, err := netmodel.SelectionFor(pod, ns)
 	if err != nil {
-		return &refusal{reason: ReasonAllocationFailed, err: err}
+		return sel, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
-	n, err := webhook.ResolveNetwork(&sel, networks, subnets)
+	n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
 	if err != nil {
-		return &refusal{reason: ReasonAllocationFailed, err: err}
+		return sel, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
-	domain := webhook.DomainSelector(n)
+	domain := netmodel.DomainSelector(n)
 	if domain == nil {
-		return nil
+		return sel, nil
 	}
 	node := &corev1.Node{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); {
 	case apierrors.IsNotFound(err):
-		return &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
+		return sel, &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
 			"node %q does not exist, so it cannot be checked against network %q's nodeSelector %s",
-			pod.Spec.NodeName, n.Name, selectorString(domain))}
+			pod.Spec.NodeName, n.Name, netmodel.SelectorString(domain))}
 	case err != nil:
-		return fmt.Errorf("get node %s: %w", pod.Spec.NodeName, err)
+		return sel, fmt.Errorf("get node %s: %w", pod.Spec.NodeName, err)
 	}
-	if labels.SelectorFromSet(domain).Matches(labels.Set(node.Labels)) {
-		return nil
+	if netmodel.Attached(n, node.Labels) {
+		return sel, nil
 	}
-	return &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
+	return sel, &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
 		"node %q is outside the domain of network %q: its labels do not match the network's nodeSelector %s",
-		node.Name, n.Name, selectorString(domain))}
+		node.Name, n.Name, netmodel.SelectorString(domain))}
 }
 
 // asRefusal returns err's refusal, if it is one.
@@ -104,14 +98,4 @@ func (t *Topology) objects() ([]estuaryv1.Network, []estuaryv1.Subnet) {
 	}
 	sort.Slice(subnets, func(i, j int) bool { return subnets[i].Name < subnets[j].Name })
 	return networks, subnets
-}
-
-// selectorString formats a label selector as {k1=v1,k2=v2}, keys sorted.
-func selectorString(sel map[string]string) string {
-	keys := slices.Sorted(maps.Keys(sel))
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+sel[k])
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -228,7 +229,7 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 	}
 	wanted := req.Families
 	if len(wanted) == 0 {
-		for _, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
+		for _, f := range []family.Family{family.IPv4, family.IPv6} {
 			if _, ok := req.Subnets[f]; ok {
 				wanted = append(wanted, f)
 			}

@@ -11,10 +11,10 @@
 // StatefulSets.
 //
 // Before a pod gets a new address it must pass the admission webhook's pod
-// rules, re-checked here with the webhook's own functions so that a bypassed
-// or raced webhook cannot make the manager allocate what it would have
-// refused: its network and subnet annotations must be valid
-// (webhook.ValidatePod; refused with an AllocationFailed event quoting the
+// rules, re-checked here with the same functions of package netmodel so that
+// a bypassed or raced webhook cannot make the manager allocate what it would
+// have refused: its network and subnet annotations must be valid
+// (netmodel.ResolveNetwork; refused with an AllocationFailed event quoting the
 // rule), and its node must be inside its Underlay network's domain (the
 // network's nodeSelector matches the node's labels; refused with an
 // OutsideNetworkDomain event naming the node, the network and the

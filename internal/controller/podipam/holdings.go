@@ -8,6 +8,7 @@ import (
 	"time"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -113,7 +114,7 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 			continue
 		}
 		hd := holding{
-			lease:  ipam.Lease{Subnet: ipi.Spec.Subnet, Network: ipi.Spec.Network, Addr: rec.Addr, Family: familyOf(rec.Addr)},
+			lease:  ipam.Lease{Subnet: ipi.Spec.Subnet, Network: ipi.Spec.Network, Addr: rec.Addr, Family: family.Of(rec.Addr)},
 			name:   ipi.Name,
 			podUID: ipi.Spec.Binding.PodUID,
 			node:   ipi.Spec.Binding.NodeName,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -33,7 +34,7 @@ type Allocator interface {
 	SetCursor(subnet string, addr netip.Addr) error
 	Cursor(subnet string) (netip.Addr, error)
 	Stats(subnet string) (ipam.Stats, error)
-	NetworkStats(network string, family ipam.Family) (ipam.Stats, error)
+	NetworkStats(network string, family family.Family) (ipam.Stats, error)
 }
 
 // EventRecorder records events about pods.
@@ -201,14 +202,11 @@ func (r *Reconciler) requestFor(ctx context.Context, key string, pod *corev1.Pod
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
 		ns = nil
 	}
-	if err := r.admit(ctx, pod, ns); err != nil {
-		return ipam.Request{}, err
-	}
-	sel, err := selectionFrom(pod, ns)
+	sel, err := r.admit(ctx, pod, ns)
 	if err != nil {
 		return ipam.Request{}, err
 	}
-	return request(sel, key, r.Topology.Overlay(), r.Alloc)
+	return request(&sel, key, r.Topology.Overlay(), r.Alloc)
 }
 
 // recover reassigns the addresses a pod reports in its status, if every one

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/pkg/ipam"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // StatusWriter publishes the allocator's counts in Subnet and Network status
@@ -133,13 +133,13 @@ func (w *StatusWriter) writeNetwork(ctx context.Context, name string) error {
 	sort.Strings(subnets)
 	want := networkCounts{subnets: strings.Join(subnets, ",")}
 	avail := new(big.Int)
-	for _, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
+	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		st, err := w.Alloc.NetworkStats(name, f)
 		if err != nil {
 			continue
 		}
 		s := estuaryv1.AddressStatistics{Total: u64(st.Total), Used: int64(st.Used), Available: u64(st.Available)}
-		if f == ipam.IPv4 {
+		if f == family.IPv4 {
 			want.v4 = s
 		} else {
 			want.v6 = s

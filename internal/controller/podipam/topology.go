@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -53,20 +55,21 @@ func (t *Topology) Overlay() string {
 	return best
 }
 
-// NetID is the VNI, VLAN id or ASN recorded with an address: the subnet's
-// override, else the network's.
+// NetID is the VNI, VLAN id or ASN recorded with an address
+// (netmodel.NetID): the subnet's override, else the network's, else an
+// Overlay network's VNI.
 func (t *Topology) NetID(network, subnet string) *int64 {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if sn, ok := t.subnets[subnet]; ok && sn.Spec.NetID != nil {
-		v := *sn.Spec.NetID
-		return &v
+	var sn *estuaryv1.SubnetSpec
+	if s, ok := t.subnets[subnet]; ok {
+		sn = &s.Spec
 	}
-	if spec, ok := t.networks[network]; ok && spec.NetID != nil {
-		v := *spec.NetID
-		return &v
+	var n *estuaryv1.NetworkSpec
+	if spec, ok := t.networks[network]; ok {
+		n = &spec
 	}
-	return nil
+	return netmodel.NetID(n, sn)
 }
 
 // leaseFor describes the known subnet that contains a.
@@ -76,7 +79,7 @@ func (t *Topology) leaseFor(a netip.Addr) (ipam.Lease, bool) {
 		if err != nil || !cfg.Prefix.Contains(a) {
 			continue
 		}
-		return ipam.Lease{Subnet: name, Network: cfg.Network, Family: familyOf(a), Addr: a, Prefix: cfg.Prefix, Gateway: cfg.Gateway}, true
+		return ipam.Lease{Subnet: name, Network: cfg.Network, Family: family.Of(a), Addr: a, Prefix: cfg.Prefix, Gateway: cfg.Gateway}, true
 	}
 	return ipam.Lease{}, false
 }
@@ -229,8 +232,8 @@ func netipPrefix(l ipam.Lease) string {
 	return netip.PrefixFrom(l.Addr, l.Prefix.Bits()).String()
 }
 
-func versionOf(f ipam.Family) int32 {
-	if f == ipam.IPv6 {
+func versionOf(f family.Family) int32 {
+	if f == family.IPv6 {
 		return 6
 	}
 	return 4

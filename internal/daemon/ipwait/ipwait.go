@@ -26,7 +26,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Waiter implements podnet.Addresses over an IPInstance informer.
@@ -225,9 +225,9 @@ func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
 	if err != nil {
 		return podnet.Address{}, fmt.Errorf("ipinstance %s: spec.address.ip: %w", ipi.Name, err)
 	}
-	a := podnet.Address{IP: p, Family: state.IPv4}
+	a := podnet.Address{IP: p, Family: family.IPv4}
 	if p.Addr().Is6() {
-		a.Family = state.IPv6
+		a.Family = family.IPv6
 	}
 	if ipi.Spec.Address.Gateway != "" {
 		gw, err := netip.ParseAddr(string(ipi.Spec.Address.Gateway))

@@ -16,6 +16,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // Speaker is a running BGP speaker's lifecycle; *bgp.Speaker implements it.
@@ -59,11 +60,12 @@ func BuildBGPNetworks(node *corev1.Node, objs Objects, pods []netip.Addr) ([]BGP
 	var out []BGPNetwork
 	var errs []error
 	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeBGP) {
-		if n.Spec.NetID == nil || *n.Spec.NetID < 1 || *n.Spec.NetID > math.MaxUint32 {
+		asn, ok := netmodel.ASN(&n.Spec)
+		if !ok {
 			errs = append(errs, fmt.Errorf("network %s: spec.netID is not an AS number (1-%d)", n.Name, uint32(math.MaxUint32)))
 			continue
 		}
-		b := BGPNetwork{Name: n.Name, ASN: uint32(*n.Spec.NetID), Peers: n.Spec.BGPPeers} // #nosec G115 -- bounded above
+		b := BGPNetwork{Name: n.Name, ASN: asn, Peers: n.Spec.BGPPeers}
 		var local []netip.Addr
 		for _, sn := range objs.Subnets {
 			if sn.Spec.Network != n.Name {

@@ -8,6 +8,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // FastPath keeps the forwarding fast path (package fastpath) in line with a
@@ -27,8 +28,8 @@ func (s *Syncer) syncFastPath(objs Objects, eps []store.Endpoint, in *overlay.In
 		return nil
 	}
 	d := FastPathDesired(objs, eps, s.opts.HostVeth)
-	if ovl, ok := OverlayNetwork(objs.Networks); ok {
-		d.Devices = append(d.Devices, overlay.DeviceName(VNI(ovl)))
+	if ovl, ok := netmodel.OverlayNetwork(objs.Networks); ok {
+		d.Devices = append(d.Devices, overlay.DeviceName(netmodel.VNI(&ovl.Spec)))
 	}
 	if in != nil {
 		d.Tunnel, d.VTEPs = FastPathTunnel(*in)
@@ -56,19 +57,16 @@ func FastPathDesired(objs Objects, eps []store.Endpoint, hostVeth func(store.Key
 			d.Pods = append(d.Pods, hostVeth(ep.Key))
 		}
 	}
-	overlayNets := map[string]bool{}
+	types := map[string]estuaryv1.NetworkType{}
 	for _, n := range objs.Networks {
-		overlayNets[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeOverlay
+		types[n.Name] = n.Spec.Type
 	}
 	for _, sn := range objs.Subnets {
 		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
 		if err != nil {
 			continue
 		}
-		nat := overlayNets[sn.Spec.Network]
-		if sn.Spec.NATOutgoing != nil {
-			nat = *sn.Spec.NATOutgoing
-		}
+		nat := netmodel.NATOutgoing(types[sn.Spec.Network], &sn.Spec)
 		d.Subnets = append(d.Subnets, fastpath.Subnet{CIDR: p.Masked(), NATOutgoing: nat})
 	}
 	return d

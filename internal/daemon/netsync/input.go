@@ -13,10 +13,8 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
-
-// DefaultVNI is the overlay's VNI when its Network sets no netID.
-const DefaultVNI = 4
 
 // Objects is what the API says that the data path depends on.
 type Objects struct {
@@ -24,30 +22,6 @@ type Objects struct {
 	Subnets     []estuaryv1.Subnet
 	Nodes       []corev1.Node
 	IPInstances []estuaryv1.IPInstance
-}
-
-// OverlayNetwork returns the cluster's Overlay network: the first by name
-// if (against the admission rules) there are several.
-func OverlayNetwork(nets []estuaryv1.Network) (estuaryv1.Network, bool) {
-	var found []estuaryv1.Network
-	for _, n := range nets {
-		if n.Spec.Type == estuaryv1.NetworkTypeOverlay && n.DeletionTimestamp == nil {
-			found = append(found, n)
-		}
-	}
-	if len(found) == 0 {
-		return estuaryv1.Network{}, false
-	}
-	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
-	return found[0], true
-}
-
-// VNI returns the overlay network's VXLAN network identifier.
-func VNI(n estuaryv1.Network) uint32 {
-	if n.Spec.NetID == nil || *n.Spec.NetID <= 0 || *n.Spec.NetID > 1<<24-1 {
-		return DefaultVNI
-	}
-	return uint32(*n.Spec.NetID) // #nosec G115 -- bounded to 24 bits above
 }
 
 // BuildInput computes the overlay's desired input for node self: cfg is the
@@ -72,7 +46,7 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 		in.ClusterPrefixes = append(in.ClusterPrefixes, p.Masked())
 		switch {
 		case sn.Spec.Network == ovl.Name:
-			nat := sn.Spec.NATOutgoing == nil || *sn.Spec.NATOutgoing
+			nat := netmodel.NATOutgoing(estuaryv1.NetworkTypeOverlay, &sn.Spec)
 			in.Subnets = append(in.Subnets, overlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: nat})
 		case underlays[sn.Spec.Network]:
 			// A malformed gateway only loses its throw route: the subnet

@@ -46,20 +46,6 @@ func instance(ip, nodeName string, phase estuaryv1.IPInstancePhase) estuaryv1.IP
 	}
 }
 
-func TestOverlayNetworkAndVNI(t *testing.T) {
-	if _, ok := OverlayNetwork([]estuaryv1.Network{network("rack1", estuaryv1.NetworkTypeUnderlay, 0)}); ok {
-		t.Fatal("an Underlay network was taken for the overlay")
-	}
-	got, ok := OverlayNetwork([]estuaryv1.Network{network("zz", estuaryv1.NetworkTypeOverlay, 9),
-		network("overlay", estuaryv1.NetworkTypeOverlay, 4)})
-	if !ok || got.Name != "overlay" || VNI(got) != 4 {
-		t.Fatalf("overlay = %s (VNI %d), %v; want overlay, VNI 4", got.Name, VNI(got), ok)
-	}
-	if v := VNI(estuaryv1.Network{}); v != DefaultVNI {
-		t.Fatalf("VNI without netID = %d, want %d", v, DefaultVNI)
-	}
-}
-
 func TestBuildInput(t *testing.T) {
 	no := false
 	ovl := network("overlay", estuaryv1.NetworkTypeOverlay, 4)

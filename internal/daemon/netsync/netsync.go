@@ -30,7 +30,7 @@
 // an Overlay network to exist.
 //
 // The underlay. The input holds the Underlay networks (VLAN and BGP mode,
-// a BGP network with its peer addresses) whose domain holds this node (nodelabel.Attached over the node's labels in the
+// a BGP network with its peer addresses) whose domain holds this node (netmodel.Attached over the node's labels in the
 // cache, as the manager labels nodes), their subnets, and in each subnet the
 // addresses of the endpoint store that lie in its CIDR; it also lists every
 // Underlay subnet of the cluster, which fixes table numbers and what the

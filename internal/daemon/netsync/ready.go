@@ -15,6 +15,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // ARP is the underlay's address checks on the segment (ARP for IPv4, NDP
@@ -82,7 +83,7 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 func inVLANSubnet(objs Objects, ips []netip.Addr) bool {
 	vlan := map[string]bool{}
 	for _, n := range objs.Networks {
-		vlan[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay && modeOf(n) == estuaryv1.NetworkModeVLAN
+		vlan[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay && netmodel.Mode(&n.Spec) == estuaryv1.NetworkModeVLAN
 	}
 	for _, sn := range objs.Subnets {
 		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)

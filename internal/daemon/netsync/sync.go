@@ -15,6 +15,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // sync is one reconcile: read, then the overlay (compute, publish, apply),
@@ -72,7 +73,7 @@ func (s *Syncer) self(objs Objects) *corev1.Node {
 // it failed), nil before.
 func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint, underlayNAT []netip.Prefix,
 	parent func() (overlay.Parent, error)) (*overlay.Input, error) {
-	ovl, ok := OverlayNetwork(objs.Networks)
+	ovl, ok := netmodel.OverlayNetwork(objs.Networks)
 	if !ok {
 		return nil, nil
 	}
@@ -132,7 +133,7 @@ func (s *Syncer) tunnel(ovl estuaryv1.Network, parent func() (overlay.Parent, er
 	if err != nil {
 		return overlay.Config{}, fmt.Errorf("overlay %s: tunnel parent: %w", ovl.Name, err)
 	}
-	vni := VNI(ovl)
+	vni := netmodel.VNI(&ovl.Spec)
 	return overlay.Config{
 		Device: overlay.DeviceName(vni), VNI: vni, Port: s.opts.Port, Parent: p.Link, LocalIP: p.IP,
 		MTU: overlay.MTUFor(p.MTU, p.IP.Is6()), MAC: overlay.StableMAC(s.opts.Node),

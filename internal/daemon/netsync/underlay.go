@@ -12,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // Underlay is what the loop needs of the node's underlay (VLAN) data path;
@@ -25,30 +25,18 @@ type Underlay interface {
 	Apply(ctx context.Context, in underlay.Input) (state.Plan, error)
 }
 
-// modeOf returns a network's mode, the type's default when unset.
-func modeOf(n estuaryv1.Network) estuaryv1.NetworkMode {
-	switch {
-	case n.Spec.Mode != "":
-		return n.Spec.Mode
-	case n.Spec.Type == estuaryv1.NetworkTypeOverlay:
-		return estuaryv1.NetworkModeVXLAN
-	default:
-		return estuaryv1.NetworkModeVLAN
-	}
-}
-
 // LocalUnderlays returns the Underlay networks of mode (not being deleted)
 // whose domain holds the node, by name. Domain membership is the manager's
-// (nodelabel.Attached), so the node labels, the webhook's affinity and the
+// (netmodel.Attached), so the node labels, the webhook's affinity and the
 // data path agree.
 func LocalUnderlays(node *corev1.Node, nets []estuaryv1.Network, mode estuaryv1.NetworkMode) []estuaryv1.Network {
 	var out []estuaryv1.Network
 	for i := range nets {
 		n := &nets[i]
-		if n.Spec.Type != estuaryv1.NetworkTypeUnderlay || n.DeletionTimestamp != nil || modeOf(*n) != mode {
+		if n.Spec.Type != estuaryv1.NetworkTypeUnderlay || n.DeletionTimestamp != nil || netmodel.Mode(&n.Spec) != mode {
 			continue
 		}
-		if nodelabel.Attached(n, node.Labels) {
+		if netmodel.Attached(n, node.Labels) {
 			out = append(out, *n)
 		}
 	}
@@ -85,10 +73,7 @@ func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []n
 		bySubnet[sn.Spec.Network] = append(bySubnet[sn.Spec.Network], s)
 	}
 	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeVLAN) {
-		vlan := 0
-		if n.Spec.NetID != nil {
-			vlan = int(*n.Spec.NetID)
-		}
+		vlan := netmodel.VLAN(&n.Spec)
 		subs := bySubnet[n.Name]
 		slices.SortFunc(subs, func(a, b underlay.Subnet) int { return strings.Compare(a.Name, b.Name) })
 		in.Networks = append(in.Networks, underlay.Network{Name: n.Name, Mode: underlay.ModeVLAN, VLAN: vlan, Subnets: subs})
@@ -118,16 +103,13 @@ func underlaySubnet(sn estuaryv1.Subnet, pods []netip.Addr) (underlay.Subnet, er
 	if err != nil {
 		return underlay.Subnet{}, fmt.Errorf("subnet %s: spec.range.cidr: %w", sn.Name, err)
 	}
-	s := underlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: sn.Spec.NATOutgoing != nil && *sn.Spec.NATOutgoing}
+	s := underlay.Subnet{Name: sn.Name, CIDR: p.Masked(), NATOutgoing: netmodel.NATOutgoing(estuaryv1.NetworkTypeUnderlay, &sn.Spec)}
 	if g := string(sn.Spec.Range.Gateway); g != "" {
 		if s.Gateway, err = netip.ParseAddr(g); err != nil {
 			return underlay.Subnet{}, fmt.Errorf("subnet %s: spec.range.gateway: %w", sn.Name, err)
 		}
 	}
-	if sn.Spec.NetID != nil {
-		v := int(*sn.Spec.NetID)
-		s.VLAN = &v
-	}
+	s.VLAN = netmodel.SubnetVLAN(&sn.Spec)
 	s.LocalPods = podsIn(pods, s.CIDR)
 	return s, nil
 }

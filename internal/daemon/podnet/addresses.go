@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Address is one of a pod's addresses as IPAM allocated it.
@@ -17,7 +17,7 @@ type Address struct {
 	// Gateway is the subnet's gateway; the pod itself always routes via the
 	// link-local gateway, so this is informational.
 	Gateway netip.Addr
-	Family  state.Family
+	Family  family.Family
 	// Underlay says the address is on an Underlay network: its packets leave
 	// through the node's uplink as they are, with no tunnel header.
 	Underlay bool

@@ -7,6 +7,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // check lists what of the attachment is missing in the kernel: the pod
@@ -35,7 +36,7 @@ func (p *plumbing) check(ips []netip.Prefix) []error {
 	}
 	addrs := make([]Address, 0, len(ips))
 	for _, ip := range ips {
-		addrs = append(addrs, Address{IP: ip, Family: familyOf(ip.Addr())})
+		addrs = append(addrs, Address{IP: ip, Family: family.Of(ip.Addr())})
 		if !p.hasAddr(podState, ip.Addr()) {
 			missing("address %s on %s", hostPrefix(ip.Addr()), p.a.IfName)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // plumbing is one attachment's view of the host and pod namespaces.
@@ -80,7 +81,7 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 // configure writes everything but the pair itself. Per-link sysctls go
 // first, while both ends are down, so no packet sees them unset.
 func (p *plumbing) configure(addrs []Address) error {
-	v6 := hasFamily(addrs, state.IPv6)
+	v6 := hasFamily(addrs, family.IPv6)
 	if err := sysctl.Write(p.hostNS, p.hostSysctls(v6)); err != nil {
 		return p.errorf("host side %s: %w", p.hostVeth, err)
 	}
@@ -158,7 +159,7 @@ func (p *plumbing) podRoutes(addrs []Address) []state.Route {
 	var rs []state.Route
 	for _, f := range families(addrs) {
 		dst := "0.0.0.0/0"
-		if f == state.IPv6 {
+		if f == family.IPv6 {
 			dst = "::/0"
 		}
 		rs = append(rs, state.Route{
@@ -177,7 +178,7 @@ func (p *plumbing) hostPlan(addrs []Address) state.Plan {
 		plan.AddRoutes = append(plan.AddRoutes, p.hostRoute(ad.IP.Addr()))
 	}
 	for _, f := range families(addrs) {
-		if f == state.IPv6 {
+		if f == family.IPv6 {
 			plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.hostVeth, IP: GatewayIPv6, Proxy: true})
 		}
 		plan.AddRules = append(plan.AddRules, localPodsRule(f))
@@ -187,13 +188,13 @@ func (p *plumbing) hostPlan(addrs []Address) state.Plan {
 
 func (p *plumbing) hostRoute(a netip.Addr) state.Route {
 	return state.Route{
-		Table: LocalPodsTable, Dst: hostPrefix(a), Dev: p.hostVeth, Scope: state.ScopeLink,
+		Table: state.TableLocalPods, Dst: hostPrefix(a), Dev: p.hostVeth, Scope: state.ScopeLink,
 		Protocol: state.ProtocolEstuary,
 	}
 }
 
-func localPodsRule(f state.Family) state.Rule {
-	return state.Rule{Priority: LocalPodsPriority, Table: LocalPodsTable, Family: f}
+func localPodsRule(f family.Family) state.Rule {
+	return state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods, Family: f}
 }
 
 // reply reads both ends' MACs back and reports the interface in CNI terms:
@@ -215,7 +216,7 @@ func (p *plumbing) reply(addrs []Address) (*cniv1.AddReply, error) {
 		r.Ips = append(r.Ips, &cniv1.IPConfig{
 			Interface: proto.Int32(1),
 			Address:   hostPrefix(ad.IP.Addr()).String(),
-			Gateway:   gatewayOf(familyOf(ad.IP.Addr())).String(),
+			Gateway:   gatewayOf(family.Of(ad.IP.Addr())).String(),
 		})
 	}
 	for _, rt := range p.podRoutes(addrs) {
@@ -224,9 +225,9 @@ func (p *plumbing) reply(addrs []Address) (*cniv1.AddReply, error) {
 	return r, nil
 }
 
-func hasFamily(addrs []Address, f state.Family) bool {
+func hasFamily(addrs []Address, f family.Family) bool {
 	for _, a := range addrs {
-		if familyOf(a.IP.Addr()) == f {
+		if family.Of(a.IP.Addr()) == f {
 			return true
 		}
 	}
@@ -234,9 +235,9 @@ func hasFamily(addrs []Address, f state.Family) bool {
 }
 
 // families lists the address families present, IPv4 first.
-func families(addrs []Address) []state.Family {
-	var fs []state.Family
-	for _, f := range []state.Family{state.IPv4, state.IPv6} {
+func families(addrs []Address) []family.Family {
+	var fs []family.Family
+	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		if hasFamily(addrs, f) {
 			fs = append(fs, f)
 		}

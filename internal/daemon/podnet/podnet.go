@@ -65,17 +65,12 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// Routing constants of architecture.md, "Policy routing on the node".
-const (
-	// LocalPodsTable holds one route per local pod address.
-	LocalPodsTable = 1000
-	// LocalPodsPriority is the priority of the rule `from all lookup 1000`.
-	LocalPodsPriority = 1000
-	// HostVethPrefix starts every host-side veth name.
-	HostVethPrefix = "est"
-)
+// HostVethPrefix starts every host-side veth name. Local pod routes go in
+// state.TableLocalPods (the routing plan, internal/dataplane/state).
+const HostVethPrefix = "est"
 
 // Gateways and the host side's MAC, as the pod sees them.
 var (
@@ -218,8 +213,8 @@ func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]
 		return nil, fmt.Errorf("%s: no addresses allocated", podRef(a))
 	}
 	for _, ad := range addrs {
-		if !ad.IP.IsValid() || (ad.Family != familyOf(ad.IP.Addr()) && ad.Family != 0) {
-			return nil, fmt.Errorf("%s: invalid address %v (family %d)", podRef(a), ad.IP, ad.Family)
+		if !ad.IP.IsValid() || (ad.Family != family.Of(ad.IP.Addr()) && ad.Family != "") {
+			return nil, fmt.Errorf("%s: invalid address %v (family %q)", podRef(a), ad.IP, ad.Family)
 		}
 	}
 	return addrs, nil
@@ -272,15 +267,8 @@ func (b *Backend) Ready(_ context.Context) error {
 	return nil
 }
 
-func familyOf(a netip.Addr) state.Family {
-	if a.Is4() {
-		return state.IPv4
-	}
-	return state.IPv6
-}
-
-func gatewayOf(f state.Family) netip.Addr {
-	if f == state.IPv6 {
+func gatewayOf(f family.Family) netip.Addr {
+	if f == family.IPv6 {
 		return GatewayIPv6
 	}
 	return GatewayIPv4

@@ -19,6 +19,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // env is a fake host namespace with an uplink address (10.99.0.1/24,
@@ -72,7 +73,7 @@ func ipCmd(tb testing.TB, ns string, args ...string) string {
 
 func addr(s string) Address {
 	p := netip.MustParsePrefix(s)
-	return Address{IP: p, Family: familyOf(p.Addr())}
+	return Address{IP: p, Family: family.Of(p.Addr())}
 }
 
 func (e *env) pod(t *testing.T, name, ifname string, addrs ...Address) (cniserver.Attachment, string) {

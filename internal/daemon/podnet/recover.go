@@ -19,6 +19,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // aliasTag starts the alias of every host veth podnet makes.
@@ -95,7 +96,7 @@ func (b *Backend) Recover(recorded []Recorded) (eps []store.Endpoint, unnamed []
 		}
 		ep := store.Endpoint{Key: key, Netns: netns, Created: now, Recovered: true}
 		for _, rt := range kernel.Routes {
-			if rt.Table != LocalPodsTable || rt.Dev != l.Name || !rt.Dst.IsSingleIP() {
+			if rt.Table != state.TableLocalPods || rt.Dev != l.Name || !rt.Dst.IsSingleIP() {
 				continue
 			}
 			if r, ok := byIP[rt.Dst.Addr()]; ok {

@@ -12,7 +12,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // vnode is an overlay node: a namespace with an underlay link (ul0), a
@@ -43,8 +43,8 @@ func newVNode(t *testing.T, i int) *vnode {
 	}
 	n.tc = router(t, n.host)
 	n.pod, n.veth = nspod.Plumb(t, n.host, "p",
-		podnet.Address{IP: netip.MustParsePrefix(n.pod4 + "/24"), Family: state.IPv4},
-		podnet.Address{IP: netip.MustParsePrefix(n.pod6 + "/64"), Family: state.IPv6})
+		podnet.Address{IP: netip.MustParsePrefix(n.pod4 + "/24"), Family: family.IPv4},
+		podnet.Address{IP: netip.MustParsePrefix(n.pod6 + "/64"), Family: family.IPv6})
 	nstest.IP(t, n.pod, "link", "set", "eth0", "mtu", fmt.Sprint(tunMTU))
 	nstest.IP(t, n.host, "link", "set", n.veth, "mtu", fmt.Sprint(tunMTU))
 	return n

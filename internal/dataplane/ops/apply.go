@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Apply carries out p in its documented order. Writes are idempotent: adding
@@ -116,7 +117,7 @@ func kernelRoute(l *linkIndexes, r state.Route) (*netlink.Route, error) {
 		Scope:     netlink.Scope(r.Scope),
 		Type:      int(r.Type),
 		Protocol:  netlink.RouteProtocol(r.Protocol),
-		Family:    family(r.Dst.Addr()),
+		Family:    afOf(r.Dst.Addr()),
 	}
 	if r.Gw.IsValid() {
 		kr.Gw = net.IP(r.Gw.AsSlice())
@@ -158,7 +159,7 @@ func kernelRule(r state.Rule) *netlink.Rule {
 	kr.Priority = r.Priority
 	kr.Table = r.Table
 	kr.Family = unix.AF_INET
-	if r.Family == state.IPv6 {
+	if r.Family == family.IPv6 {
 		kr.Family = unix.AF_INET6
 	}
 	if r.Src.IsValid() {
@@ -191,7 +192,7 @@ func kernelNeigh(l *linkIndexes, n state.Neigh) (*netlink.Neigh, error) {
 	if err != nil {
 		return nil, err
 	}
-	kn := &netlink.Neigh{LinkIndex: idx, Family: family(n.IP), IP: net.IP(n.IP.AsSlice())}
+	kn := &netlink.Neigh{LinkIndex: idx, Family: afOf(n.IP), IP: net.IP(n.IP.AsSlice())}
 	if n.Proxy {
 		kn.Flags = netlink.NTF_PROXY
 		return kn, nil
@@ -313,7 +314,7 @@ func (h *Handle) delAddr(l *linkIndexes, a state.Addr) error {
 	return nil
 }
 
-func family(a netip.Addr) int {
+func afOf(a netip.Addr) int {
 	if a.Is4() {
 		return unix.AF_INET
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // nftables objects estuary owns. The table is estuary's wholly, one per
@@ -66,17 +67,17 @@ func (n *NAT) Close() {
 }
 
 var natFamilies = []struct {
-	fam state.Family
+	fam family.Family
 	tf  nftables.TableFamily
-}{{state.IPv4, nftables.TableFamilyIPv4}, {state.IPv6, nftables.TableFamilyIPv6}}
+}{{family.IPv4, nftables.TableFamilyIPv4}, {family.IPv6, nftables.TableFamilyIPv6}}
 
 // Ensure makes estuary's table of each family hold exactly want: a table
 // whose family is empty in want is deleted. A table that already matches is
 // left untouched; one that differs in anything (chain, rule, set elements,
 // an extra object) is rewritten in a single atomic batch, so no packet ever
 // sees a half-written table. It returns the families it changed.
-func (n *NAT) Ensure(want state.NAT) ([]state.Family, error) {
-	var changed []state.Family
+func (n *NAT) Ensure(want state.NAT) ([]family.Family, error) {
+	var changed []family.Family
 	for _, f := range natFamilies {
 		wf := want.Family(f.fam).Canonical()
 		have, present, err := n.readImage(f.tf)
@@ -94,30 +95,30 @@ func (n *NAT) Ensure(want state.NAT) ([]state.Family, error) {
 	return changed, nil
 }
 
-func (n *NAT) write(tf nftables.TableFamily, fam state.Family, f state.NATFamily, present bool) error {
+func (n *NAT) write(tf nftables.TableFamily, fam family.Family, f state.NATFamily, present bool) error {
 	t := &nftables.Table{Name: NATTable, Family: tf}
 	if present {
 		n.conn.DelTable(t)
 	}
 	if !f.Empty() {
 		if err := n.addTable(t, fam, f); err != nil {
-			return fmt.Errorf("nftables table %s ipv%d: %w", NATTable, fam, err)
+			return fmt.Errorf("nftables table %s ipv%d: %w", NATTable, fam.Version(), err)
 		}
 	}
 	if err := n.conn.Flush(); err != nil {
-		return fmt.Errorf("write nftables table %s ipv%d: %w", NATTable, fam, err)
+		return fmt.Errorf("write nftables table %s ipv%d: %w", NATTable, fam.Version(), err)
 	}
 	return nil
 }
 
-func (n *NAT) addTable(t *nftables.Table, fam state.Family, f state.NATFamily) error {
+func (n *NAT) addTable(t *nftables.Table, fam family.Family, f state.NATFamily) error {
 	t = n.conn.AddTable(t)
 	ch := n.conn.AddChain(&nftables.Chain{
 		Name: natChain, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
 	key := nftables.TypeIPAddr
-	if fam == state.IPv6 {
+	if fam == family.IPv6 {
 		key = nftables.TypeIP6Addr
 	}
 	src := &nftables.Set{Table: t, Name: natSources, KeyType: key, Interval: true}
@@ -138,9 +139,9 @@ func (n *NAT) addTable(t *nftables.Table, fam state.Family, f state.NATFamily) e
 }
 
 // masqExprs: saddr @nat-sources, daddr != @cluster, oifname != dev, masquerade.
-func masqExprs(fam state.Family, dev string, src, cl *nftables.Set) []expr.Any {
+func masqExprs(fam family.Family, dev string, src, cl *nftables.Set) []expr.Any {
 	saddr, daddr, size := uint32(12), uint32(16), uint32(4)
-	if fam == state.IPv6 {
+	if fam == family.IPv6 {
 		saddr, daddr, size = 8, 24, 16
 	}
 	return []expr.Any{
@@ -179,7 +180,7 @@ func ifname(s string) []byte {
 // range and an interval-end key just past it (none for a range that reaches
 // the top of the address space), plus, as nft writes it, an interval end at
 // the zero address when the first range does not start there.
-func setElements(ps []netip.Prefix, fam state.Family) []nftables.SetElement {
+func setElements(ps []netip.Prefix, fam family.Family) []nftables.SetElement {
 	rs := state.Ranges(ps)
 	if len(rs) == 0 {
 		return nil
@@ -197,8 +198,8 @@ func setElements(ps []netip.Prefix, fam state.Family) []nftables.SetElement {
 	return els
 }
 
-func zeroAddr(fam state.Family) netip.Addr {
-	if fam == state.IPv6 {
+func zeroAddr(fam family.Family) netip.Addr {
+	if fam == family.IPv6 {
 		return netip.IPv6Unspecified()
 	}
 	return netip.IPv4Unspecified()
@@ -206,7 +207,7 @@ func zeroAddr(fam state.Family) netip.Addr {
 
 // natImage renders what the table should hold in the form readImage renders
 // the kernel's, so that one string comparison says whether they differ.
-func natImage(f state.NATFamily, fam state.Family) string {
+func natImage(f state.NATFamily, fam family.Family) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", natChain, nftables.ChainTypeNAT,
 		*nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource)

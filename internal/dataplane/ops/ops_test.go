@@ -11,6 +11,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 var allFDB = Scope{FDBDevice: func(string) bool { return true }}
@@ -123,7 +124,7 @@ func TestRules(t *testing.T) {
 		{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20},
 		{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0x20},
 		{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64"), Mark: 0x7},
-		{Priority: 1000, Table: 1000, Family: state.IPv6},
+		{Priority: 1000, Table: 1000, Family: family.IPv6},
 	}
 	apply(t, h, state.Plan{AddRules: rules})
 	apply(t, h, state.Plan{AddRules: rules})
@@ -132,7 +133,7 @@ func TestRules(t *testing.T) {
 		rules[i] = r.Canonical()
 	}
 	has(t, got, rules...)
-	has(t, got, state.Rule{Priority: 32766, Table: state.MainTable, Family: state.IPv4})
+	has(t, got, state.Rule{Priority: 32766, Table: state.MainTable, Family: family.IPv4})
 
 	krs, err := h.nl.RuleList(unix.AF_INET)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func TestEnsureVXLANDeviceMAC(t *testing.T) {
@@ -41,13 +42,13 @@ func TestEnsureVXLANDeviceMAC(t *testing.T) {
 func TestParentLookups(t *testing.T) {
 	h := newNS(t)
 	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
-	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "" {
+	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "" {
 		t.Fatalf("no default route: %q, %v", name, err)
 	}
 	if err := h.AddOnlinkRoute(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "eth1" {
+	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link %q, %v; want eth1", name, err)
 	}
 	// Default routes in other tables are not the main table's.
@@ -55,10 +56,10 @@ func TestParentLookups(t *testing.T) {
 		{Table: 1001, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
 		{Table: 100, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
 	}})
-	if name, err := h.DefaultRouteLink(state.IPv4); err != nil || name != "eth1" {
+	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link with other tables' defaults %q, %v; want eth1", name, err)
 	}
-	if name, err := h.DefaultRouteLink(state.IPv6); err != nil || name != "" {
+	if name, err := h.DefaultRouteLink(family.IPv6); err != nil || name != "" {
 		t.Fatalf("no IPv6 default route: %q, %v", name, err)
 	}
 	if rs, err := h.tableRoutes(unix.AF_INET, 1500); err != nil || len(rs) != 0 {
@@ -152,7 +153,7 @@ func TestNATEnsure(t *testing.T) {
 		IPv4: natOf("estvx1", []string{"10.244.0.0/16", "10.245.0.0/16"}, "10.244.0.0/15", "10.96.0.0/12", "0.0.0.0/32"),
 		IPv6: natOf("estvx1", []string{"fd00::/64"}, "fd00::/48"),
 	}
-	ensure := func(w state.NAT, changed ...state.Family) {
+	ensure := func(w state.NAT, changed ...family.Family) {
 		t.Helper()
 		got, err := n.Ensure(w)
 		if err != nil {
@@ -162,21 +163,21 @@ func TestNATEnsure(t *testing.T) {
 			t.Fatalf("changed %v, want %v", got, changed)
 		}
 	}
-	ensure(want, state.IPv4, state.IPv6)
+	ensure(want, family.IPv4, family.IPv6)
 	ensure(want)
 	want.IPv4.Exempt = append(want.IPv4.Exempt, pfx("192.0.2.0/24"))
-	ensure(want, state.IPv4)
+	ensure(want, family.IPv4)
 	want.IPv4.Device = "estvx2"
-	ensure(want, state.IPv4)
+	ensure(want, family.IPv4)
 	ensure(want)
 	want.IPv4.SkipMark = 1 << 14
-	ensure(want, state.IPv4)
+	ensure(want, family.IPv4)
 	ensure(want)
 	want.IPv4.SkipMark = 1 << 12
-	ensure(want, state.IPv4)
+	ensure(want, family.IPv4)
 	ensure(want)
-	ensure(state.NAT{IPv4: want.IPv4}, state.IPv6)
-	ensure(state.NAT{}, state.IPv4)
+	ensure(state.NAT{IPv4: want.IPv4}, family.IPv6)
+	ensure(state.NAT{}, family.IPv4)
 	ensure(state.NAT{})
 	ts, err := n.conn.ListTables()
 	if err != nil {

@@ -6,10 +6,9 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // LinkAddrs is a link with its MTU and its global unicast addresses of
@@ -120,9 +119,9 @@ func (h *Handle) tableRoutes(fam, table int) ([]netlink.Route, error) {
 // DefaultRouteLink returns the name of the link of the main table's default
 // route of family fam; "" when there is none. A multipath default route
 // gives the link of its first next hop.
-func (h *Handle) DefaultRouteLink(fam state.Family) (string, error) {
+func (h *Handle) DefaultRouteLink(fam family.Family) (string, error) {
 	kfam := unix.AF_INET
-	if fam == state.IPv6 {
+	if fam == family.IPv6 {
 		kfam = unix.AF_INET6
 	}
 	rs, err := retryDump("default routes", func() ([]netlink.Route, error) {

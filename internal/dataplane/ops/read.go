@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Scope narrows what Read lists beyond routes, rules and neighbours, which
@@ -109,7 +110,7 @@ func (h *Handle) readRules() ([]state.Rule, error) {
 			return nil, err
 		}
 		for _, r := range rs {
-			rule := state.Rule{Priority: max(r.Priority, 0), Table: r.Table, Mark: r.Mark, Family: familyOf(fam)}
+			rule := state.Rule{Priority: max(r.Priority, 0), Table: r.Table, Mark: r.Mark, Family: fromAF(fam)}
 			if r.Mask != nil {
 				rule.Mask = *r.Mask
 			}
@@ -194,11 +195,11 @@ func (h *Handle) readAddrs(l links) ([]state.Addr, error) {
 	return out, nil
 }
 
-func familyOf(fam int) state.Family {
+func fromAF(fam int) family.Family {
 	if fam == unix.AF_INET6 {
-		return state.IPv6
+		return family.IPv6
 	}
-	return state.IPv4
+	return family.IPv4
 }
 
 // addrOf converts a net.IP; nil gives the invalid Addr.

@@ -11,6 +11,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Agent applies the overlay data path to one node's network namespace and
@@ -24,7 +25,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	sysctls  []sysctl.Setting
-	natDirty []state.Family
+	natDirty []family.Family
 
 	// OnError, when set before Answer starts, receives the answerer's
 	// failures (a failed subscription, a failed write); they are retried.
@@ -82,10 +83,10 @@ func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
 // Applied reports what the last Apply did beyond its plan: the sysctls it
 // wants on the device (each written only if it differed) and the NAT
 // families whose table it rewrote.
-func (a *Agent) Applied() (sysctls []sysctl.Setting, natChanged []state.Family) {
+func (a *Agent) Applied() (sysctls []sysctl.Setting, natChanged []family.Family) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]sysctl.Setting(nil), a.sysctls...), append([]state.Family(nil), a.natDirty...)
+	return append([]sysctl.Setting(nil), a.sysctls...), append([]family.Family(nil), a.natDirty...)
 }
 
 func validate(c Config) error {
@@ -158,7 +159,7 @@ func families(in Input) (v4, v6 bool) {
 			fams[familyOf(p)] = true
 		}
 	}
-	return fams[state.IPv4], fams[state.IPv6]
+	return fams[family.IPv4], fams[family.IPv6]
 }
 
 func ipv6Enabled() bool {

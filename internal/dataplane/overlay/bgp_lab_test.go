@@ -14,6 +14,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // bgpLab is one node of a BGP underlay network, its peer (the fabric's
@@ -52,7 +53,7 @@ func newBGPLab(t *testing.T) *bgpLab {
 	nstest.IP(t, l.ext, "addr", "add", bgpExt.String()+"/24", "dev", "eth0")
 	nstest.IP(t, l.ext, "link", "set", "eth0", "up")
 	nstest.IP(t, l.ext, "route", "add", "default", "via", "10.200.0.1")
-	l.pod, _ = nspod.Plumb(t, l.node, "bgp", podnet.Address{IP: netip.PrefixFrom(bgpPod, 24), Family: state.IPv4})
+	l.pod, _ = nspod.Plumb(t, l.node, "bgp", podnet.Address{IP: netip.PrefixFrom(bgpPod, 24), Family: family.IPv4})
 	return l
 }
 
@@ -85,7 +86,7 @@ func TestBGPSubnetTableAndNAT(t *testing.T) {
 			t.Errorf("second Apply changed:\n%s", plan)
 		}
 	}
-	table := underlay.TableBase + underlay.Numbering(uin.Cluster)["fabric-a"]
+	table := state.TableUnderlayFirst + underlay.Numbering(uin.Cluster)["fabric-a"]
 	tbl := strings.TrimSpace(nstest.IP(t, l.node, "route", "show", "table", strconv.Itoa(table)))
 	if tbl != "default via "+bgpPeer.String()+" dev eth0 proto 229" {
 		t.Errorf("table %d = %q, want only the default route via the first peer on eth0", table, tbl)

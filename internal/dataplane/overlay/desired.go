@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Desired computes the kernel state and the NAT the overlay wants on a node.
@@ -15,18 +16,18 @@ func Desired(in Input) (state.State, state.NAT) {
 		if !sn.CIDR.IsValid() {
 			continue
 		}
-		s.Routes = append(s.Routes, onDevice(SubnetsTable, sn.CIDR.Masked(), in.Device))
-		s.Rules = append(s.Rules, state.Rule{Priority: NodesPriority, Table: NodesTable, Src: sn.CIDR.Masked()})
+		s.Routes = append(s.Routes, onDevice(state.TableOverlaySubnets, sn.CIDR.Masked(), in.Device))
+		s.Rules = append(s.Rules, state.Rule{Priority: state.PriorityOverlayNodes, Table: state.TableOverlayNodes, Src: sn.CIDR.Masked()})
 	}
-	for _, f := range []state.Family{state.IPv4, state.IPv6} {
+	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		if fams[f] {
-			s.Rules = append(s.Rules, state.Rule{Priority: SubnetsPriority, Table: SubnetsTable, Family: f})
+			s.Rules = append(s.Rules, state.Rule{Priority: state.PriorityOverlaySubnets, Table: state.TableOverlaySubnets, Family: f})
 		}
 	}
 	for _, r := range remotes(in) {
 		for _, ip := range r.NodeIPs {
 			if ip = ip.Unmap(); ip.IsValid() && fams[familyOf(ip)] {
-				s.Routes = append(s.Routes, onDevice(NodesTable, netip.PrefixFrom(ip, ip.BitLen()), in.Device))
+				s.Routes = append(s.Routes, onDevice(state.TableOverlayNodes, netip.PrefixFrom(ip, ip.BitLen()), in.Device))
 			}
 		}
 		if !in.NoFlood {
@@ -43,7 +44,7 @@ func Desired(in Input) (state.State, state.NAT) {
 		}
 	}
 	for _, ip := range in.NodeIPs {
-		if ip.IsValid() && familyOf(ip) == state.IPv6 && fams[state.IPv6] {
+		if ip.IsValid() && familyOf(ip) == family.IPv6 && fams[family.IPv6] {
 			s.Neighs = append(s.Neighs, state.Neigh{Dev: in.Device, IP: ip, Proxy: true})
 		}
 	}
@@ -66,7 +67,7 @@ func remotes(in Input) []Remote {
 // the tunnel for overlay sources (table 1002), each gateway inside its
 // subnet thrown back to the node's own routing. Destinations table 1002
 // already holds (have: a node's address) and repeated CIDRs are skipped.
-func underlayRoutes(in Input, fams map[state.Family]bool, have []state.Route) []state.Route {
+func underlayRoutes(in Input, fams map[family.Family]bool, have []state.Route) []state.Route {
 	seen := map[state.RouteKey]bool{}
 	for _, r := range have {
 		seen[r.Key()] = true
@@ -83,9 +84,9 @@ func underlayRoutes(in Input, fams map[state.Family]bool, have []state.Route) []
 			continue
 		}
 		cidr := netip.PrefixFrom(u.CIDR.Addr().Unmap(), u.CIDR.Bits()).Masked()
-		add(onDevice(NodesTable, cidr, in.Device))
+		add(onDevice(state.TableOverlayNodes, cidr, in.Device))
 		if gw := u.Gateway.Unmap(); gw.IsValid() && cidr.Contains(gw) {
-			add(state.Route{Table: NodesTable, Dst: netip.PrefixFrom(gw, gw.BitLen()), Type: state.RouteThrow,
+			add(state.Route{Table: state.TableOverlayNodes, Dst: netip.PrefixFrom(gw, gw.BitLen()), Type: state.RouteThrow,
 				Protocol: state.ProtocolEstuary})
 		}
 	}
@@ -102,7 +103,7 @@ func onDevice(table int, dst netip.Prefix, dev string) state.Route {
 // through the tunnel or carries kube-proxy's masquerade mark.
 func desiredNAT(in Input) state.NAT {
 	var n state.NAT
-	for _, f := range []state.Family{state.IPv4, state.IPv6} {
+	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		var nf state.NATFamily
 		for _, sn := range in.Subnets {
 			if !sn.CIDR.IsValid() || familyOf(sn.CIDR.Addr()) != f {
@@ -126,7 +127,7 @@ func desiredNAT(in Input) state.NAT {
 		}
 		nf.Device, nf.SkipMark = in.Device, in.KubeProxyMark
 		nf = nf.Canonical()
-		if f == state.IPv6 {
+		if f == family.IPv6 {
 			n.IPv6 = nf
 		} else {
 			n.IPv4 = nf
@@ -135,8 +136,8 @@ func desiredNAT(in Input) state.NAT {
 	return n
 }
 
-func subnetFamilies(sns []Subnet) map[state.Family]bool {
-	fams := map[state.Family]bool{}
+func subnetFamilies(sns []Subnet) map[family.Family]bool {
+	fams := map[family.Family]bool{}
 	for _, sn := range sns {
 		if sn.CIDR.IsValid() {
 			fams[familyOf(sn.CIDR.Addr())] = true
@@ -145,9 +146,9 @@ func subnetFamilies(sns []Subnet) map[state.Family]bool {
 	return fams
 }
 
-func familyOf(a netip.Addr) state.Family {
+func familyOf(a netip.Addr) family.Family {
 	if a.Unmap().Is4() {
-		return state.IPv4
+		return family.IPv4
 	}
-	return state.IPv6
+	return family.IPv6
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -55,7 +56,7 @@ func TestDesired(t *testing.T) {
 			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
 			rules: []state.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
-				{Priority: 1001, Table: 1001, Family: state.IPv4},
+				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
 			neighs:  []state.Neigh{{Dev: "estvx4", IP: ip("10.244.3.3"), Proxy: true}},
 			fdb:     []state.FDB{flood, uni},
@@ -72,7 +73,7 @@ func TestDesired(t *testing.T) {
 			routes: []state.Route{route(1001, "fd00::/64"), route(1002, "fd10::2/128")},
 			rules: []state.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
-				{Priority: 1001, Table: 1001, Family: state.IPv6},
+				{Priority: 1001, Table: 1001, Family: family.IPv6},
 			},
 			neighs: []state.Neigh{{Dev: "estvx4", IP: ip("fd00::5"), Proxy: true}, {Dev: "estvx4", IP: ip("fd10::1"), Proxy: true}},
 			fdb:    []state.FDB{flood, uni},
@@ -92,8 +93,8 @@ func TestDesired(t *testing.T) {
 			rules: []state.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
-				{Priority: 1001, Table: 1001, Family: state.IPv4},
-				{Priority: 1001, Table: 1001, Family: state.IPv6},
+				{Priority: 1001, Table: 1001, Family: family.IPv4},
+				{Priority: 1001, Table: 1001, Family: family.IPv6},
 			},
 			fdb:     []state.FDB{flood, uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
@@ -109,7 +110,7 @@ func TestDesired(t *testing.T) {
 			routes: []state.Route{route(1001, "10.244.0.0/16")},
 			rules: []state.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
-				{Priority: 1001, Table: 1001, Family: state.IPv4},
+				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
 		},
 		{
@@ -118,7 +119,7 @@ func TestDesired(t *testing.T) {
 			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
 			rules: []state.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
-				{Priority: 1001, Table: 1001, Family: state.IPv4},
+				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
 			fdb:     []state.FDB{uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},

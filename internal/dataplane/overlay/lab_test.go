@@ -10,6 +10,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // node is one simulated node: its namespace, its address on the switch,
@@ -95,7 +96,7 @@ func (n *node) plumbPod(t *testing.T) {
 		if ip.Is6() {
 			bits = 64
 		}
-		addrs = append(addrs, podnet.Address{IP: netip.PrefixFrom(ip, bits), Family: familyOf(ip)})
+		addrs = append(addrs, podnet.Address{IP: netip.PrefixFrom(ip, bits), Family: family.Of(ip)})
 	}
 	n.pod, n.hostVth = nspod.Plumb(t, n.ns, n.name, addrs...)
 }

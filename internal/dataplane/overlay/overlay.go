@@ -94,6 +94,31 @@
 // estvx*, and no addresses; the host veths, rule 1000 and table 1000 are
 // podnet's, tables and priorities 1100-1999 the underlay's.
 //
+// Kernel footprint. On a node with P local pods (overlay and underlay), N
+// other nodes (each with A addresses of the overlay's families), S overlay
+// subnets and U underlay subnets of the overlay's families (G of them with
+// a gateway inside), the overlay keeps exactly (TestDesiredFootprint):
+//
+//   - one VXLAN device, estvx<VNI>;
+//   - FDB: 2N entries, one all-zero flood entry and one `<MAC> dst <VTEP>`
+//     per remote node (N without flooding, Input.NoFlood);
+//   - proxy neighbours: P, plus this node's own IPv6 addresses on a
+//     dual-stack overlay (IPv6 answers only for addresses on its device);
+//   - routes: S in table 1001, N*A node /32s (/128s) plus U + G underlay
+//     routes in table 1002;
+//   - rules: one `lookup 1001` per family and one `from <cidr> lookup 1002`
+//     per overlay subnet;
+//   - nftables: one `estuary` table per family with one chain, at most two
+//     rules (the masquerade, and the return of kube-proxy's mark) and
+//     two interval sets, whatever S and U (a family with nothing to NAT
+//     has none).
+//
+// Nothing grows with the number of remote pods: remote pods are resolved
+// on demand (REACHABLE neighbour entries the kernel ages and bounds by its
+// gc_thresh settings), never installed as permanent entries, so a node
+// keeps O(N + P) entries where a per-pod design would keep O(pods in the
+// cluster).
+//
 // Order of Apply. The device is created down, its sysctls are written, and
 // only then is it brought up, so no packet meets it half configured; the
 // reconcile then fills tables before adding the rules that point at them
@@ -108,16 +133,9 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// Routing constants of the overlay (architecture.md, "Policy routing").
+// Constants of the overlay; its tables and rule priorities are in the
+// routing plan (internal/dataplane/state, routing.go).
 const (
-	// SubnetsTable holds every overlay subnet on the VXLAN device.
-	SubnetsTable = 1001
-	// SubnetsPriority is the priority of `from all lookup 1001`.
-	SubnetsPriority = 1001
-	// NodesTable holds every remote node address on the VXLAN device.
-	NodesTable = 1002
-	// NodesPriority is the priority of `from <overlay cidr> lookup 1002`.
-	NodesPriority = 1002
 	// DevicePrefix starts the VXLAN device's name.
 	DevicePrefix = "estvx"
 	// DefaultPort is the VXLAN UDP port (the Linux kernel's, flannel's).
@@ -227,10 +245,10 @@ func MTUFor(parentMTU int, underlay6 bool) int {
 func Ownership() state.Ownership {
 	return state.Ownership{
 		Protocol:      state.ProtocolEstuary,
-		TableMin:      1001,
-		TableMax:      1099,
-		PriorityMin:   1001,
-		PriorityMax:   1099,
+		TableMin:      state.TableOverlaySubnets,
+		TableMax:      state.OverlayLast,
+		PriorityMin:   state.PriorityOverlaySubnets,
+		PriorityMax:   state.OverlayLast,
 		DevicePrefix:  DevicePrefix,
 		RoutesByTable: true,
 		NoAddrs:       true,

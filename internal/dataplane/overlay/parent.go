@@ -6,7 +6,7 @@ import (
 	"regexp"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // ParentSpec chooses the VXLAN device's parent link: by Name, else by the
@@ -71,7 +71,7 @@ func (a *Agent) findParent(spec ParentSpec) (ops.LinkAddrs, error) {
 		}
 		return ops.LinkAddrs{}, fmt.Errorf("no link matches with a global unicast address")
 	}
-	for _, f := range []state.Family{state.IPv4, state.IPv6} {
+	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		name, err := a.h.DefaultRouteLink(f)
 		if err != nil {
 			return ops.LinkAddrs{}, err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func throw(dst string) state.Route {
@@ -33,7 +34,7 @@ func TestDesiredUnderlays(t *testing.T) {
 	})
 	same(t, "rules", s.Rules, []state.Rule{
 		{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
-		{Priority: 1001, Table: 1001, Family: state.IPv4},
+		{Priority: 1001, Table: 1001, Family: family.IPv4},
 	})
 	keys := map[state.RouteKey]bool{}
 	for _, r := range s.Routes {

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 var (
@@ -61,10 +63,10 @@ func TestDiffRoutes(t *testing.T) {
 }
 
 func TestDiffRules(t *testing.T) {
-	local := Rule{Priority: 1000, Table: 1000, Family: IPv4}
-	marked := Rule{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20, Family: IPv4}
-	subnet := Rule{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0xff00, Family: IPv4}
-	mainRule := Rule{Priority: 32766, Table: MainTable, Family: IPv4}
+	local := Rule{Priority: 1000, Table: 1000, Family: family.IPv4}
+	marked := Rule{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20, Family: family.IPv4}
+	subnet := Rule{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0xff00, Family: family.IPv4}
+	mainRule := Rule{Priority: 32766, Table: MainTable, Family: family.IPv4}
 	tests := []struct {
 		name            string
 		desired, actual []Rule
@@ -74,17 +76,17 @@ func TestDiffRules(t *testing.T) {
 		{name: "no-op", desired: []Rule{local}, actual: []Rule{local, mainRule}},
 		{name: "stale owned deleted, foreign kept", actual: []Rule{marked, mainRule}, del: []Rule{marked}},
 		{name: "changed table adds and deletes",
-			desired: []Rule{{Priority: 1000, Table: 1001, Family: IPv4}}, actual: []Rule{local},
-			add: []Rule{{Priority: 1000, Table: 1001, Family: IPv4}}, del: []Rule{local}},
+			desired: []Rule{{Priority: 1000, Table: 1001, Family: family.IPv4}}, actual: []Rule{local},
+			add: []Rule{{Priority: 1000, Table: 1001, Family: family.IPv4}}, del: []Rule{local}},
 		{name: "exact mark gets full mask",
 			desired: []Rule{{Priority: 1003, Table: 1003, Mark: 0x1}},
-			actual:  []Rule{{Priority: 1003, Table: 1003, Mark: 0x1, Mask: 0xffffffff, Family: IPv4}}},
+			actual:  []Rule{{Priority: 1003, Table: 1003, Mark: 0x1, Mask: 0xffffffff, Family: family.IPv4}}},
 		{name: "family from source",
 			desired: []Rule{{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64")}},
-			add:     []Rule{{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64"), Family: IPv6}}},
+			add:     []Rule{{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64"), Family: family.IPv6}}},
 		{name: "from all v6 is distinct from v4",
-			desired: []Rule{local, {Priority: 1000, Table: 1000, Family: IPv6}}, actual: []Rule{local},
-			add: []Rule{{Priority: 1000, Table: 1000, Family: IPv6}}},
+			desired: []Rule{local, {Priority: 1000, Table: 1000, Family: family.IPv6}}, actual: []Rule{local},
+			add: []Rule{{Priority: 1000, Table: 1000, Family: family.IPv6}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +213,7 @@ func TestPlanOrder(t *testing.T) {
 	}
 	actual := State{
 		Routes: []Route{podRoute("10.0.0.6/32", "est1")},
-		Rules:  []Rule{{Priority: 1001, Table: 1001, Family: IPv4}},
+		Rules:  []Rule{{Priority: 1001, Table: 1001, Family: family.IPv4}},
 		Addrs:  []Addr{{Dev: "eth1", Prefix: pfx("10.3.0.254/24"), Scope: ScopeLink, NoPrefixRoute: true}},
 	}
 	want := "add address 10.2.0.254/24 dev eth1 scope 253 noprefixroute\n" +

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // NATFamily is the source NAT of one address family: packets from Sources to
@@ -47,8 +49,8 @@ func (f NATFamily) Equal(o NATFamily) bool {
 }
 
 // Family returns the NAT of family fam.
-func (n NAT) Family(fam Family) NATFamily {
-	if fam == IPv6 {
+func (n NAT) Family(fam family.Family) NATFamily {
+	if fam == family.IPv6 {
 		return n.IPv6
 	}
 	return n.IPv4
@@ -94,7 +96,7 @@ type AddrRange struct {
 func Ranges(ps []netip.Prefix) []AddrRange {
 	var out []AddrRange
 	for _, p := range canonPrefixes(ps) {
-		r := AddrRange{From: p.Addr(), To: lastAddr(p)}
+		r := AddrRange{From: p.Addr(), To: family.LastAddr(p)}
 		if n := len(out); n > 0 {
 			last := &out[n-1]
 			if next := last.To.Next(); !next.IsValid() || r.From.Compare(next) <= 0 {
@@ -107,14 +109,4 @@ func Ranges(ps []netip.Prefix) []AddrRange {
 		out = append(out, r)
 	}
 	return out
-}
-
-// lastAddr returns the highest address of a masked prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }

@@ -42,15 +42,15 @@ type Ownership struct {
 }
 
 // DefaultOwnership is estuary's ownership: protocol 0xE5, tables and rule
-// priorities 1000-1999 (architecture.md, "Policy routing on the node") and
+// priorities 1000-1999 (the routing plan, routing.go) and
 // devices named est*.
 func DefaultOwnership() Ownership {
 	return Ownership{
 		Protocol:     ProtocolEstuary,
-		TableMin:     1000,
-		TableMax:     1999,
-		PriorityMin:  1000,
-		PriorityMax:  1999,
+		TableMin:     TableLocalPods,
+		TableMax:     TableUnderlayLast,
+		PriorityMin:  PriorityLocalPods,
+		PriorityMax:  TableUnderlayLast,
 		DevicePrefix: "est",
 	}
 }

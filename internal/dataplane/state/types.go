@@ -9,24 +9,9 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-// Family is an IP address family: 4 or 6.
-type Family uint8
-
-// Address families.
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-// familyOf returns the family of a valid address.
-func familyOf(a netip.Addr) Family {
-	if a.Is4() {
-		return IPv4
-	}
-	return IPv6
-}
 
 // RouteType is the kernel's route type (RTN_*).
 type RouteType uint8
@@ -117,20 +102,20 @@ type Rule struct {
 	Src      netip.Prefix
 	Mark     uint32
 	Mask     uint32
-	Family   Family
+	Family   family.Family
 }
 
 // Canonical returns the rule as the kernel reports it.
 func (r Rule) Canonical() Rule {
 	if r.Src.IsValid() {
 		r.Src = r.Src.Masked()
-		r.Family = familyOf(r.Src.Addr())
+		r.Family = family.Of(r.Src.Addr())
 		if r.Src.Bits() == 0 {
 			r.Src = netip.Prefix{}
 		}
 	}
-	if r.Family == 0 {
-		r.Family = IPv4
+	if r.Family == "" {
+		r.Family = family.IPv4
 	}
 	if r.Mark != 0 && r.Mask == 0 {
 		r.Mask = ^uint32(0)
@@ -143,7 +128,7 @@ func (r Rule) String() string {
 	if r.Src.IsValid() {
 		from = r.Src.String()
 	}
-	s := fmt.Sprintf("rule %d ipv%d from %s", r.Priority, r.Family, from)
+	s := fmt.Sprintf("rule %d ipv%d from %s", r.Priority, r.Family.Version(), from)
 	if r.Mark != 0 || r.Mask != 0 {
 		s += fmt.Sprintf(" fwmark %#x/%#x", r.Mark, r.Mask)
 	}

@@ -122,7 +122,7 @@ func nodeMAC(t *testing.T, l *lab) string {
 // and sysctls, and that the pod's address is not local to the node.
 func checkKernel(t *testing.T, l *lab, in Input) {
 	t.Helper()
-	table := fmt.Sprint(TableBase + Numbering(in.Cluster)["vlan0-a"])
+	table := fmt.Sprint(state.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
 	for _, want := range []struct{ out, substr string }{
 		{nstest.IP(t, l.node, "rule", "show"), table + ":\tfrom 192.168.60.0/24 lookup " + table},
 		{nstest.IP(t, l.node, "route", "show", "table", table), "default via 192.168.60.1 dev eth0"},
@@ -232,7 +232,7 @@ func testRemove(t *testing.T, l *lab, in Input) {
 		if _, err := apply(); err != nil {
 			t.Fatal(err)
 		}
-		table := fmt.Sprint(TableBase + Numbering(in.Cluster)["vlan0-a"])
+		table := fmt.Sprint(state.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
 		if out := nstest.IP(t, l.node, "route", "show", "table", table); strings.TrimSpace(out) != "" {
 			t.Errorf("table %s left:\n%s", table, out)
 		}

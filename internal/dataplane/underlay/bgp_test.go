@@ -38,7 +38,7 @@ func TestDesiredBGP(t *testing.T) {
 	// peer of each family is the subnets' next hop.
 	in := bgpInput("10.50.0.1", "10.60.0.1", "10.77.0.1", "10.77.0.2", "fd77::1")
 	slots := Numbering(in.Cluster)
-	t4, t6 := TableBase+slots["fabric-a"], TableBase+slots["fabric-6"]
+	t4, t6 := state.TableUnderlayFirst+slots["fabric-a"], state.TableUnderlayFirst+slots["fabric-6"]
 	want := state.State{
 		Rules: []state.Rule{{Priority: t4, Table: t4, Src: pfx("10.90.0.0/24")}, {Priority: t6, Table: t6, Src: pfx("fd90::/64")}},
 		Routes: []state.Route{

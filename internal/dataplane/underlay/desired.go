@@ -132,7 +132,7 @@ func Desired(in Input) state.State {
 	var s state.State
 	ls, _ := resolve(in)
 	for _, l := range ls {
-		table := TableBase + l.slot
+		table := state.TableUnderlayFirst + l.slot
 		cidr := l.sub.CIDR
 		s.Rules = append(s.Rules, state.Rule{Priority: table, Table: table, Src: cidr})
 		if l.bgp {

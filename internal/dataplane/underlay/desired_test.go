@@ -32,7 +32,7 @@ func oneSubnet(id int, pods ...string) Input {
 
 func TestDesiredUntagged(t *testing.T) {
 	in := oneSubnet(0, "192.168.60.9", "192.168.60.5", "10.0.0.1", "192.168.60.5")
-	table := TableBase + Numbering(in.Cluster)["vlan-a"]
+	table := state.TableUnderlayFirst + Numbering(in.Cluster)["vlan-a"]
 	want := state.State{
 		Rules: []state.Rule{{Priority: table, Table: table, Src: pfx("192.168.60.0/24")}},
 		Routes: []state.Route{

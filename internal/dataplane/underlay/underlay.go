@@ -137,12 +137,13 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// Routing constants of the underlay (architecture.md, "Policy routing").
+// Constants of the underlay; its tables and rule priorities are in the
+// routing plan (internal/dataplane/state, routing.go).
 const (
-	// TableBase is the table and priority of slot 0.
-	TableBase = 1100
-	// Slots is the number of per-subnet tables: 1100-1999.
-	Slots = 900
+	// Slots is the number of per-subnet tables, state.TableUnderlayFirst
+	// to state.TableUnderlayLast (the routing plan); slot n is table and
+	// priority state.TableUnderlayFirst+n.
+	Slots = state.TableUnderlayLast - state.TableUnderlayFirst + 1
 	// LocalTable is the kernel's table of local and broadcast routes.
 	LocalTable = 255
 	// RouteLocal is the kernel's route type of a local address (RTN_LOCAL).
@@ -235,7 +236,7 @@ func VLANName(uplink string, id int) string {
 }
 
 // Numbering assigns each subnet of refs its slot n (table and priority
-// TableBase+n): SHA-256 of the name mod Slots, probing linearly in order of
+// state.TableUnderlayFirst+n): SHA-256 of the name mod Slots, probing linearly in order of
 // creation. Subnets beyond Slots get none.
 func Numbering(refs []SubnetRef) map[string]int {
 	sorted := slices.Clone(refs)
@@ -266,10 +267,10 @@ func Numbering(refs []SubnetRef) map[string]int {
 func Ownership() state.Ownership {
 	return state.Ownership{
 		Protocol:      state.ProtocolEstuary,
-		TableMin:      TableBase,
-		TableMax:      TableBase + Slots - 1,
-		PriorityMin:   TableBase,
-		PriorityMax:   TableBase + Slots - 1,
+		TableMin:      state.TableUnderlayFirst,
+		TableMax:      state.TableUnderlayLast,
+		PriorityMin:   state.TableUnderlayFirst,
+		PriorityMax:   state.TableUnderlayLast,
 		RoutesByTable: true,
 	}
 }

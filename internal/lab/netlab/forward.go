@@ -3,11 +3,12 @@ package netlab
 import (
 	"context"
 	"fmt"
-	"github.com/estuary-cni/estuary/internal/nsrun"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 // ForwardCommand is the hidden subcommand of the lab binary that Forward implements.

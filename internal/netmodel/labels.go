@@ -1,16 +1,18 @@
-package nodelabel
+package netmodel
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 
+	"github.com/estuary-cni/estuary/pkg/family"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Prefix is the label prefix of every key this controller manages. Keys
-// under it that do not start with one of the managed name prefixes below
-// (e.g. labels a user or another component put there) are never touched.
+// Prefix is the label prefix of every node label key of a network domain.
+// Keys under it that do not start with one of the managed name prefixes
+// below (e.g. labels a user or another component put there) are not
+// domain labels (Managed).
 const Prefix = "networking.estuary.io/"
 
 // Name prefixes of the managed keys, after Prefix.
@@ -29,15 +31,6 @@ const (
 	ValueFalse = "false"
 )
 
-// Family is an address family, as in the availability keys.
-type Family int
-
-// Families.
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
 // maxNameLen is the longest name part (after the prefix) a label key may have.
 const maxNameLen = validation.LabelValueMaxLength // 63, the same limit
 
@@ -51,8 +44,8 @@ func NetworkKey(network string) string { return key(attachedName, network) }
 // AvailableKey is the label key saying whether network still has a free
 // address of family f: networking.estuary.io/ipv4-available-<network> (or
 // ipv6-available-).
-func AvailableKey(network string, f Family) string {
-	if f == IPv6 {
+func AvailableKey(network string, f family.Family) string {
+	if f == family.IPv6 {
 		return key(ipv6Name, network)
 	}
 	return key(ipv4Name, network)
@@ -73,14 +66,12 @@ func key(namePrefix, network string) string {
 	return Prefix + namePrefix + cut + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }
 
-// managed reports whether k is a key this controller owns.
-func managed(k string) bool {
+// Managed reports whether k is a domain label key: NetworkKey or
+// AvailableKey of some network.
+func Managed(k string) bool {
 	name, ok := strings.CutPrefix(k, Prefix)
 	if !ok {
 		return false
 	}
 	return strings.HasPrefix(name, attachedName) || strings.HasPrefix(name, ipv4Name) || strings.HasPrefix(name, ipv6Name)
 }
-
-// validKey reports whether k is a valid label key.
-func validKey(k string) bool { return len(validation.IsQualifiedName(k)) == 0 }

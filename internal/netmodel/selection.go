@@ -1,16 +1,14 @@
-package webhook
+package netmodel
 
 import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-// AnnotationNetworkType asks for a network of a type (Overlay or Underlay):
-// the pod is refused when the network it would get is of another type.
-const AnnotationNetworkType = "networking.estuary.io/network-type"
 
 // Selection is what a pod asks for through its annotations, each key taken
 // from the pod or, when the pod does not set it, from its namespace. It
@@ -35,6 +33,20 @@ type Selection struct {
 	From map[string]string
 }
 
+// Families lists, IPv4 first, the families the ip-family annotation asks
+// for; nil when it is unset (the network's families, see FamiliesNeeded).
+func (s *Selection) Families() []family.Family {
+	switch s.IPFamily {
+	case estuaryv1.IPFamilyIPv4:
+		return []family.Family{family.IPv4}
+	case estuaryv1.IPFamilyIPv6:
+		return []family.Family{family.IPv6}
+	case estuaryv1.IPFamilyDualStack:
+		return []family.Family{family.IPv4, family.IPv6}
+	}
+	return nil
+}
+
 // Empty reports whether the pod asks for nothing at all.
 func (s *Selection) Empty() bool { return len(s.From) == 0 }
 
@@ -48,7 +60,7 @@ func (s *Selection) field(key string) string {
 }
 
 func (s *Selection) deny(key, format string, args ...any) *Denial {
-	return deny(kindPod, s.Pod, s.field(key), format, args...)
+	return Deny(KindPod, s.Pod, s.field(key), format, args...)
 }
 
 // SelectionFor reads the pod's network annotations, each falling back to
@@ -82,10 +94,10 @@ func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
 		}
 		sel.Subnets = subnets
 	}
-	if v := get(AnnotationNetworkType); v != "" {
+	if v := get(estuaryv1.AnnotationNetworkType); v != "" {
 		t := estuaryv1.NetworkType(v)
 		if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeUnderlay {
-			return sel, sel.deny(AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
+			return sel, sel.deny(estuaryv1.AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
 		}
 		sel.NetworkType = t
 	}
@@ -128,18 +140,5 @@ func podName(pod *corev1.Pod) string {
 	return pod.Namespace + "/" + pod.Name
 }
 
-// validName accepts a Kubernetes object name (DNS subdomain).
-func validName(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		inner := (c == '-' || c == '.') && i > 0 && i < len(s)-1
-		if !alnum && !inner {
-			return false
-		}
-	}
-	return true
-}
+// validName accepts a Kubernetes object name (DNS-1123 subdomain).
+func validName(s string) bool { return len(validation.IsDNS1123Subdomain(s)) == 0 }

@@ -1,4 +1,4 @@
-package webhook
+package netmodel
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // ValidatePod checks what the pod asks for (see SelectionFor and
@@ -45,8 +46,8 @@ func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estu
 		if name == "" {
 			hint = " (no network or subnet is named, so the pod gets the Overlay network)"
 		}
-		return nil, sel.deny(AnnotationNetworkType, "%s does not match %s %q, whose spec.type is %s%s",
-			sel.NetworkType, kindNetwork, n.Name, n.Spec.Type, hint)
+		return nil, sel.deny(estuaryv1.AnnotationNetworkType, "%s does not match %s %q, whose spec.type is %s%s",
+			sel.NetworkType, KindNetwork, n.Name, n.Spec.Type, hint)
 	}
 	if err := allowsNamespace(sel, n); err != nil {
 		return nil, err
@@ -61,14 +62,14 @@ func allowsNamespace(sel *Selection, n *estuaryv1.Network) error {
 		return nil
 	}
 	why := fmt.Sprintf("%s %q may be used only by pods of the namespaces in its spec.namespaces %v, not %q",
-		kindNetwork, n.Name, n.Spec.Namespaces, sel.Namespace)
+		KindNetwork, n.Name, n.Spec.Namespaces, sel.Namespace)
 	switch {
 	case sel.Network != "":
 		return sel.deny(estuaryv1.AnnotationNetwork, "selects %s", why)
 	case len(sel.Subnets) > 0:
 		return sel.deny(estuaryv1.AnnotationSubnet, "selects a subnet of %s", why)
 	}
-	return deny(kindPod, sel.Pod, "metadata.namespace", "gets the default network: %s", why)
+	return Deny(KindPod, sel.Pod, "metadata.namespace", "gets the default network: %s", why)
 }
 
 // networkOfSubnets checks the named subnets and returns the network they
@@ -79,16 +80,16 @@ func networkOfSubnets(sel *Selection, subnets []estuaryv1.Subnet) (string, error
 		s := findSubnet(name, subnets)
 		switch {
 		case s == nil:
-			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q, which does not exist", kindSubnet, name)
+			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q, which does not exist", KindSubnet, name)
 		case sel.Network != "" && s.Spec.Network != sel.Network:
 			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q, whose spec.network is %q, not the requested network %q",
-				kindSubnet, name, s.Spec.Network, sel.Network)
+				KindSubnet, name, s.Spec.Network, sel.Network)
 		case first != nil && s.Spec.Network != first.Spec.Network:
 			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, whose spec.network differ (%q, %q)",
-				kindSubnet, first.Name, kindSubnet, s.Name, first.Spec.Network, s.Spec.Network)
+				KindSubnet, first.Name, KindSubnet, s.Name, first.Spec.Network, s.Spec.Network)
 		case first != nil && sameFamily(first, s):
 			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, both IPv%d (spec.range.version); name at most one per family",
-				kindSubnet, first.Name, kindSubnet, s.Name, s.Spec.Range.Version)
+				KindSubnet, first.Name, KindSubnet, s.Name, s.Spec.Range.Version)
 		case first == nil:
 			first = s
 		}
@@ -128,13 +129,43 @@ func findNetwork(sel *Selection, name string, networks []estuaryv1.Network) (*es
 	}
 	switch {
 	case name != "" && sel.Network != "":
-		return nil, sel.deny(estuaryv1.AnnotationNetwork, "names %s %q, which does not exist", kindNetwork, name)
+		return nil, sel.deny(estuaryv1.AnnotationNetwork, "names %s %q, which does not exist", KindNetwork, name)
 	case name != "":
-		return nil, sel.deny(estuaryv1.AnnotationSubnet, "names a subnet of %s %q, which does not exist", kindNetwork, name)
+		return nil, sel.deny(estuaryv1.AnnotationSubnet, "names a subnet of %s %q, which does not exist", KindNetwork, name)
 	case sel.NetworkType != "":
-		return nil, sel.deny(AnnotationNetworkType, "%s: no network or subnet is named and the cluster has no Overlay network to default to", sel.NetworkType)
+		return nil, sel.deny(estuaryv1.AnnotationNetworkType, "%s: no network or subnet is named and the cluster has no Overlay network to default to", sel.NetworkType)
 	case !sel.Empty():
 		return nil, sel.deny(estuaryv1.AnnotationNetwork, "is not set and the cluster has no Overlay network to default to")
 	}
 	return nil, nil
+}
+
+// FamiliesNeeded lists, IPv4 first, the families a pod with this selection
+// takes a new address of from the pool of network n, as the manager's
+// allocator resolves them: the families of the ip-family annotation, else
+// every family n has a public (non-private) subnet of. A pod that names its
+// subnets needs none: the availability labels describe the network's
+// public pool, not one subnet (which may be private).
+func FamiliesNeeded(sel *Selection, n *estuaryv1.Network, subnets []estuaryv1.Subnet) []family.Family {
+	if len(sel.Subnets) > 0 {
+		return nil
+	}
+	if fams := sel.Families(); fams != nil {
+		return fams
+	}
+	var has [2]bool
+	for i := range subnets {
+		s := &subnets[i]
+		if s.Spec.Network == n.Name && !s.Spec.Private {
+			i, _ := SubnetFamily(&s.Spec).Index()
+			has[i] = true
+		}
+	}
+	var fams []family.Family
+	for i, f := range []family.Family{family.IPv4, family.IPv6} {
+		if has[i] {
+			fams = append(fams, f)
+		}
+	}
+	return fams
 }

@@ -1,18 +1,15 @@
-package webhook
+package netmodel
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 )
 
 // Kinds as they appear in denials.
 const (
-	kindNetwork    = "network"
-	kindSubnet     = "subnet"
-	kindPod        = "pod"
-	kindIPInstance = "ipinstance"
+	KindNetwork    = "network"
+	KindSubnet     = "subnet"
+	KindPod        = "pod"
+	KindIPInstance = "ipinstance"
 )
 
 // Denial is one broken admission rule: the object refused, the field at
@@ -40,16 +37,8 @@ func (d *Denial) Error() string {
 	return fmt.Sprintf("%s %q: %s %s", d.Kind, d.Name, d.Field, d.Reason)
 }
 
-func deny(kind, name, field, format string, args ...any) *Denial {
+// Deny returns the Denial of object kind/name at field, its reason
+// formatted from format and args.
+func Deny(kind, name, field, format string, args ...any) *Denial {
 	return &Denial{Kind: kind, Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-// selectorString formats a label selector as {k1=v1,k2=v2}, keys sorted.
-func selectorString(sel map[string]string) string {
-	keys := slices.Sorted(maps.Keys(sel))
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+sel[k])
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -1,0 +1,63 @@
+package state
+
+import "strconv"
+
+// The routing plan: every policy-routing table and rule priority estuary
+// uses on a node, and which writer owns each, in one place. A rule's
+// priority equals the number of the table it looks up, so `ip rule` reads
+// as the plan below. Lower priorities are consulted first: a local pod
+// (1000) wins over a remote overlay pod (1001), which wins over the
+// underlay's per-subnet tables (1100-1999); the kernel's main table (32766)
+// comes after all of them.
+//
+//	table/priority  name                    owner     holds
+//	1000            estuary-local-pods      podnet    one route per local pod address, via its host veth
+//	1001            estuary-overlay         overlay   every overlay subnet, on-link on the VXLAN device
+//	1002            estuary-overlay-nodes   overlay   remote node addresses and underlay subnets, for overlay sources
+//	1003-1099       (reserved)              overlay
+//	1100-1999       estuary-underlay-<n>    underlay  one table per underlay subnet slot: on-link, then gateway routes
+//
+// Each writer's Ownership is derived from these ranges, so no writer
+// deletes what another wrote: podnet owns table and priority 1000, the
+// overlay 1001-1099, the underlay 1100-1999, and DefaultOwnership, used
+// to find leftovers, all of 1000-1999.
+const (
+	// TableLocalPods holds one route per local pod address; the rule
+	// `from all lookup 1000` is at PriorityLocalPods.
+	TableLocalPods    = 1000
+	PriorityLocalPods = TableLocalPods
+
+	// TableOverlaySubnets holds every overlay subnet on the VXLAN device;
+	// the rule `from all lookup 1001` is at PriorityOverlaySubnets.
+	TableOverlaySubnets    = 1001
+	PriorityOverlaySubnets = TableOverlaySubnets
+	// TableOverlayNodes holds remote node addresses and the underlay
+	// subnets on the VXLAN device; the rules `from <overlay cidr> lookup
+	// 1002` are at PriorityOverlayNodes.
+	TableOverlayNodes    = 1002
+	PriorityOverlayNodes = TableOverlayNodes
+	// OverlayLast is the last table and priority of the overlay's range.
+	OverlayLast = 1099
+
+	// TableUnderlayFirst and TableUnderlayLast bound the underlay's
+	// per-subnet tables; slot n is table and priority TableUnderlayFirst+n.
+	TableUnderlayFirst = 1100
+	TableUnderlayLast  = 1999
+)
+
+// TableName is the readable name of one of estuary's tables (what
+// /etc/iproute2/rt_tables.d/estuary.conf would name it), or "" for a
+// number outside the plan.
+func TableName(table int) string {
+	switch {
+	case table == TableLocalPods:
+		return "estuary-local-pods"
+	case table == TableOverlaySubnets:
+		return "estuary-overlay"
+	case table == TableOverlayNodes:
+		return "estuary-overlay-nodes"
+	case table >= TableUnderlayFirst && table <= TableUnderlayLast:
+		return "estuary-underlay-" + strconv.Itoa(table-TableUnderlayFirst)
+	}
+	return ""
+}

@@ -1,0 +1,21 @@
+// Package netmodel owns the meaning of the networking.estuary.io API: the
+// rules every component reads the same way, written once.
+//
+//   - A Network's effective mode (VXLAN for Overlay, VLAN for Underlay when
+//     unset), what its netID is in that mode (VNI, VLAN id or AS number), the
+//     default VNI, and a subnet's natOutgoing default (on for Overlay, off
+//     for Underlay).
+//   - Network domains: which nodes a network reaches (Attached), the node
+//     selector its pods are scheduled by (DomainSelector), and the node
+//     labels that publish both (NetworkKey, AvailableKey).
+//   - A pod's selection: its network annotations, each taken from the pod or
+//     else its namespace (SelectionFor), checked against the cluster's
+//     networks and subnets (ResolveNetwork), and the address families it
+//     takes from the network's pool (Families, FamiliesNeeded).
+//   - Denial, the error that names the refused object, the field at fault
+//     and the reason.
+//
+// The webhook, the manager's controllers and the node daemon all call this
+// package; none of them re-implements a rule, and none of them imports
+// another. It is pure: no client, no cache, no kernel, only the API types.
+package netmodel
