@@ -1,0 +1,116 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/estuary-cni/estuary/internal/webhook"
+)
+
+// Defaults of the manager's settings; each is also the default of the flag
+// of the same name in cmd/estuary-manager.
+const (
+	DefaultMetricsAddr    = ":8080"
+	DefaultProbeAddr      = ":8081"
+	DefaultWorkers        = 4
+	DefaultWebhookService = "estuary-webhook"
+	// LeaderElectionID names the Lease the replicas compete for.
+	LeaderElectionID = "estuary-manager"
+)
+
+// Config configures Run. Validate names each setting by its flag in
+// cmd/estuary-manager, so an error points at what the operator must change.
+type Config struct {
+	// Kube is the API server's client configuration (--kubeconfig).
+	Kube *rest.Config
+	// MetricsAddr is where /metrics binds (--metrics-bind-address); "0"
+	// disables it.
+	MetricsAddr string
+	// ProbeAddr is where /healthz and /readyz bind
+	// (--health-probe-bind-address); "0" disables them.
+	ProbeAddr string
+	// LeaderElect makes one replica allocate at a time (--leader-elect).
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; empty: the pod's namespace
+	// (--leader-election-namespace).
+	LeaderElectionNamespace string
+	// Workers is how many pods are served in parallel (--workers).
+	Workers int
+	// Webhook configures the admission webhook; Port 0 disables it.
+	Webhook WebhookConfig
+	// BootstrapDir holds YAML objects the leader creates when absent, once
+	// the webhook serves (--bootstrap-dir); empty: none.
+	BootstrapDir string
+	// BootstrapOwner is a cluster-scoped object, <kind>.<group>/<name>, that
+	// owns every bootstrap object created (--bootstrap-owner); empty: none.
+	BootstrapOwner string
+}
+
+// WebhookConfig configures the admission webhook's server and certificate.
+type WebhookConfig struct {
+	// Port the webhook serves on (--webhook-port); 0 disables it.
+	Port int
+	// CertDir holds tls.crt and tls.key (--webhook-cert-dir); empty:
+	// controller-runtime's default.
+	CertDir string
+	// Secret, as namespace/name, is where a rotator creates and renews the
+	// certificate, mounted at CertDir (--webhook-cert-secret); empty: the
+	// certificate in CertDir is provided.
+	Secret string
+	// Service is the webhook's Service, named in the certificate
+	// (--webhook-service).
+	Service string
+	// Configuration names the validating and mutating webhook
+	// configurations the CA is injected into (--webhook-configuration).
+	Configuration string
+}
+
+// Validate checks the settings, naming each bad one by its flag.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Kube == nil {
+		errs = append(errs, errors.New("--kubeconfig: no API server configuration"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers=%d: must be at least 1", c.Workers))
+	}
+	if c.Webhook.Port < 0 || c.Webhook.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port=%d: must be 0 (off) or a port number", c.Webhook.Port))
+	}
+	if c.Webhook.Secret != "" {
+		if _, err := c.Webhook.secretName(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Webhook.Port == 0 {
+			errs = append(errs, fmt.Errorf("--webhook-cert-secret=%q: needs --webhook-port", c.Webhook.Secret))
+		}
+	}
+	if c.BootstrapOwner != "" && c.BootstrapDir == "" {
+		errs = append(errs, fmt.Errorf("--bootstrap-owner=%q: needs --bootstrap-dir", c.BootstrapOwner))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the settings left empty.
+func (c Config) withDefaults() Config {
+	if c.Webhook.Service == "" {
+		c.Webhook.Service = DefaultWebhookService
+	}
+	if c.Webhook.Configuration == "" {
+		c.Webhook.Configuration = webhook.ConfigurationName
+	}
+	return c
+}
+
+// secretName parses Secret as namespace/name.
+func (w WebhookConfig) secretName() (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(w.Secret, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, fmt.Errorf("--webhook-cert-secret=%q: want namespace/name", w.Secret)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
