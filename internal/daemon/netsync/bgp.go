@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
-	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
 )
 
 // Speaker is a running BGP speaker's lifecycle; *bgp.Speaker implements it.
@@ -41,51 +40,6 @@ func StartBGP(ctx context.Context, cfg bgp.Config, peers []bgp.Peer, prefixes []
 // stopTimeout bounds the graceful stop of the speakers when the loop ends.
 const stopTimeout = 5 * time.Second
 
-// BGPNetwork is what this node announces for one BGP-mode Underlay network
-// whose domain holds it.
-type BGPNetwork struct {
-	Name     string
-	ASN      uint32
-	Peers    []estuaryv1.BGPPeer
-	Subnets  []netip.Prefix
-	Prefixes []netip.Prefix // bgp.DesiredPrefixes of the local pods in Subnets and Subnets
-}
-
-// BuildBGPNetworks computes the BGP networks of node: for each BGP-mode
-// Underlay network whose domain holds it, its AS number (netID), its peers
-// as the API lists them, and the prefixes to announce. A network without
-// a valid AS number, or a subnet without a valid CIDR, is skipped and
-// reported.
-func BuildBGPNetworks(node *corev1.Node, objs Objects, pods []netip.Addr) ([]BGPNetwork, error) {
-	var out []BGPNetwork
-	var errs []error
-	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeBGP) {
-		asn, ok := netmodel.ASN(&n.Spec)
-		if !ok {
-			errs = append(errs, fmt.Errorf("network %s: spec.netID is not an AS number (1-%d)", n.Name, uint32(math.MaxUint32)))
-			continue
-		}
-		b := BGPNetwork{Name: n.Name, ASN: asn, Peers: n.Spec.BGPPeers}
-		var local []netip.Addr
-		for _, sn := range objs.Subnets {
-			if sn.Spec.Network != n.Name {
-				continue
-			}
-			p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("subnet %s: spec.range.cidr: %w", sn.Name, err))
-				continue
-			}
-			b.Subnets = append(b.Subnets, p.Masked())
-			local = append(local, podsIn(pods, p.Masked())...)
-		}
-		slices.SortFunc(b.Subnets, comparePrefixes)
-		b.Prefixes = bgp.DesiredPrefixes(local, b.Subnets)
-		out = append(out, b)
-	}
-	return out, errors.Join(errs...)
-}
-
 // speakerState is one speaker the loop started.
 type speakerState struct {
 	sp  Speaker
@@ -98,7 +52,7 @@ type speakerState struct {
 // that is gone from the node; then it publishes the speakers' session
 // states on the Node (publishBGPPeers). Each network's failure is reported;
 // none stops the others. Every session state change triggers a pass.
-func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs Objects, pods []netip.Addr) error {
+func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs translate.Objects, pods []netip.Addr) error {
 	if node == nil {
 		s.mu.Lock()
 		n := len(s.speakers)
@@ -108,7 +62,7 @@ func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs Objects, p
 		}
 		return fmt.Errorf("bgp: node %s is not in the cache; speakers left as they are", s.opts.Node)
 	}
-	nets, err := BuildBGPNetworks(node, objs, pods)
+	nets, err := translate.BuildBGPNetworks(node, objs, pods)
 	if err != nil {
 		s.opts.Log.Error(err, "objects skipped while computing the bgp networks")
 	}
@@ -134,9 +88,9 @@ func (s *Syncer) syncBGP(ctx context.Context, node *corev1.Node, objs Objects, p
 }
 
 // syncSpeaker starts or reconciles the speaker of one network.
-func (s *Syncer) syncSpeaker(ctx context.Context, node *corev1.Node, n BGPNetwork) error {
+func (s *Syncer) syncSpeaker(ctx context.Context, node *corev1.Node, n translate.BGPNetwork) error {
 	peers, peerErr := s.resolvePeers(ctx, n)
-	cfg, err := speakerConfig(node, n)
+	cfg, err := translate.SpeakerConfig(node, n)
 	if err != nil {
 		return errors.Join(peerErr, err)
 	}
@@ -211,30 +165,11 @@ func (s *Syncer) stopSpeakers(ctx context.Context) {
 // and the peers may still hold an earlier speaker's routes.
 func (s *Syncer) hadPodsAtStart(subnets []netip.Prefix) bool {
 	for _, p := range subnets {
-		if len(podsIn(s.startPods, p)) > 0 {
+		if len(translate.PodsIn(s.startPods, p)) > 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// speakerConfig is a network's speaker configuration on node: its AS, the
-// node's first internal IPv4 address as router id and IPv4 next hop, its
-// first internal IPv6 address (if any) as IPv6 next hop.
-func speakerConfig(node *corev1.Node, n BGPNetwork) (bgp.Config, error) {
-	cfg := bgp.Config{LocalASN: n.ASN}
-	for _, ip := range nodeIPs(*node) {
-		if ip.Is4() && !cfg.RouterID.IsValid() {
-			cfg.RouterID, cfg.NextHopIPv4 = ip, ip
-		}
-		if ip.Is6() && !cfg.NextHopIPv6.IsValid() {
-			cfg.NextHopIPv6 = ip
-		}
-	}
-	if !cfg.RouterID.IsValid() {
-		return cfg, fmt.Errorf("network %s: node %s has no internal IPv4 address for the bgp router id", n.Name, node.Name)
-	}
-	return cfg, nil
 }
 
 // resolvePeers turns the network's peers into the speaker's, with their
@@ -243,7 +178,7 @@ func speakerConfig(node *corev1.Node, n BGPNetwork) (bgp.Config, error) {
 // left out and reported; when the Secret cannot be read for another reason
 // the password last read for that peer is kept, so a brief API outage does
 // not tear an established session down.
-func (s *Syncer) resolvePeers(ctx context.Context, n BGPNetwork) ([]bgp.Peer, error) {
+func (s *Syncer) resolvePeers(ctx context.Context, n translate.BGPNetwork) ([]bgp.Peer, error) {
 	var out []bgp.Peer
 	var errs []error
 	for _, p := range n.Peers {
@@ -329,11 +264,4 @@ func (s *Syncer) BGPPeers(ctx context.Context) (map[string][]bgp.PeerStatus, err
 		out[name] = ps
 	}
 	return out, errors.Join(errs...)
-}
-
-func comparePrefixes(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }

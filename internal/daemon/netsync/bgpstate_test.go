@@ -13,6 +13,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 )
 
 // stateSpeakers starts speakers whose session states the test sets; like
@@ -149,8 +150,8 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := map[string]string{"rack": "r1"}
-	a := labelled(node("node-a", "", "", "10.77.0.11"), r1)
-	fabric := underlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
+	a := objtest.Labelled(objtest.Node("node-a", "", "", "10.77.0.11"), r1)
+	fabric := objtest.UnderlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
 	fabric.Spec.BGPPeers = []estuaryv1.BGPPeer{{Address: "10.77.0.2", ASN: 65000}, {Address: "10.77.0.1", ASN: 65001}}
 	create(t, k8s, &a, &fabric)
 	a.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.77.0.11"}}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
@@ -104,8 +105,8 @@ func TestWatchKernelRepairsTheTunnel(t *testing.T) {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
-	self, ovl := node("node-1", "", "", "10.77.0.11"), network("overlay", estuaryv1.NetworkTypeOverlay, 4)
-	sn := subnet("ov4", "overlay", "10.78.0.0/16", nil)
+	self, ovl := objtest.Node("node-1", "", "", "10.77.0.11"), objtest.Network("overlay", estuaryv1.NetworkTypeOverlay, 4)
+	sn := objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&self, &ovl, &sn).Build()
 	dp := &countingDataplane{Dataplane: agent}
 	opts := Options{Node: "node-1", Port: 8472, Parent: overlay.ParentSpec{Name: "eth0"}, Resync: time.Hour,

@@ -1,8 +1,9 @@
-// Package netsync owns the node daemon's data-path loop. It turns what the
+// Package netsync owns the node daemon's data-path loop. It reads what the
 // API says (the networks and their subnets, the node's labels, the other
-// nodes' tunnel endpoints, every pod's address) and what the node's state DB
-// says (the pods plumbed here) into the overlay package's Input and the
-// underlay package's Input and applies both, and runs one BGP speaker per
+// nodes' tunnel endpoints, every pod's address) from the cache and what the
+// node's state DB says (the pods plumbed here), has package translate (pure)
+// turn them into the overlay package's Input and the underlay package's
+// Input, and applies both, and runs one BGP speaker per
 // BGP network of the node: on start, on every change of any of them, and
 // periodically. It publishes this node's tunnel endpoint on its Node and
 // answers the kernel's neighbour misses on the tunnel device from the same
@@ -49,7 +50,7 @@
 // to the overlay's NAT table (overlay.Input.UnderlayNAT), so they are
 // masqueraded only while an Overlay network exists. Every Underlay subnet
 // also goes into the overlay input (Underlays), so overlay pods reach
-// underlay pods through the tunnel, and NeighTable resolves underlay pods
+// underlay pods through the tunnel, and translate.NeighTable resolves underlay pods
 // as it does overlay ones. Options.KubeProxyMark, kube-proxy's masquerade
 // mark, is left to kube-proxy by the NAT table.
 //

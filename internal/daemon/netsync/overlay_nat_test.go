@@ -14,6 +14,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
@@ -22,15 +24,15 @@ import (
 // domains, the cluster's underlay subnets and kube-proxy's mark.
 func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 	r1 := map[string]string{"rack": "r1"}
-	self := labelled(node("node-1", "", "", "10.77.0.11"), r1)
+	self := objtest.Labelled(objtest.Node("node-1", "", "", "10.77.0.11"), r1)
 	yes := true
-	objs := Objects{
-		Networks: []estuaryv1.Network{network("overlay", estuaryv1.NetworkTypeOverlay, 4),
-			underlayNet("vlan", "", 0, r1), bgpNet("fabric", 65010, r1, "10.77.0.1"),
-			underlayNet("far", "", 0, map[string]string{"rack": "r2"})},
-		Subnets: []estuaryv1.Subnet{subnet("ov4", "overlay", "10.78.0.0/16", nil),
-			subnet("vlan-a", "vlan", "192.168.10.0/24", nil), subnet("vlan-nat", "vlan", "192.168.11.0/24", &yes),
-			subnet("fabric-nat", "fabric", "10.90.0.0/24", &yes), subnet("far-nat", "far", "192.168.20.0/24", &yes)},
+	objs := translate.Objects{
+		Networks: []estuaryv1.Network{objtest.Network("overlay", estuaryv1.NetworkTypeOverlay, 4),
+			objtest.UnderlayNet("vlan", "", 0, r1), objtest.BGPNet("fabric", 65010, r1, "10.77.0.1"),
+			objtest.UnderlayNet("far", "", 0, map[string]string{"rack": "r2"})},
+		Subnets: []estuaryv1.Subnet{objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil),
+			objtest.Subnet("vlan-a", "vlan", "192.168.10.0/24", nil), objtest.Subnet("vlan-nat", "vlan", "192.168.11.0/24", &yes),
+			objtest.Subnet("fabric-nat", "fabric", "10.90.0.0/24", &yes), objtest.Subnet("far-nat", "far", "192.168.20.0/24", &yes)},
 		Nodes: []corev1.Node{self},
 	}
 	scheme := runtime.NewScheme()
@@ -45,7 +47,7 @@ func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 	defer cancel()
 	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"192.168.11.5/24"}}}
 	parent := func() (overlay.Parent, error) { return dp.ResolveParent(overlay.ParentSpec{}) }
-	pods, _ := localPods(eps, nil)
+	pods, _ := translate.LocalPods(eps, nil)
 	uin, _ := underlayOf(&self, objs, pods)
 	if _, err := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent); err != nil {
 		t.Fatal(err)

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
-	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // ARP is the underlay's address checks on the segment (ARP for IPv4, NDP
@@ -53,15 +53,15 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 	if err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared)); err != nil {
 		return fmt.Errorf("underlay checks: read the cache: %w", err)
 	}
-	objs := Objects{Networks: nets.Items, Subnets: subs.Items}
-	if !inVLANSubnet(objs, ips) {
+	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items}
+	if !translate.InVLANSubnet(objs, ips) {
 		return nil
 	}
 	var node corev1.Node
 	if err := s.reader.Get(ctx, client.ObjectKey{Name: s.opts.Node}, &node); err != nil {
 		return fmt.Errorf("underlay checks: node %s: %w", s.opts.Node, err)
 	}
-	in, _ := BuildUnderlayInput(&node, "", objs, ips)
+	in, _ := translate.BuildUnderlayInput(&node, "", objs, ips)
 	checks := vlanAddresses(in, ips)
 	if len(checks) == 0 {
 		return nil
@@ -76,27 +76,6 @@ func (s *Syncer) PodReady(ctx context.Context, ips []netip.Addr) error {
 		errs = append(errs, s.readyOne(ctx, in, c))
 	}
 	return errors.Join(errs...)
-}
-
-// inVLANSubnet reports whether an address of ips lies in a subnet of a
-// VLAN-mode Underlay network, wherever its domain.
-func inVLANSubnet(objs Objects, ips []netip.Addr) bool {
-	vlan := map[string]bool{}
-	for _, n := range objs.Networks {
-		vlan[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay && netmodel.Mode(&n.Spec) == estuaryv1.NetworkModeVLAN
-	}
-	for _, sn := range objs.Subnets {
-		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
-		if err != nil || !vlan[sn.Spec.Network] {
-			continue
-		}
-		for _, ip := range ips {
-			if p.Masked().Contains(ip.Unmap()) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // vlanCheck is one address to check and the subnet holding it.

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
@@ -69,9 +70,9 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := map[string]string{"rack": "r1"}
-	a := labelled(node("node-a", "", "", "10.77.0.11"), r1)
-	vlan := underlayNet("vlan", estuaryv1.NetworkModeVLAN, 0, r1)
-	fabric := underlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
+	a := objtest.Labelled(objtest.Node("node-a", "", "", "10.77.0.11"), r1)
+	vlan := objtest.UnderlayNet("vlan", estuaryv1.NetworkModeVLAN, 0, r1)
+	fabric := objtest.UnderlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
 	fabric.Spec.BGPPeers = []estuaryv1.BGPPeer{{Address: "10.77.0.1", ASN: 65000}}
 	v6 := apiSubnet("vlan-v6", "vlan", "fd10::/64", "fd10::1")
 	v6.Spec.Range.Version = 6
@@ -79,7 +80,7 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 		apiSubnet("vlan-b", "vlan", "192.168.11.0/24", ""), apiSubnet("fabric-a", "fabric", "10.90.0.0/24", ""), v6)
 	go func() { _ = c.Start(ctx) }()
 
-	pod := addrs("192.168.10.5", "10.90.0.9", "10.244.0.3")
+	pod := objtest.Addrs("192.168.10.5", "10.90.0.9", "10.244.0.3")
 	want := []string{"probe 192.168.10.5 on eth0", "gateway 192.168.10.5", "announce 192.168.10.5"}
 	eventually(t, "a VLAN address probed, its gateway checked and announced; BGP and overlay addresses untouched", func() error {
 		if err := s.PodReady(ctx, pod); err != nil {
@@ -94,23 +95,23 @@ func TestPodReadyChecksVLANAddressesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ghost.PodReady(ctx, addrs("10.244.0.3", "10.90.0.9")); err != nil {
+	if err := ghost.PodReady(ctx, objtest.Addrs("10.244.0.3", "10.90.0.9")); err != nil {
 		t.Errorf("node missing from the cache, no VLAN address: PodReady = %v, want nil", err)
 	}
-	if err := ghost.PodReady(ctx, addrs("192.168.10.6")); err == nil || !strings.Contains(err.Error(), "node ghost") {
+	if err := ghost.PodReady(ctx, objtest.Addrs("192.168.10.6")); err == nil || !strings.Contains(err.Error(), "node ghost") {
 		t.Errorf("node missing from the cache, a VLAN address: PodReady = %v, want an error naming node ghost", err)
 	}
 	if got := arp.take(); len(got) != 0 {
 		t.Errorf("node missing from the cache: calls %v, want none", got)
 	}
-	if err := s.PodReady(ctx, addrs("192.168.11.7")); err != nil {
+	if err := s.PodReady(ctx, objtest.Addrs("192.168.11.7")); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := arp.take(), []string{"probe 192.168.11.7 on eth0", "announce 192.168.11.7"}; !slices.Equal(got, want) {
 		t.Errorf("subnet without a gateway: calls %v, want %v", got, want)
 	}
 
-	if err := s.PodReady(ctx, addrs("fd10::7")); err != nil {
+	if err := s.PodReady(ctx, objtest.Addrs("fd10::7")); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := arp.take(), []string{"probe fd10::7 on eth0", "gateway fd10::7", "announce fd10::7"}; !slices.Equal(got, want) {

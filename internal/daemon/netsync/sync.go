@@ -13,6 +13,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/netmodel"
@@ -25,13 +26,13 @@ func (s *Syncer) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	table := NeighTable(s.opts.Node, objs)
+	table := translate.NeighTable(s.opts.Node, objs)
 	s.neigh.Store(&table)
 	eps, err := s.eps.List()
 	if err != nil {
 		return fmt.Errorf("list local endpoints: %w", err)
 	}
-	pods, _ := localPods(eps, nil)
+	pods, _ := translate.LocalPods(eps, nil)
 	if !s.started {
 		s.startPods, s.started = pods, true
 	}
@@ -47,17 +48,17 @@ func (s *Syncer) sync(ctx context.Context) error {
 	)
 }
 
-// underlayOf is BuildUnderlayInput of node, computed once per pass for the
+// underlayOf is translate.BuildUnderlayInput of node, computed once per pass for the
 // underlay and for the overlay's NAT; without the node, an empty input.
-func underlayOf(node *corev1.Node, objs Objects, pods []netip.Addr) (underlay.Input, error) {
+func underlayOf(node *corev1.Node, objs translate.Objects, pods []netip.Addr) (underlay.Input, error) {
 	if node == nil {
 		return underlay.Input{}, nil
 	}
-	return BuildUnderlayInput(node, "", objs, pods)
+	return translate.BuildUnderlayInput(node, "", objs, pods)
 }
 
 // self returns this node's Node from objs, nil if it is missing.
-func (s *Syncer) self(objs Objects) *corev1.Node {
+func (s *Syncer) self(objs translate.Objects) *corev1.Node {
 	for i := range objs.Nodes {
 		if objs.Nodes[i].Name == s.opts.Node {
 			return &objs.Nodes[i]
@@ -71,7 +72,7 @@ func (s *Syncer) self(objs Objects) *corev1.Node {
 // of the node's domains (underlay.NATSources), masqueraded with the
 // overlay's. It returns the overlay's input once computed (even if applying
 // it failed), nil before.
-func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endpoint, underlayNAT []netip.Prefix,
+func (s *Syncer) syncOverlay(ctx context.Context, objs translate.Objects, eps []store.Endpoint, underlayNAT []netip.Prefix,
 	parent func() (overlay.Parent, error)) (*overlay.Input, error) {
 	ovl, ok := netmodel.OverlayNetwork(objs.Networks)
 	if !ok {
@@ -84,7 +85,7 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 	if err := s.publish(ctx, cfg); err != nil {
 		return nil, err
 	}
-	in, inputErr := BuildInput(s.opts.Node, cfg, ovl, objs, eps)
+	in, inputErr := translate.BuildInput(s.opts.Node, cfg, ovl, objs, eps)
 	if inputErr != nil {
 		s.opts.Log.Error(inputErr, "objects skipped while computing the data path")
 	}
@@ -111,7 +112,7 @@ func (s *Syncer) syncOverlay(ctx context.Context, objs Objects, eps []store.Endp
 // share the cache's objects instead of copying them (UnsafeDisableDeepCopy):
 // everything downstream of sync only reads them, and nothing may write to
 // them.
-func (s *Syncer) read(ctx context.Context) (Objects, error) {
+func (s *Syncer) read(ctx context.Context) (translate.Objects, error) {
 	var (
 		nets  estuaryv1.NetworkList
 		subs  estuaryv1.SubnetList
@@ -122,9 +123,9 @@ func (s *Syncer) read(ctx context.Context) (Objects, error) {
 	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared),
 		s.reader.List(ctx, &nodes, shared), s.reader.List(ctx, &ipis, shared))
 	if err != nil {
-		return Objects{}, fmt.Errorf("read the cache: %w", err)
+		return translate.Objects{}, fmt.Errorf("read the cache: %w", err)
 	}
-	return Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes.Items, IPInstances: ipis.Items}, nil
+	return translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes.Items, IPInstances: ipis.Items}, nil
 }
 
 // tunnel computes the VXLAN device's configuration on this node.

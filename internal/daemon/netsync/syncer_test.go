@@ -21,6 +21,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
@@ -154,11 +155,11 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 
-	a, b := node("node-a", "", "", "10.77.0.11"), node("node-b", "10.77.0.12", "0e:00:00:00:00:0b", "10.77.0.12")
+	a, b := objtest.Node("node-a", "", "", "10.77.0.11"), objtest.Node("node-b", "10.77.0.12", "0e:00:00:00:00:0b", "10.77.0.12")
 	create(t, k8s, &a, &b)
-	ovl := network("overlay", estuaryv1.NetworkTypeOverlay, 4)
+	ovl := objtest.Network("overlay", estuaryv1.NetworkTypeOverlay, 4)
 	yes := true
-	sn := subnet("overlay-v4", "overlay", "10.78.0.0/16", &yes)
+	sn := objtest.Subnet("overlay-v4", "overlay", "10.78.0.0/16", &yes)
 	sn.Spec.Range.Version = 4
 	create(t, k8s, &ovl, &sn)
 
@@ -185,7 +186,7 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 		return nil
 	})
 
-	ipi := instance("10.78.0.7/32", "node-b", estuaryv1.IPInstanceBound)
+	ipi := objtest.Instance("10.78.0.7/32", "node-b", estuaryv1.IPInstanceBound)
 	ipi.Name = "10.78.0.7"
 	ipi.Spec.Network, ipi.Spec.Subnet, ipi.Spec.Address.Version = "overlay", "overlay-v4", 4
 	ipi.Spec.Binding = estuaryv1.Binding{Namespace: "default", Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "p", UID: "u"}, PodName: "p"}

@@ -18,6 +18,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
@@ -49,7 +50,7 @@ func (l *logLines) find(parts ...string) bool {
 }
 
 func apiSubnet(name, net, cidr, gateway string) *estuaryv1.Subnet {
-	sn := subnet(name, net, cidr, nil)
+	sn := objtest.Subnet(name, net, cidr, nil)
 	sn.Spec.Range.Version, sn.Spec.Range.Gateway = 4, estuaryv1.IPAddress(gateway)
 	return &sn
 }
@@ -70,10 +71,10 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 	}
 
 	r1 := map[string]string{"rack": "r1"}
-	a, b := labelled(node("node-a", "", "", "10.77.0.11"), r1), labelled(node("node-b", "", "", "10.77.0.12"), r1)
-	vlan := underlayNet("vlan", estuaryv1.NetworkModeVLAN, 100, r1)
-	other := underlayNet("other", estuaryv1.NetworkModeVLAN, 200, map[string]string{"rack": "r2"})
-	fabric := underlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
+	a, b := objtest.Labelled(objtest.Node("node-a", "", "", "10.77.0.11"), r1), objtest.Labelled(objtest.Node("node-b", "", "", "10.77.0.12"), r1)
+	vlan := objtest.UnderlayNet("vlan", estuaryv1.NetworkModeVLAN, 100, r1)
+	other := objtest.UnderlayNet("other", estuaryv1.NetworkModeVLAN, 200, map[string]string{"rack": "r2"})
+	fabric := objtest.UnderlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
 	fabric.Spec.BGPPeers = []estuaryv1.BGPPeer{{Address: "10.77.0.1", ASN: 65000}, {Address: "10.77.0.2", ASN: 65000,
 		PasswordSecretRef: &estuaryv1.SecretKeyReference{Namespace: "default", Name: "bgp-pw", Key: "password"}}}
 	create(t, k8s, &a, &b, &vlan, &other, &fabric,
@@ -94,14 +95,14 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 			return fmt.Errorf("input %+v", in)
 		}
 		if f := in.Networks[0]; f.Name != "fabric" || f.Mode != underlay.ModeBGP ||
-			!slices.Equal(f.Peers, addrs("10.77.0.1", "10.77.0.2")) {
+			!slices.Equal(f.Peers, objtest.Addrs("10.77.0.1", "10.77.0.2")) {
 			return fmt.Errorf("bgp network %+v", f)
 		}
 		if want := netip.MustParsePrefix("10.77.0.11/24"); len(in.NodeAddrs) != 1 || in.NodeAddrs[0].Prefix != want {
 			return fmt.Errorf("node addresses %v, want %s: the uplink's prefix tells which peers are on it", in.NodeAddrs, want)
 		}
 		subs := in.Networks[1].Subnets
-		if len(subs) != 2 || subs[0].Name != "vlan-a" || !slices.Equal(subs[0].LocalPods, addrs("192.168.10.5")) ||
+		if len(subs) != 2 || subs[0].Name != "vlan-a" || !slices.Equal(subs[0].LocalPods, objtest.Addrs("192.168.10.5")) ||
 			subs[0].Gateway != netip.MustParseAddr("192.168.10.1") || subs[1].Name != "vlan-b" || len(subs[1].LocalPods) != 0 {
 			return fmt.Errorf("subnets %+v", subs)
 		}

@@ -1,4 +1,4 @@
-package netsync
+package translate
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 	slices.SortFunc(in.Underlays, func(a, b overlay.Underlay) int { return comparePrefixes(a.CIDR, b.CIDR) })
 	for _, n := range objs.Nodes {
 		if n.Name == self {
-			in.NodeIPs = nodeIPs(n)
+			in.NodeIPs = NodeIPs(n)
 			continue
 		}
 		r, ok, err := remoteOf(n)
@@ -69,7 +69,7 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 			in.Remotes = append(in.Remotes, r)
 		}
 	}
-	in.LocalPods, errs = localPods(endpoints, errs)
+	in.LocalPods, errs = LocalPods(endpoints, errs)
 	sort.Slice(in.Remotes, func(i, j int) bool { return in.Remotes[i].Node < in.Remotes[j].Node })
 	return in, errors.Join(errs...)
 }
@@ -89,11 +89,11 @@ func remoteOf(n corev1.Node) (overlay.Remote, bool, error) {
 	if err != nil {
 		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPMAC, err)
 	}
-	return overlay.Remote{Node: n.Name, VTEP: ip.Unmap(), MAC: mac, NodeIPs: nodeIPs(n)}, true, nil
+	return overlay.Remote{Node: n.Name, VTEP: ip.Unmap(), MAC: mac, NodeIPs: NodeIPs(n)}, true, nil
 }
 
-// nodeIPs returns a node's internal addresses, sorted.
-func nodeIPs(n corev1.Node) []netip.Addr {
+// NodeIPs returns a node's internal addresses, sorted.
+func NodeIPs(n corev1.Node) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range n.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP {
@@ -107,8 +107,8 @@ func nodeIPs(n corev1.Node) []netip.Addr {
 	return out
 }
 
-// localPods returns the addresses of the attachments recorded on this node.
-func localPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error) {
+// LocalPods returns the addresses of the attachments recorded on this node.
+func LocalPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error) {
 	var out []netip.Addr
 	for _, ep := range endpoints {
 		for _, s := range ep.IPs {
@@ -156,4 +156,11 @@ func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
 		}
 	}
 	return out
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }

@@ -1,4 +1,4 @@
-package netsync
+package translate
 
 import (
 	"net/netip"
@@ -9,6 +9,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -17,10 +18,10 @@ import (
 func TestFastPathDesired(t *testing.T) {
 	no := false
 	objs := Objects{
-		Networks: []estuaryv1.Network{network("ovl", estuaryv1.NetworkTypeOverlay, 4), network("rack", estuaryv1.NetworkTypeUnderlay, 0)},
+		Networks: []estuaryv1.Network{objtest.Network("ovl", estuaryv1.NetworkTypeOverlay, 4), objtest.Network("rack", estuaryv1.NetworkTypeUnderlay, 0)},
 		Subnets: []estuaryv1.Subnet{
-			subnet("o4", "ovl", "10.78.0.0/16", nil), subnet("o6", "ovl", "fd00:78::1/64", &no),
-			subnet("u4", "rack", "10.77.100.0/24", nil), subnet("bad", "ovl", "10.1.0.0/99", nil),
+			objtest.Subnet("o4", "ovl", "10.78.0.0/16", nil), objtest.Subnet("o6", "ovl", "fd00:78::1/64", &no),
+			objtest.Subnet("u4", "rack", "10.77.100.0/24", nil), objtest.Subnet("bad", "ovl", "10.1.0.0/99", nil),
 		},
 	}
 	eps := []store.Endpoint{{Key: store.Key{ContainerID: "c1", IfName: "eth0"}}}
@@ -49,12 +50,12 @@ func TestFastPathTunnel(t *testing.T) {
 	cfg := overlay.Config{Device: "estvx4", VNI: 4, Parent: "eth0", LocalIP: netip.MustParseAddr("172.18.0.11"),
 		MTU: 1450, MAC: mac("0e:00:00:00:00:01")}
 	objs := Objects{Nodes: []corev1.Node{
-		node("node-1", "172.18.0.11", "0e:00:00:00:00:01"),
-		node("node-2", "172.18.0.12", "0e:00:00:00:00:02"),
-		node("node-3", "", ""),
-		node("node-4", "not-an-ip", "0e:00:00:00:00:04"),
+		objtest.Node("node-1", "172.18.0.11", "0e:00:00:00:00:01"),
+		objtest.Node("node-2", "172.18.0.12", "0e:00:00:00:00:02"),
+		objtest.Node("node-3", "", ""),
+		objtest.Node("node-4", "not-an-ip", "0e:00:00:00:00:04"),
 	}}
-	in, _ := BuildInput("node-1", cfg, network("ovl", estuaryv1.NetworkTypeOverlay, 4), objs, nil)
+	in, _ := BuildInput("node-1", cfg, objtest.Network("ovl", estuaryv1.NetworkTypeOverlay, 4), objs, nil)
 	in.Remotes = append(in.Remotes, overlay.Remote{Node: "node-1-again", VTEP: cfg.LocalIP, MAC: cfg.MAC})
 	tun, vteps := FastPathTunnel(in)
 	wantTun := fastpath.TunnelDevice{Device: "estvx4", Parent: "eth0", VNI: 4, Port: overlay.DefaultPort,
