@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // EnsureVXLAN makes the named VXLAN device exist with these attributes and be
@@ -83,11 +84,18 @@ func (h *Handle) DeleteLink(name string) error {
 	if errors.As(err, &netlink.LinkNotFoundError{}) {
 		return nil
 	}
-	if err == nil {
-		err = h.nl.LinkDel(link)
-	}
 	if err != nil {
 		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return h.deleteLink(link)
+}
+
+// deleteLink deletes a link found earlier. The link may be gone by then: a
+// veth goes with its peer's namespace, which the kernel tears down
+// asynchronously after the runtime removed it, so ENODEV is success.
+func (h *Handle) deleteLink(link netlink.Link) error {
+	if err := h.nl.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %s: %w", link.Attrs().Name, err)
 	}
 	return nil
 }

@@ -305,6 +305,26 @@ func TestEnsureVethAndBridge(t *testing.T) {
 	}
 }
 
+// TestDeleteLinkGoneAfterLookup: a link found and then removed by someone
+// else (the kernel tearing down a pod's namespace takes its veth's host
+// end with it) is deleted successfully, not reported as "no such device".
+func TestDeleteLinkGoneAfterLookup(t *testing.T) {
+	h := newNS(t)
+	link, err := h.nl.LinkByName("est1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.nl.LinkDel(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.deleteLink(link); err != nil {
+		t.Fatalf("deleting a link already gone: %v", err)
+	}
+	if _, err := h.nl.LinkByName("est1"); err == nil {
+		t.Fatal("est1 still exists")
+	}
+}
+
 func TestApplyReportsFailure(t *testing.T) {
 	h := newNS(t)
 	err := h.Apply(state.Plan{AddRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}}})
