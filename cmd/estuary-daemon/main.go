@@ -30,6 +30,7 @@ func main() {
 	flag.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
 	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
 	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
+	flag.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
 	flag.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	flag.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
 	flag.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")

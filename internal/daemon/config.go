@@ -44,6 +44,9 @@ type Config struct {
 	CNIBinDir string
 	// CNIConfDir receives ConflistName (--cni-conf-dir).
 	CNIConfDir string
+	// RTTablesDir receives RTTablesName, the names of estuary's routing
+	// tables for iproute2 (--rt-tables-dir); empty: not installed.
+	RTTablesDir string
 	// CNIBinarySource is the estuary-cni binary to install
 	// (--cni-binary-source).
 	CNIBinarySource string
@@ -155,6 +158,9 @@ func (c Config) Validate() error {
 		absolute("--cni-binary-source", c.CNIBinarySource),
 		absolute("host network namespace", c.HostNetns),
 	)
+	if c.RTTablesDir != "" {
+		errs = append(errs, absolute("--rt-tables-dir", c.RTTablesDir))
+	}
 	if len(c.SocketPath) > maxSocketPath {
 		errs = append(errs, fmt.Errorf("--socket: %q is longer than %d bytes", c.SocketPath, maxSocketPath))
 	}

@@ -47,6 +47,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"relative state", func(c *Config) { c.StatePath = "state.db" }, "--state-db: "},
 		{"relative bin dir", func(c *Config) { c.CNIBinDir = "bin" }, "--cni-bin-dir: "},
 		{"relative conf dir", func(c *Config) { c.CNIConfDir = "net.d" }, "--cni-conf-dir: "},
+		{"relative rt tables dir", func(c *Config) { c.RTTablesDir = "rt" }, `--rt-tables-dir: "rt" is not an absolute path`},
 		{"no source", func(c *Config) { c.CNIBinarySource = "" }, "--cni-binary-source: required"},
 		{"short timeout", func(c *Config) { c.AddressTimeout = time.Millisecond }, "--address-timeout: 1ms is outside"},
 		{"long timeout", func(c *Config) { c.AddressTimeout = time.Hour }, "--address-timeout: 1h0m0s is outside"},

@@ -260,7 +260,8 @@ func closeServer(srv *cniserver.Server) error {
 	return nil
 }
 
-// install puts the plugin binary and the conflist in place.
+// install puts the plugin binary, the conflist and the routing table names
+// in place.
 func install(cfg Config) error {
 	wrote, err := InstallBinary(cfg.CNIBinarySource, cfg.CNIBinDir)
 	if err != nil {
@@ -281,6 +282,12 @@ func install(cfg Config) error {
 		return fmt.Errorf("install conflist: %w", err)
 	}
 	log.Info("conflist installed", "dir", cfg.CNIConfDir, "name", ConflistName, "changed", wrote)
+	if cfg.RTTablesDir != "" {
+		if wrote, err = InstallRTTables(cfg.RTTablesDir); err != nil {
+			return fmt.Errorf("install routing table names: %w", err)
+		}
+		log.Info("routing table names installed", "dir", cfg.RTTablesDir, "name", RTTablesName, "changed", wrote)
+	}
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 const (
@@ -22,6 +24,9 @@ const (
 	NetworkName = "estuary"
 	// CNIVersion is the conflist's cniVersion.
 	CNIVersion = "1.1.0"
+	// RTTablesName is the iproute2 names file written into the rt tables
+	// dir (state.RTTablesConf).
+	RTTablesName = "estuary.conf"
 
 	// callMargin is added to the address timeout to give the plugin's
 	// deadline (timeoutSeconds), so that an ADD that waited in vain fails
@@ -110,6 +115,13 @@ func InstallConflist(dir string, c Conflist) (bool, error) {
 		return false, err
 	}
 	return writeAtomic(filepath.Join(dir, ConflistName), b, 0o644)
+}
+
+// InstallRTTables writes the routing plan's table names as dir/RTTablesName,
+// atomically, unless the file already holds exactly them, so `ip rule` on
+// the node names estuary's tables. It reports whether it wrote.
+func InstallRTTables(dir string) (bool, error) {
+	return writeAtomic(filepath.Join(dir, RTTablesName), state.RTTablesConf(), 0o644)
 }
 
 // InstallBinary copies the binary src to dir/PluginType, atomically, unless

@@ -3,10 +3,14 @@ package daemon
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 func TestConflistContent(t *testing.T) {
@@ -201,4 +205,37 @@ func TestInstallPluginsByBaseNameIdempotent(t *testing.T) {
 		t.Fatalf("error = %v, want one naming the missing plugin", err)
 	}
 	assertOnly(t, dir, "loopback", "portmap")
+}
+
+// TestInstallRTTablesNamesTablesForIP: the names file is written once
+// (idempotent), and iproute2 reading it from rt_tables.d prints estuary's
+// table names in `ip rule`.
+func TestInstallRTTablesNamesTablesForIP(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rt_tables.d")
+	for i, want := range []bool{true, false} {
+		wrote, err := InstallRTTables(dir)
+		if err != nil || wrote != want {
+			t.Fatalf("install %d: wrote %v, %v; want %v", i, wrote, err, want)
+		}
+	}
+	assertFile(t, filepath.Join(dir, RTTablesName), string(state.RTTablesConf()), 0o644)
+	assertOnly(t, dir, RTTablesName)
+
+	if os.Geteuid() != 0 {
+		t.Skip("reading the names with ip needs root (a mount and a network namespace)")
+	}
+	ns := nstest.New(t)
+	if out, err := exec.Command("ip", "-n", filepath.Base(ns), "rule", "add", "pref", "1001", "lookup", "1001").CombinedOutput(); err != nil {
+		t.Fatalf("ip rule add: %v\n%s", err, out)
+	}
+	// A private mount namespace shows the file where iproute2 looks,
+	// without touching the machine's /etc.
+	script := `mkdir -p /etc/iproute2/rt_tables.d && mount --bind "$1" /etc/iproute2/rt_tables.d && ip -n "$2" rule`
+	out, err := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", dir, filepath.Base(ns)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip rule with the names: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "1001:\tfrom all lookup estuary-overlay") {
+		t.Fatalf("ip rule does not name table 1001:\n%s", out)
+	}
 }

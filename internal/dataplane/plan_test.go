@@ -1,6 +1,8 @@
 package dataplane_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
@@ -52,6 +54,22 @@ func TestTableNames(t *testing.T) {
 	} {
 		if got := state.TableName(table); got != want {
 			t.Errorf("TableName(%d) = %q, want %q", table, got, want)
+		}
+	}
+}
+
+func TestRTTablesConf(t *testing.T) {
+	lines := strings.Split(strings.TrimSuffix(string(state.RTTablesConf()), "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "#") {
+		t.Fatalf("first line %q is not a comment", lines[0])
+	}
+	names := lines[1:]
+	if len(names) != 3+underlay.Slots {
+		t.Fatalf("%d names, want %d", len(names), 3+underlay.Slots)
+	}
+	for _, want := range []string{"1000\testuary-local-pods", "1001\testuary-overlay", "1002\testuary-overlay-nodes", "1100\testuary-underlay-0", "1999\testuary-underlay-899"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("names lack %q", want)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 		for _, a := range []string{"--node-name=$(NODE_NAME)", "--cni-binary-source=/estuary-cni",
 			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap", "--vxlan-port=" + port,
-			"--health-probe-bind-address=127.0.0.1:8082"} {
+			"--health-probe-bind-address=127.0.0.1:8082", "--rt-tables-dir=/etc/iproute2/rt_tables.d"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}
@@ -198,7 +198,7 @@ func checkDaemonVolumes(t *testing.T, what string, spec corev1.PodSpec, c *corev
 		}
 		mounted[m.MountPath] = m
 	}
-	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/estuary", "/var/lib/estuary", "/var/run/netns"} {
+	for _, p := range []string{"/opt/cni/bin", "/etc/cni/net.d", "/run/estuary", "/var/lib/estuary", "/var/run/netns", "/etc/iproute2/rt_tables.d"} {
 		if _, ok := mounted[p]; !ok {
 			t.Errorf("%s: %s is not mounted", what, p)
 		}

@@ -1,6 +1,9 @@
 package state
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // The routing plan: every policy-routing table and rule priority estuary
 // uses on a node, and which writer owns each, in one place. A rule's
@@ -60,4 +63,18 @@ func TableName(table int) string {
 		return "estuary-underlay-" + strconv.Itoa(table-TableUnderlayFirst)
 	}
 	return ""
+}
+
+// RTTablesConf is the iproute2 names file of the plan (installed as
+// /etc/iproute2/rt_tables.d/estuary.conf), so that `ip rule` and `ip
+// route show table` print estuary-overlay rather than 1001.
+func RTTablesConf() []byte {
+	var b strings.Builder
+	b.WriteString("# estuary's policy-routing tables (internal/dataplane/state/routing.go).\n")
+	for t := TableLocalPods; t <= TableUnderlayLast; t++ {
+		if name := TableName(t); name != "" {
+			b.WriteString(strconv.Itoa(t) + "\t" + name + "\n")
+		}
+	}
+	return []byte(b.String())
 }

@@ -56,10 +56,11 @@ var Mounts = []Mount{
 	{"/var/log/pods", "var-log-pods"},
 	{"/var/lib/cni", "var-lib-cni"},
 	{"/var/lib/estuary", "var-lib-estuary"},
-	{"/run/estuary", "run-estuary"},               // the estuary daemon's CNI socket
-	{"/var/log/containers", "var-log-containers"}, // kubelet's log symlinks
-	{"/opt/containerd", "opt-containerd"},         // containerd's "opt" plugin
-	{"/run/mount", "run-mount"},                   // libmount's utab, written by mount(8)
+	{"/run/estuary", "run-estuary"},                           // the estuary daemon's CNI socket
+	{"/var/log/containers", "var-log-containers"},             // kubelet's log symlinks
+	{"/opt/containerd", "opt-containerd"},                     // containerd's "opt" plugin
+	{"/run/mount", "run-mount"},                               // libmount's utab, written by mount(8)
+	{"/etc/iproute2/rt_tables.d", "etc-iproute2-rt_tables.d"}, // the daemon's routing table names
 }
 
 // CreatedFile lists, inside a node's state dir, the host mount points the holder had
