@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,6 +34,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/daemon/segment"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/sysctl"
@@ -102,8 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var syncer *netsync.Syncer
 	// syncer is set before the server serves its first ADD.
-	ready := readiness(func(ctx context.Context, ips []netip.Addr) error { return syncer.PodReady(ctx, ips) })
-	srv, backend, err := startServer(cfg, w, ready, func() { syncer.Trigger() })
+	srv, backend, err := startServer(cfg, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() })
 	if err != nil {
 		return err
 	}
@@ -168,7 +167,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
 	opts := netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
-		Underlay: ua, ARP: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
+		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
 		HostNetns: cfg.HostNetns, HostVeth: hostVeth,
 	}
 	if fp != nil {
@@ -248,10 +247,21 @@ func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onC
 	return srv, backend, nil
 }
 
-// readiness adapts a function to podnet.Readiness.
-type readiness func(ctx context.Context, ips []netip.Addr) error
-
-func (f readiness) PodReady(ctx context.Context, ips []netip.Addr) error { return f(ctx, ips) }
+// segmentChecks is the readiness of pods with addresses on a VLAN segment,
+// run by the underlay agent on the underlay's uplink: --underlay-uplink,
+// else the tunnel's parent link.
+func segmentChecks(cfg Config, agent *overlay.Agent, ua *underlay.Agent) *segment.Checks {
+	return &segment.Checks{ARP: ua, Uplink: func() (string, error) {
+		if cfg.UnderlayUplink != "" {
+			return cfg.UnderlayUplink, nil
+		}
+		p, err := agent.ResolveParent(parentSpec(cfg))
+		if err != nil {
+			return "", fmt.Errorf("underlay uplink (the tunnel parent): %w", err)
+		}
+		return p.Link, nil
+	}}
+}
 
 func closeServer(srv *cniserver.Server) error {
 	if err := srv.Close(); err != nil {

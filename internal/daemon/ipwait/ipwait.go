@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,6 +27,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -189,18 +191,72 @@ func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podn
 	if err != nil {
 		return nil, nil, err
 	}
-	// Addresses of an Underlay network take the uplink's MTU; a network
-	// missing from the cache leaves its addresses as overlay ones, whose
-	// smaller MTU fits either network.
-	underlay := map[string]bool{}
-	for _, n := range networks {
-		underlay[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay
-	}
-	for i := range list.Items {
-		out[i].Underlay = underlay[list.Items[i].Spec.Network]
+	if err := w.resolve(ctx, namespace+"/"+pod, list.Items, networks, out); err != nil {
+		return nil, nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
 	return out, networks, nil
+}
+
+// resolve completes each address (out[i] is the address of records[i])
+// with what the node's data path needs of its network, so the ADD reads
+// nothing more: its network and subnet, whether it is an Underlay address
+// (the uplink's MTU; a network missing from the cache leaves its addresses
+// as overlay ones, whose smaller MTU fits either network), and, for a
+// VLAN-mode network whose domain holds this node, the segment's VLAN id
+// (the subnet's own netID, else the network's). The node is read only for
+// a pod with a VLAN address, and must be in the cache then.
+func (w *Waiter) resolve(ctx context.Context, key string, records []estuaryv1.IPInstance, networks []estuaryv1.Network,
+	out []podnet.Address) error {
+	byName := map[string]*estuaryv1.Network{}
+	for i := range networks {
+		byName[networks[i].Name] = &networks[i]
+	}
+	var node *corev1.Node
+	for i := range records {
+		spec := &records[i].Spec
+		out[i].Network, out[i].Subnet = spec.Network, spec.Subnet
+		n := byName[spec.Network]
+		if n == nil || n.Spec.Type != estuaryv1.NetworkTypeUnderlay {
+			continue
+		}
+		out[i].Underlay = true
+		if netmodel.Mode(&n.Spec) != estuaryv1.NetworkModeVLAN {
+			continue
+		}
+		if node == nil {
+			node = &corev1.Node{}
+			if err := w.reader.Get(ctx, client.ObjectKey{Name: w.node}, node); err != nil {
+				return fmt.Errorf("pod %s: underlay checks: node %s: %w", key, w.node, err)
+			}
+		}
+		if !netmodel.Attached(n, node.Labels) {
+			continue
+		}
+		seg, err := w.segment(ctx, key, n, spec.Subnet)
+		if err != nil {
+			return err
+		}
+		out[i].Segment = seg
+	}
+	return nil
+}
+
+// segment is the VLAN segment of subnet in network n; nil when the cache
+// does not have the subnet (it is being deleted).
+func (w *Waiter) segment(ctx context.Context, key string, n *estuaryv1.Network, subnet string) (*podnet.Segment, error) {
+	var sn estuaryv1.Subnet
+	if err := w.reader.Get(ctx, client.ObjectKey{Name: subnet}, &sn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("pod %s: subnet %s: %w", key, subnet, err)
+	}
+	vlan := netmodel.VLAN(&n.Spec)
+	if v := netmodel.SubnetVLAN(&sn.Spec); v != nil {
+		vlan = *v
+	}
+	return &podnet.Segment{VLAN: vlan}, nil
 }
 
 // networks reads the named networks from the cache, once per ADD, leaving

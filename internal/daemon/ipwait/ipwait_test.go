@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
@@ -213,6 +214,9 @@ func TestWaitMarksUnderlayAddresses(t *testing.T) {
 	testenv.Eventually(t, "network rack9 in the waiter's cache", 10*time.Second, func() error {
 		return view.Get(context.Background(), client.ObjectKey{Name: "rack9"}, &estuaryv1.Network{})
 	})
+	// A VLAN address makes the waiter read its node (for the network's
+	// domain); node-a is outside rack9's.
+	ensureNode(t, "node-a", nil)
 	recordIn(t, "rack9", "default", "under-0", "uu0", "node-a", "10.77.9.5/24", 1, estuaryv1.IPInstanceBound)
 	record(t, "default", "over-0", "uo0", "node-a", "10.9.0.9/24", 1, estuaryv1.IPInstanceBound)
 	for _, c := range []struct {
@@ -228,5 +232,97 @@ func TestWaitMarksUnderlayAddresses(t *testing.T) {
 		if as[0].Underlay != c.want {
 			t.Errorf("%s: Underlay = %v, want %v", c.pod, as[0].Underlay, c.want)
 		}
+	}
+}
+
+// ensureNode makes node name exist with labels, in the API and in the
+// waiter's cache, until the test ends.
+func ensureNode(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := k8s.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	testenv.Eventually(t, "node "+name+" in the waiter's cache", 10*time.Second, func() error {
+		var got corev1.Node
+		if err := view.Get(context.Background(), client.ObjectKey{Name: name}, &got); err != nil {
+			return err
+		}
+		if len(got.Labels) != len(labels) {
+			return fmt.Errorf("labels %v, want %v", got.Labels, labels)
+		}
+		return nil
+	})
+}
+
+// createAll creates objs, removed when the test ends, and waits until the
+// waiter's cache has each.
+func createAll(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+		testenv.Eventually(t, o.GetName()+" in the waiter's cache", 10*time.Second, func() error {
+			return view.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+		})
+	}
+}
+
+// An address on a VLAN network whose domain holds the node comes back with
+// its network, subnet and segment (the subnet's own VLAN id, else the
+// network's); BGP and overlay addresses, and VLAN addresses outside the
+// node's domains, have no segment. A VLAN address on a node missing from
+// the cache fails the wait, naming the node.
+func TestWaitResolvesVLANSegments(t *testing.T) {
+	seg := map[string]string{"seg": "s1"}
+	vlan := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "seg-vlan"}, Spec: estuaryv1.NetworkSpec{
+		Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN, NetID: ptr.To[int64](0), NodeSelector: seg}}
+	elsewhere := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "seg-other"}, Spec: estuaryv1.NetworkSpec{
+		Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN, NetID: ptr.To[int64](0),
+		NodeSelector: map[string]string{"seg": "s2"}}}
+	fabric := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "seg-bgp"}, Spec: estuaryv1.NetworkSpec{
+		Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeBGP, NetID: ptr.To[int64](65010), NodeSelector: seg,
+		BGPPeers: []estuaryv1.BGPPeer{{Address: "10.77.0.1", ASN: 65000}}}}
+	tagged := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: estuaryv1.SubnetSpec{
+		Network: "seg-vlan", NetID: ptr.To[int64](10), Range: estuaryv1.AddressRange{Version: 4, CIDR: "192.168.10.0/24"}}}
+	createAll(t, vlan, elsewhere, fabric, tagged)
+	ensureNode(t, "node-a", seg)
+	recordIn(t, "seg-vlan", "default", "seg-0", "us0", "node-a", "192.168.10.5/24", 3, estuaryv1.IPInstanceBound)
+	recordIn(t, "seg-bgp", "default", "seg-0", "us0", "node-a", "10.90.0.9/24", 3, estuaryv1.IPInstanceBound)
+	recordIn(t, "seg-other", "default", "seg-0", "us0", "node-a", "192.168.20.5/24", 3, estuaryv1.IPInstanceBound)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	as, err := waiter.Wait(ctx, "default", "seg-0", "us0")
+	if err != nil || len(as) != 3 {
+		t.Fatalf("Wait = %v, %v; want three addresses", as, err)
+	}
+	for _, a := range as {
+		want := (*podnet.Segment)(nil)
+		if a.Network == "seg-vlan" {
+			want = &podnet.Segment{VLAN: 10}
+		}
+		if (a.Segment == nil) != (want == nil) || (want != nil && *a.Segment != *want) {
+			t.Errorf("%s (network %s): segment %+v, want %+v", a.IP, a.Network, a.Segment, want)
+		}
+		if a.Subnet != "s" || !a.Underlay {
+			t.Errorf("%s: subnet %q underlay %v, want subnet s, underlay", a.IP, a.Subnet, a.Underlay)
+		}
+	}
+
+	ghost, err := New(ctx, view, "ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordIn(t, "seg-bgp", "default", "seg-1", "us1", "ghost", "10.90.0.10/24", 1, estuaryv1.IPInstanceBound)
+	if as, err := ghost.Wait(ctx, "default", "seg-1", "us1"); err != nil || len(as) != 1 || as[0].Segment != nil {
+		t.Errorf("node missing from the cache, no VLAN address: Wait = %+v, %v; want the address", as, err)
+	}
+	recordIn(t, "seg-vlan", "default", "seg-2", "us2", "ghost", "192.168.10.6/24", 1, estuaryv1.IPInstanceBound)
+	if _, err := ghost.Wait(ctx, "default", "seg-2", "us2"); err == nil || !strings.Contains(err.Error(), "node ghost") {
+		t.Errorf("node missing from the cache, a VLAN address: Wait = %v, want an error naming node ghost", err)
 	}
 }

@@ -128,8 +128,6 @@ type Options struct {
 	Underlay Underlay
 	// Uplink is the underlay's NIC; empty means the tunnel's parent link.
 	Uplink string
-	// ARP runs PodReady's checks on underlay segments; nil runs none.
-	ARP ARP
 	// StartSpeaker starts the BGP speakers (default StartBGP).
 	StartSpeaker StartSpeaker
 	// KubeProxyMark is kube-proxy's masquerade mark (MarkOf of its

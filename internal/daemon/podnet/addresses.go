@@ -21,6 +21,19 @@ type Address struct {
 	// Underlay says the address is on an Underlay network: its packets leave
 	// through the node's uplink as they are, with no tunnel header.
 	Underlay bool
+	// Network and Subnet name the address's network and subnet.
+	Network, Subnet string
+	// Segment is set when the address lies on a VLAN segment this node is
+	// attached to (a VLAN-mode Underlay network whose domain holds the
+	// node): the address is then checked and announced on that segment
+	// before the pod starts (package segment).
+	Segment *Segment
+}
+
+// Segment is the VLAN segment an underlay address lives on, as the node
+// reaches it: the 802.1Q id on the uplink (0: untagged).
+type Segment struct {
+	VLAN int
 }
 
 // Addresses supplies a pod's addresses. Wait blocks until they are known or

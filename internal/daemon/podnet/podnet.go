@@ -81,9 +81,10 @@ var (
 
 // Readiness is the last step of an Add: checks and announcements a pod's
 // addresses need on the node's networks (an underlay's duplicate address
-// probe, gateway check and gratuitous ARP); netsync.Syncer implements it.
+// probe, gateway check and gratuitous ARP); segment.Checks implements it.
+// The addresses come resolved from Addresses, so it reads nothing else.
 type Readiness interface {
-	PodReady(ctx context.Context, ips []netip.Addr) error
+	PodReady(ctx context.Context, addrs []Address) error
 }
 
 // DefaultAddressTimeout bounds how long Add waits for a pod's addresses.
@@ -179,7 +180,7 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 		err = p.configure(addrs)
 	}
 	if err == nil && b.cfg.Readiness != nil {
-		if rerr := b.cfg.Readiness.PodReady(ctx, addressIPs(addrs)); rerr != nil {
+		if rerr := b.cfg.Readiness.PodReady(ctx, addrs); rerr != nil {
 			err = fmt.Errorf("%s: %w", podRef(a), rerr)
 		}
 	}
@@ -192,14 +193,6 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 		return nil, err
 	}
 	return p.reply(addrs)
-}
-
-func addressIPs(addrs []Address) []netip.Addr {
-	out := make([]netip.Addr, 0, len(addrs))
-	for _, a := range addrs {
-		out = append(out, a.IP.Addr())
-	}
-	return out
 }
 
 func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]Address, error) {

@@ -456,10 +456,16 @@ func TestParallelAdds(t *testing.T) {
 	}
 }
 
-// readinessFunc adapts a function to Readiness.
+// readinessFunc adapts a function of the pod's addresses to Readiness.
 type readinessFunc func(ctx context.Context, ips []netip.Addr) error
 
-func (f readinessFunc) PodReady(ctx context.Context, ips []netip.Addr) error { return f(ctx, ips) }
+func (f readinessFunc) PodReady(ctx context.Context, addrs []Address) error {
+	ips := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		ips = append(ips, a.IP.Addr())
+	}
+	return f(ctx, ips)
+}
 
 // Readiness runs once the pod's interface works, with the pod's addresses;
 // its failure fails the Add, names the pod and leaves nothing behind.

@@ -129,24 +129,3 @@ func WithRetired(cluster, retired []underlay.SubnetRef) []underlay.SubnetRef {
 	}
 	return out
 }
-
-// InVLANSubnet reports whether an address of ips lies in a subnet of a
-// VLAN-mode Underlay network, wherever its domain.
-func InVLANSubnet(objs Objects, ips []netip.Addr) bool {
-	vlan := map[string]bool{}
-	for _, n := range objs.Networks {
-		vlan[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay && netmodel.Mode(&n.Spec) == estuaryv1.NetworkModeVLAN
-	}
-	for _, sn := range objs.Subnets {
-		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
-		if err != nil || !vlan[sn.Spec.Network] {
-			continue
-		}
-		for _, ip := range ips {
-			if p.Masked().Contains(ip.Unmap()) {
-				return true
-			}
-		}
-	}
-	return false
-}
