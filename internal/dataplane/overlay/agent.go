@@ -156,7 +156,7 @@ func families(in Input) (v4, v6 bool) {
 	fams := subnetFamilies(in.Subnets)
 	for _, p := range in.LocalPods {
 		if p.IsValid() {
-			fams[familyOf(p)] = true
+			fams[family.Of(p.Unmap())] = true
 		}
 	}
 	return fams[family.IPv4], fams[family.IPv6]

@@ -26,7 +26,7 @@ func Desired(in Input) (state.State, state.NAT) {
 	}
 	for _, r := range remotes(in) {
 		for _, ip := range r.NodeIPs {
-			if ip = ip.Unmap(); ip.IsValid() && fams[familyOf(ip)] {
+			if ip = ip.Unmap(); ip.IsValid() && fams[family.Of(ip)] {
 				s.Routes = append(s.Routes, onDevice(state.TableOverlayNodes, netip.PrefixFrom(ip, ip.BitLen()), in.Device))
 			}
 		}
@@ -44,7 +44,7 @@ func Desired(in Input) (state.State, state.NAT) {
 		}
 	}
 	for _, ip := range in.NodeIPs {
-		if ip.IsValid() && familyOf(ip) == family.IPv6 && fams[family.IPv6] {
+		if ip.IsValid() && family.Of(ip.Unmap()) == family.IPv6 && fams[family.IPv6] {
 			s.Neighs = append(s.Neighs, state.Neigh{Dev: in.Device, IP: ip, Proxy: true})
 		}
 	}
@@ -80,7 +80,7 @@ func underlayRoutes(in Input, fams map[family.Family]bool, have []state.Route) [
 		}
 	}
 	for _, u := range in.Underlays {
-		if !u.CIDR.IsValid() || !fams[familyOf(u.CIDR.Addr())] {
+		if !u.CIDR.IsValid() || !fams[family.Of(u.CIDR.Addr().Unmap())] {
 			continue
 		}
 		cidr := netip.PrefixFrom(u.CIDR.Addr().Unmap(), u.CIDR.Bits()).Masked()
@@ -106,7 +106,7 @@ func desiredNAT(in Input) state.NAT {
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		var nf state.NATFamily
 		for _, sn := range in.Subnets {
-			if !sn.CIDR.IsValid() || familyOf(sn.CIDR.Addr()) != f {
+			if !sn.CIDR.IsValid() || family.Of(sn.CIDR.Addr().Unmap()) != f {
 				continue
 			}
 			nf.Exempt = append(nf.Exempt, sn.CIDR)
@@ -115,12 +115,12 @@ func desiredNAT(in Input) state.NAT {
 			}
 		}
 		for _, p := range in.ClusterPrefixes {
-			if p.IsValid() && familyOf(p.Addr()) == f {
+			if p.IsValid() && family.Of(p.Addr().Unmap()) == f {
 				nf.Exempt = append(nf.Exempt, p)
 			}
 		}
 		for _, p := range in.UnderlayNAT {
-			if p.IsValid() && familyOf(p.Addr()) == f {
+			if p.IsValid() && family.Of(p.Addr().Unmap()) == f {
 				nf.Sources = append(nf.Sources, p)
 				nf.Exempt = append(nf.Exempt, p)
 			}
@@ -140,15 +140,8 @@ func subnetFamilies(sns []Subnet) map[family.Family]bool {
 	fams := map[family.Family]bool{}
 	for _, sn := range sns {
 		if sn.CIDR.IsValid() {
-			fams[familyOf(sn.CIDR.Addr())] = true
+			fams[family.Of(sn.CIDR.Addr().Unmap())] = true
 		}
 	}
 	return fams
-}
-
-func familyOf(a netip.Addr) family.Family {
-	if a.Unmap().Is4() {
-		return family.IPv4
-	}
-	return family.IPv6
 }
