@@ -45,6 +45,7 @@ type Server struct {
 	onChange   func()
 	store      *store.Store
 	locks      keyLocks
+	busy       busyKeys
 	grpc       *grpc.Server
 	lis        net.Listener
 	socketPath string
@@ -78,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 		onChange:   cfg.OnChange,
 		store:      st,
 		locks:      keyLocks{m: map[string]*keyLock{}},
+		busy:       busyKeys{m: map[store.Key]int{}},
 		grpc:       grpc.NewServer(),
 		lis:        lis,
 		socketPath: cfg.SocketPath,
@@ -176,6 +178,41 @@ func removeStaleSocket(path string) error {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// Busy returns the attachments with an Add, a Del or a collection in
+// progress: their interfaces and routes are being written by the backend
+// and their records may not match the kernel yet.
+func (s *Server) Busy() []store.Key { return s.busy.list() }
+
+// busyKeys counts the requests in progress per attachment.
+type busyKeys struct {
+	mu sync.Mutex
+	m  map[store.Key]int
+}
+
+// mark records a request for k in progress and returns its end.
+func (b *busyKeys) mark(k store.Key) func() {
+	b.mu.Lock()
+	b.m[k]++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		if b.m[k]--; b.m[k] == 0 {
+			delete(b.m, k)
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (b *busyKeys) list() []store.Key {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]store.Key, 0, len(b.m))
+	for k := range b.m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // keyLocks serialises requests per container ID.

@@ -352,3 +352,57 @@ func TestOnChangeFollowsStoreChanges(t *testing.T) {
 		t.Fatalf("store after GC = %v, %v; want empty", eps, err)
 	}
 }
+
+// gatedBackend blocks each Add and Del until release is closed.
+type gatedBackend struct {
+	*cniservertest.Backend
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedBackend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddReply, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.Backend.Add(ctx, a)
+}
+
+func (g *gatedBackend) Del(ctx context.Context, a cniserver.Attachment) error {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.Backend.Del(ctx, a)
+}
+
+// TestBusyListsAttachmentsInFlight: an attachment is busy from the moment
+// its Add or Del reaches the server until its record is written or removed,
+// and not before or after.
+func TestBusyListsAttachmentsInFlight(t *testing.T) {
+	g := &gatedBackend{Backend: cniservertest.NewBackend(), entered: make(chan struct{}), release: make(chan struct{})}
+	socket, state := cniservertest.Paths(t)
+	srv := cniservertest.Start(t, g, socket, state)
+	client := dial(t, socket)
+	key := store.Key{ContainerID: "c1", IfName: "eth0"}
+	if b := srv.Busy(); len(b) != 0 {
+		t.Fatalf("busy before any request: %v", b)
+	}
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"add", func() error { _, err := client.Add(ctx(t), &cniv1.AddRequest{Args: args("c1")}); return err }},
+		{"del", func() error { _, err := client.Del(ctx(t), &cniv1.DelRequest{Args: args("c1")}); return err }},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- op.call() }()
+		<-g.entered
+		if b := srv.Busy(); len(b) != 1 || b[0] != key {
+			t.Errorf("%s in the backend: busy = %v, want [%v]", op.name, b, key)
+		}
+		g.release <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		if b := srv.Busy(); len(b) != 0 {
+			t.Errorf("after %s: busy = %v", op.name, b)
+		}
+	}
+}

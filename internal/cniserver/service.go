@@ -26,9 +26,10 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 	if err != nil {
 		return nil, err
 	}
+	key := keyOf(a)
+	defer s.busy.mark(key)()
 	defer s.locks.lock(a.ContainerID)()
 
-	key := keyOf(a)
 	prev, err := s.store.Get(key)
 	switch {
 	case err == nil && prev.Netns == a.Netns && !prev.Recovered:
@@ -70,9 +71,10 @@ func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelRepl
 	if err != nil {
 		return nil, err
 	}
+	key := keyOf(a)
+	defer s.busy.mark(key)()
 	defer s.locks.lock(a.ContainerID)()
 
-	key := keyOf(a)
 	ep, err := s.store.Get(key)
 	switch {
 	case err == nil && a.Netns == "":
@@ -185,6 +187,7 @@ func (s *Server) Collect(ctx context.Context, key store.Key) error {
 
 // collect removes one stale endpoint.
 func (s *Server) collect(ctx context.Context, ep store.Endpoint) error {
+	defer s.busy.mark(ep.Key)()
 	defer s.locks.lock(ep.ContainerID)()
 	if err := s.backend.Del(ctx, attachmentOf(ep)); err != nil {
 		return fmt.Errorf("del %s: %w", ep.Key, err)

@@ -110,7 +110,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := recoverEndpoints(ctx, cfg, srv.Store(), backend, c, parts); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp); err != nil {
+	local, err := podnet.NewLocalPods(cfg.HostNetns, srv.Store(), srv.Busy)
+	if err != nil {
+		return errors.Join(err, closeServer(srv))
+	}
+	defer local.Close()
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
@@ -159,7 +164,7 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints, fp *fastPath) (*netsync.Syncer, error) {
+	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods) (*netsync.Syncer, error) {
 	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
@@ -168,7 +173,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	opts := netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
-		HostNetns: cfg.HostNetns, HostVeth: hostVeth,
+		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local,
 	}
 	if fp != nil {
 		opts.FastPath = fp

@@ -10,37 +10,54 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
-// TestRoutingPlanOwnersAreDisjoint: the writers' ownerships come from the
-// routing plan, never overlap (no writer deletes another's routes or
-// rules), leave table 1000 to podnet, and all fall inside the default
-// ownership that finds leftovers.
+// TestRoutingPlanOwnersAreDisjoint: every writer's ownership comes from the
+// routing plan by its name, the writers never overlap (no writer deletes
+// another's routes or rules), each rule priority equals its table, and all
+// fall inside the default ownership that finds leftovers.
 func TestRoutingPlanOwnersAreDisjoint(t *testing.T) {
 	all := state.DefaultOwnership()
-	ov, ul := overlay.Ownership(), underlay.Ownership()
+	if ov := overlay.Ownership(); ov.Owner != state.OwnerOverlay || ov.TableMin != state.TableOverlaySubnets {
+		t.Errorf("overlay's ownership is not the plan's: %+v", ov)
+	}
+	if ul := underlay.Ownership(); ul.Owner != state.OwnerUnderlay || ul.TableMin != state.TableUnderlayFirst {
+		t.Errorf("underlay's ownership is not the plan's: %+v", ul)
+	}
 	type span struct {
 		name     string
 		min, max int
 	}
-	spans := []span{
-		{"podnet", state.TableLocalPods, state.TableLocalPods},
-		{"overlay tables", ov.TableMin, ov.TableMax},
-		{"underlay tables", ul.TableMin, ul.TableMax},
-	}
-	for i, a := range spans {
-		if a.min < all.TableMin || a.max > all.TableMax {
-			t.Errorf("%s [%d, %d] outside the default ownership [%d, %d]", a.name, a.min, a.max, all.TableMin, all.TableMax)
+	var tables, rules []span
+	for _, o := range state.Owners() {
+		own := o.Ownership()
+		if own.Owner != o {
+			t.Errorf("%s: ownership names %q", o, own.Owner)
 		}
-		for _, b := range spans[i+1:] {
-			if a.min <= b.max && b.min <= a.max {
-				t.Errorf("%s [%d, %d] overlaps %s [%d, %d]", a.name, a.min, a.max, b.name, b.min, b.max)
+		tables = append(tables, span{string(o) + " tables", own.TableMin, own.TableMax})
+		if own.PriorityMin <= own.PriorityMax {
+			rules = append(rules, span{string(o) + " rules", own.PriorityMin, own.PriorityMax})
+			if own.PriorityMin != own.TableMin || own.PriorityMax != own.TableMax {
+				t.Errorf("%s: rule priorities [%d, %d] differ from its tables [%d, %d]", o, own.PriorityMin, own.PriorityMax, own.TableMin, own.TableMax)
 			}
 		}
 	}
-	if ov.PriorityMin != ov.TableMin || ov.PriorityMax != ov.TableMax || ul.PriorityMin != ul.TableMin || ul.PriorityMax != ul.TableMax {
-		t.Errorf("a writer's rule priorities differ from its tables: overlay %+v, underlay %+v", ov, ul)
+	for _, spans := range [][]span{tables, rules} {
+		for i, a := range spans {
+			if a.min > a.max || a.min < all.TableMin || a.max > all.TableMax {
+				t.Errorf("%s [%d, %d] empty or outside the default ownership [%d, %d]", a.name, a.min, a.max, all.TableMin, all.TableMax)
+			}
+			for _, b := range spans[i+1:] {
+				if a.min <= b.max && b.min <= a.max {
+					t.Errorf("%s [%d, %d] overlaps %s [%d, %d]", a.name, a.min, a.max, b.name, b.min, b.max)
+				}
+			}
+		}
 	}
-	if ov.TableMin != state.TableOverlaySubnets || state.TableOverlayNodes > ov.TableMax || ul.TableMin != state.TableUnderlayFirst {
-		t.Errorf("ownerships do not start at the plan's tables: overlay %+v, underlay %+v", ov, ul)
+	if lp := state.OwnerLocalPods.Ownership(); lp.TableMin != state.TableLocalPods || lp.TableMax != state.TableLocalPods ||
+		lp.OwnsRule(state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods}) {
+		t.Errorf("local-pods must own table 1000 and no rule (the shared rule is never deleted): %+v", lp)
+	}
+	if unknown := state.Owner("nobody").Ownership(); unknown.OwnsRoute(state.Route{Table: 0}) || unknown.OwnsRule(state.Rule{Priority: 0}) {
+		t.Errorf("an unknown owner owns table or priority 0: %+v", unknown)
 	}
 	if underlay.Slots != state.TableUnderlayLast-state.TableUnderlayFirst+1 {
 		t.Errorf("underlay slots %d do not fill the plan's range", underlay.Slots)

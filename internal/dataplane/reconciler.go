@@ -17,11 +17,19 @@
 // mark (scope link + noprefixroute). Everything else is read, never deleted;
 // a desired object with the key of a foreign one does overwrite it.
 //
-// Ordering. A Plan is applied as: add addresses, routes, neighbours, FDB,
-// then rules; delete rules, routes, neighbours, FDB, then addresses. A rule
-// only starts steering packets into a table once the table is filled, and
-// stops before the table is emptied. Changed objects are rewritten in place
-// (replace), not deleted and added, so traffic sees no gap.
+// Ordering. A Plan is applied in the order of state.Plan.Steps: add
+// addresses, routes (on-link before via a gateway), neighbours, FDB, then
+// rules; delete rules, routes, neighbours, FDB, then addresses. A rule only
+// starts steering packets into a table once the table is filled, and stops
+// before the table is emptied. An address replacing one in the same subnet
+// is added after the old one is deleted, and the kernel's local route of an
+// address that must have none (state.State.Absent) is deleted right after
+// it. Changed objects are rewritten in place (replace), not deleted and
+// added, so traffic sees no gap.
+//
+// One reconcile for every writer. The routing plan's three owners
+// (state.Owner: local-pods, overlay, underlay) each run a Reconciler under
+// their Owner.Ownership; only their desired states differ.
 //
 // Level-triggered. Reconcile takes the whole desired state, not an event.
 // Running it after a restart, a missed event or a hand edit of the kernel
@@ -53,18 +61,6 @@ func NewReconciler(h *ops.Handle, own state.Ownership) *Reconciler {
 	return &Reconciler{h: h, own: own}
 }
 
-// read lists the kernel's state. Addresses are left out when they cannot
-// matter: the ownership owns none and none is desired, so Diff neither adds
-// nor deletes any.
-func (r *Reconciler) read(desired state.State) (state.State, error) {
-	sc := ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: r.own.NoAddrs && len(desired.Addrs) == 0}
-	s, err := r.h.Read(sc)
-	if err != nil {
-		return state.State{}, fmt.Errorf("read kernel state: %w", err)
-	}
-	return s, nil
-}
-
 // Reconcile reads the kernel's state, applies the difference to desired and
 // returns the plan it applied. It then reads again and fails if the kernel
 // still differs, naming what is left (for example a route whose device does
@@ -72,14 +68,46 @@ func (r *Reconciler) read(desired state.State) (state.State, error) {
 func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.Plan, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	addrs := !r.own.NoAddrs || len(desired.Addrs) > 0
+	return r.named(r.reconcile(ctx, addrs, func(own state.Ownership) (state.State, state.Ownership) { return desired, own }))
+}
+
+// ReconcileLive is Reconcile for a desired state, or an ownership, that
+// depends on the moment: desired is called after each read of the kernel
+// with the reconciler's ownership and returns the state wanted at that
+// moment and the ownership, narrowed, to diff it under. The local pods skip
+// the devices of attachments whose ADD or DEL is in flight
+// (state.Ownership.Skip): because the state is taken after the read, an
+// object written before the read by a party still busy is left alone, and
+// one written after the read is not seen, so nothing in flight is deleted.
+// The underlay narrows the neighbours and addresses it owns to its input's.
+// Addresses are read only when the ownership owns some.
+func (r *Reconciler) ReconcileLive(ctx context.Context, desired func(own state.Ownership) (state.State, state.Ownership)) (state.Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.named(r.reconcile(ctx, !r.own.NoAddrs, desired))
+}
+
+// named prefixes an error with the owner's name.
+func (r *Reconciler) named(plan state.Plan, err error) (state.Plan, error) {
+	if err != nil && r.own.Owner != "" {
+		return plan, fmt.Errorf("%s: %w", r.own.Owner, err)
+	}
+	return plan, err
+}
+
+// reconcile reads, diffs, applies and reads again; addrs says whether the
+// kernel's addresses are read (when none is owned or desired, Diff neither
+// adds nor deletes any).
+func (r *Reconciler) reconcile(ctx context.Context, addrs bool, desired func(state.Ownership) (state.State, state.Ownership)) (state.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
-	actual, err := r.read(desired)
+	want, own, actual, err := r.snapshot(addrs, desired)
 	if err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
-	plan := r.own.Diff(desired, actual)
+	plan := own.Diff(want, actual)
 	if plan.Empty() {
 		return plan, nil
 	}
@@ -87,11 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
 	applyErr := r.h.Apply(plan)
-	after, err := r.read(desired)
+	want, own, after, err := r.snapshot(addrs, desired)
 	if err != nil {
 		return plan, fmt.Errorf("reconcile: %w", err)
 	}
-	if left := r.own.Diff(desired, after); !left.Empty() {
+	if left := own.Diff(want, after); !left.Empty() {
 		if applyErr != nil {
 			return plan, fmt.Errorf("reconcile: kernel still differs after apply:\n%s: %w", left, applyErr)
 		}
@@ -101,4 +129,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 		return plan, fmt.Errorf("reconcile: %w", applyErr)
 	}
 	return plan, nil
+}
+
+// snapshot reads the kernel, then takes the desired state and the ownership.
+func (r *Reconciler) snapshot(addrs bool, desired func(state.Ownership) (state.State, state.Ownership)) (state.State, state.Ownership, state.State, error) {
+	actual, err := r.h.Read(ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: !addrs})
+	if err != nil {
+		return state.State{}, state.Ownership{}, state.State{}, fmt.Errorf("read kernel state: %w", err)
+	}
+	want, own := desired(r.own)
+	return want, own, actual, nil
 }

@@ -24,9 +24,9 @@
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
 //
-// Three parts, in order: overlay, underlay, BGP. Each pass runs all three;
-// a failure of one is reported and retried but never keeps the others from
-// running, and one malformed object (a bad annotation, a bad CIDR) is
+// Four parts, in order: local pods, overlay, underlay, BGP. Each pass runs
+// all of them; a failure of one is reported and retried but never keeps the
+// others from running, and one malformed object (a bad annotation, a bad CIDR) is
 // reported and skipped without cutting the rest off. The overlay waits for
 // an Overlay network to exist.
 //
@@ -142,6 +142,15 @@ type Options struct {
 	// of an endpoint's veth for it.
 	FastPath FastPath
 	HostVeth func(store.Key) string
+	// LocalPods reconciles the local-pods table from the endpoint store,
+	// first in every pass; nil reconciles none (the pods' ADDs still write
+	// their routes).
+	LocalPods LocalPods
+}
+
+// LocalPods is the routing plan's local-pods writer (podnet.LocalPods).
+type LocalPods interface {
+	Reconcile(ctx context.Context) (state.Plan, []store.Key, error)
 }
 
 // Defaults of Options.Quiet and Options.MaxDelay.
@@ -168,6 +177,7 @@ type Syncer struct {
 	started      bool                 // startPods is set
 	bgpStarted   map[string]bool      // networks that had a speaker in this run
 	passwords    map[string]password  // last password read per network, peer and key
+	noVeth       string               // the endpoints without a host veth, as last logged
 
 	mu       sync.Mutex // guards speakers
 	speakers map[string]speakerState

@@ -19,12 +19,14 @@ import (
 	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
-// sync is one reconcile: read, then the overlay (compute, publish, apply),
-// the underlay, BGP and the fast path, each reported on its own.
+// sync is one reconcile: the local-pods table, then read, the overlay
+// (compute, publish, apply), the underlay, BGP and the fast path, each
+// reported on its own.
 func (s *Syncer) sync(ctx context.Context) error {
+	localErr := s.syncLocalPods(ctx)
 	objs, err := s.read(ctx)
 	if err != nil {
-		return err
+		return errors.Join(localErr, err)
 	}
 	table := translate.NeighTable(s.opts.Node, objs)
 	s.neigh.Store(&table)
@@ -41,11 +43,31 @@ func (s *Syncer) sync(ctx context.Context) error {
 	uin, uinErr := underlayOf(node, objs, pods)
 	in, ovlErr := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent)
 	return errors.Join(
+		localErr,
 		ovlErr,
 		s.syncUnderlay(ctx, node, uin, uinErr, pods, parent),
 		s.syncBGP(ctx, node, objs, pods),
 		s.syncFastPath(objs, eps, in, parent),
 	)
+}
+
+// syncLocalPods reconciles table 1000 from the endpoint store. Endpoints
+// without a host veth are logged when that list changes.
+func (s *Syncer) syncLocalPods(ctx context.Context) error {
+	if s.opts.LocalPods == nil {
+		return nil
+	}
+	plan, missing, err := s.opts.LocalPods.Reconcile(ctx)
+	if !plan.Empty() {
+		s.opts.Log.Info("local-pods table reconciled", "changes", plan.Len(), "plan", plan.String())
+	}
+	if key := fmt.Sprint(missing); key != s.noVeth {
+		s.noVeth = key
+		if len(missing) > 0 {
+			s.opts.Log.Info("recorded endpoints without a host veth; their routes wait for it or for the GC", "endpoints", key)
+		}
+	}
+	return err
 }
 
 // underlayOf is translate.BuildUnderlayInput of node, computed once per pass for the

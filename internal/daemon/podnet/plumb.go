@@ -186,9 +186,12 @@ func (p *plumbing) hostPlan(addrs []Address) state.Plan {
 	return plan
 }
 
-func (p *plumbing) hostRoute(a netip.Addr) state.Route {
+func (p *plumbing) hostRoute(a netip.Addr) state.Route { return localRoute(p.hostVeth, a) }
+
+// localRoute is a's route in the local-pods table, through the host veth dev.
+func localRoute(dev string, a netip.Addr) state.Route {
 	return state.Route{
-		Table: state.TableLocalPods, Dst: hostPrefix(a), Dev: p.hostVeth, Scope: state.ScopeLink,
+		Table: state.TableLocalPods, Dst: hostPrefix(a), Dev: dev, Scope: state.ScopeLink,
 		Protocol: state.ProtocolEstuary,
 	}
 }

@@ -3,7 +3,8 @@
 // host and the pod's network namespace, addresses the pod side and points it
 // at the host; it writes the host route and policy rule that deliver the
 // pod's address to it. Del removes it, Check verifies it, Ready says whether
-// the host namespace can be reached.
+// the host namespace can be reached. LocalPods (localpods.go) keeps the
+// routes in line with the endpoint store from the daemon's loop.
 //
 // # Design
 //

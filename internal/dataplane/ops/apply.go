@@ -13,49 +13,51 @@ import (
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// Apply carries out p in its documented order. Writes are idempotent: adding
-// what already exists and deleting what is already gone succeed. A failed
-// operation does not stop the others (the next reconcile retries it); all
-// failures are returned together, each naming what failed.
+// Apply carries out p in the order of p.Steps. Writes are idempotent:
+// adding what already exists and deleting what is already gone succeed. A
+// failed operation does not stop the others (the next reconcile retries
+// it); all failures are returned together, each naming what failed.
 func (h *Handle) Apply(p state.Plan) error {
 	l := h.resolver()
 	var errs []error
-	run := func(err error) {
-		if err != nil {
+	for _, st := range p.Steps() {
+		if err := h.apply(l, st); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, a := range p.AddAddrs {
-		run(h.addAddr(l, a))
-	}
-	for _, r := range p.AddRoutes {
-		run(h.addRoute(l, r))
-	}
-	for _, n := range p.AddNeighs {
-		run(h.addNeigh(l, n))
-	}
-	for _, e := range p.AddFDB {
-		run(h.addFDB(l, e))
-	}
-	for _, r := range p.AddRules {
-		run(h.addRule(r))
-	}
-	for _, r := range p.DelRules {
-		run(h.delRule(r))
-	}
-	for _, r := range p.DelRoutes {
-		run(h.delRoute(l, r))
-	}
-	for _, n := range p.DelNeighs {
-		run(h.delNeigh(l, n))
-	}
-	for _, e := range p.DelFDB {
-		run(h.delFDB(l, e))
-	}
-	for _, a := range p.DelAddrs {
-		run(h.delAddr(l, a))
-	}
 	return errors.Join(errs...)
+}
+
+// apply carries out one step.
+func (h *Handle) apply(l *linkIndexes, st state.Step) error {
+	switch o := st.Object.(type) {
+	case state.Addr:
+		if st.Del {
+			return h.delAddr(l, o)
+		}
+		return h.addAddr(l, o)
+	case state.Route:
+		if st.Del {
+			return h.delRoute(l, o)
+		}
+		return h.addRoute(l, o)
+	case state.Neigh:
+		if st.Del {
+			return h.delNeigh(l, o)
+		}
+		return h.addNeigh(l, o)
+	case state.FDB:
+		if st.Del {
+			return h.delFDB(l, o)
+		}
+		return h.addFDB(l, o)
+	case state.Rule:
+		if st.Del {
+			return h.delRule(o)
+		}
+		return h.addRule(o)
+	}
+	return fmt.Errorf("apply: unknown object %T", st.Object)
 }
 
 // linkIndexes resolves device names to indexes for one Apply: it asks the

@@ -137,7 +137,7 @@ import (
 // routing plan (internal/dataplane/state, routing.go).
 const (
 	// DevicePrefix starts the VXLAN device's name.
-	DevicePrefix = "estvx"
+	DevicePrefix = state.OverlayDevicePrefix
 	// DefaultPort is the VXLAN UDP port (the Linux kernel's, flannel's).
 	DefaultPort = 8472
 )
@@ -237,20 +237,9 @@ func MTUFor(parentMTU int, underlay6 bool) int {
 	return parentMTU - overhead4
 }
 
-// Ownership is what the overlay reconcile owns: routes in tables 1001-1099
-// whatever their protocol, rules at priorities 1001-1099, neighbours and
-// FDB entries on estvx* devices, no addresses. It never claims podnet's
-// table 1000, rule 1000 or host veths, nor the underlay's tables and rules
-// 1100-1999.
-func Ownership() state.Ownership {
-	return state.Ownership{
-		Protocol:      state.ProtocolEstuary,
-		TableMin:      state.TableOverlaySubnets,
-		TableMax:      state.OverlayLast,
-		PriorityMin:   state.PriorityOverlaySubnets,
-		PriorityMax:   state.OverlayLast,
-		DevicePrefix:  DevicePrefix,
-		RoutesByTable: true,
-		NoAddrs:       true,
-	}
-}
+// Ownership is what the overlay reconcile owns (state.OwnerOverlay of the
+// routing plan): routes in tables 1001-1099 whatever their protocol, rules
+// at priorities 1001-1099, neighbours and FDB entries on estvx* devices, no
+// addresses. It never claims table 1000, rule 1000 or host veths, nor the
+// underlay's tables and rules 1100-1999.
+func Ownership() state.Ownership { return state.OwnerOverlay.Ownership() }

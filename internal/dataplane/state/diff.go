@@ -6,13 +6,14 @@ import (
 	"strings"
 )
 
-// Plan is the difference between desired and actual state. Apply it in field
-// order: addresses first (routes may need them), then routes, neighbours and
-// FDB, then rules, so a rule never points at a table that is still empty;
-// deletes run the other way round, rules first, so traffic stops being steered
-// into a table before the table is emptied. Adds are "replace" writes: a
-// route, neighbour, FDB entry or address with the key of an existing one
-// overwrites it.
+// Plan is the difference between desired and actual state. It is carried
+// out in the order Steps gives, which every writer shares: addresses first
+// (routes may need them), then routes, neighbours and FDB, then rules, so a
+// rule never points at a table that is still empty; deletes run the other
+// way round, rules first, so traffic stops being steered into a table
+// before the table is emptied. Adds are "replace" writes: a route,
+// neighbour, FDB entry or address with the key of an existing one
+// overwrites it. See Steps for the three exceptions.
 type Plan struct {
 	AddAddrs  []Addr
 	AddRoutes []Route
@@ -39,24 +40,14 @@ func (p Plan) Empty() bool { return p.Len() == 0 }
 // String lists the plan's operations, one a line, in apply order.
 func (p Plan) String() string {
 	var b strings.Builder
-	line := func(op string, v fmt.Stringer) { fmt.Fprintf(&b, "%s %s\n", op, v) }
-	each(p.AddAddrs, "add", line)
-	each(p.AddRoutes, "add", line)
-	each(p.AddNeighs, "add", line)
-	each(p.AddFDB, "add", line)
-	each(p.AddRules, "add", line)
-	each(p.DelRules, "del", line)
-	each(p.DelRoutes, "del", line)
-	each(p.DelNeighs, "del", line)
-	each(p.DelFDB, "del", line)
-	each(p.DelAddrs, "del", line)
-	return b.String()
-}
-
-func each[T fmt.Stringer](vs []T, op string, f func(string, fmt.Stringer)) {
-	for _, v := range vs {
-		f(op, v)
+	for _, st := range p.Steps() {
+		op := "add"
+		if st.Del {
+			op = "del"
+		}
+		fmt.Fprintf(&b, "%s %s\n", op, st.Object)
 	}
+	return b.String()
 }
 
 // Diff computes the plan that takes actual to desired under DefaultOwnership.
@@ -66,7 +57,8 @@ func Diff(desired, actual State) Plan { return DefaultOwnership().Diff(desired, 
 // that the kernel does not hold exactly is added (replacing whatever has its
 // key), and every owned object whose key is not desired is deleted. Unowned
 // objects are never deleted. Desired routes with Protocol 0 get o.Protocol.
-// The result is sorted, so equal inputs give equal plans.
+// Routes in desired.Absent are deleted as State describes. The result is
+// sorted, so equal inputs give equal plans.
 func (o Ownership) Diff(desired, actual State) Plan {
 	var p Plan
 	p.AddRoutes, p.DelRoutes = diffKind(o.desiredRoutes(desired.Routes), actual.Routes,
@@ -79,7 +71,38 @@ func (o Ownership) Diff(desired, actual State) Plan {
 		FDB.Canonical, FDB.Key, o.OwnsFDB, compareFDB)
 	p.AddAddrs, p.DelAddrs = diffKind(desired.Addrs, actual.Addrs,
 		Addr.Canonical, Addr.Key, o.OwnsAddr, compareAddr)
+	if len(desired.Absent) > 0 {
+		p.DelRoutes = append(p.DelRoutes, absent(desired.Absent, actual.Routes, p.AddAddrs)...)
+		slices.SortFunc(p.DelRoutes, compareRoute)
+		p.DelRoutes = slices.Compact(p.DelRoutes)
+	}
 	return p
+}
+
+// absent returns the routes of want that must be deleted: the kernel's
+// own copy where it has one, else want's where adding picks out an address
+// whose local route it is (the kernel makes that route with the address).
+func absent(want, actual []Route, adding []Addr) []Route {
+	var out []Route
+	for _, w := range want {
+		found := false
+		for _, r := range actual {
+			if sameRoute(r, w) {
+				out = append(out, r.Canonical())
+				found = true
+			}
+		}
+		if !found && slices.ContainsFunc(adding, func(a Addr) bool { return sameRoute(LocalRouteOf(a), w) }) {
+			out = append(out, w.Canonical())
+		}
+	}
+	return out
+}
+
+// sameRoute matches routes by table, destination, device and type.
+func sameRoute(a, b Route) bool {
+	a, b = a.Canonical(), b.Canonical()
+	return a.Table == b.Table && a.Dst == b.Dst && a.Dev == b.Dev && a.Type == b.Type
 }
 
 func (o Ownership) desiredRoutes(rs []Route) []Route {

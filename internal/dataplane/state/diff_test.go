@@ -230,3 +230,22 @@ func TestPlanOrder(t *testing.T) {
 		t.Fatalf("Len %d Empty %v", p.Len(), p.Empty())
 	}
 }
+
+// TestDiffSkipsBusyDevices: nothing on a skipped device is deleted, whatever
+// else would own it; the same objects on another device are.
+func TestDiffSkipsBusyDevices(t *testing.T) {
+	o := OwnerLocalPods.Ownership()
+	o.Skip = func(dev string) bool { return dev == "estbusy" }
+	actual := State{
+		Routes: []Route{podRoute("10.0.0.5/32", "estbusy"), podRoute("10.0.0.6/32", "estidle")},
+		Neighs: []Neigh{{Dev: "estbusy", IP: ip("fe80::1"), Proxy: true}},
+	}
+	all := DefaultOwnership()
+	all.Skip = o.Skip
+	for _, own := range []Ownership{o, all} {
+		p := own.Diff(State{}, actual)
+		if len(p.DelRoutes) != 1 || p.DelRoutes[0].Dev != "estidle" || len(p.DelNeighs) != 0 {
+			t.Errorf("owner %q: plan\n%s\nwant only the route on estidle deleted", own.Owner, p)
+		}
+	}
+}

@@ -25,11 +25,16 @@ const ProtocolEstuary uint8 = 0xE5
 //
 // A device is owned if its name starts with DevicePrefix or is in Devices.
 //
-// Two fields narrow the rules above for a reconcile that manages only part of
-// estuary's state beside another part (the overlay beside the pod plumbing):
-// RoutesByTable makes a route owned only by its table, whatever its
-// protocol, and NoAddrs makes no address owned.
+// Three fields narrow the rules above for a reconcile that manages only part
+// of estuary's state beside another part (the overlay beside the pod
+// plumbing): RoutesByTable makes a route owned only by its table, whatever
+// its protocol, NoAddrs makes no address owned, and Skip makes nothing on
+// the devices it names owned (a device another party is writing at that
+// moment, such as the host veth of a pod being added). Owner names the
+// writer (the routing plan, routing.go) in errors; "" is estuary as a
+// whole.
 type Ownership struct {
+	Owner         Owner
 	Protocol      uint8
 	TableMin      int
 	TableMax      int
@@ -39,6 +44,12 @@ type Ownership struct {
 	Devices       []string
 	RoutesByTable bool
 	NoAddrs       bool
+	Skip          func(dev string) bool
+	// Neighs and Addrs, when set, decide alone which neighbour entries and
+	// which addresses are owned (Skip still applies): the underlay's depend
+	// on its input.
+	Neighs func(Neigh) bool
+	Addrs  func(Addr) bool
 }
 
 // DefaultOwnership is estuary's ownership: protocol 0xE5, tables and rule
@@ -66,8 +77,14 @@ func (o Ownership) OwnsDevice(name string) bool {
 	return slices.Contains(o.Devices, name)
 }
 
+// skips reports whether the objects on dev are left alone in this pass.
+func (o Ownership) skips(dev string) bool { return o.Skip != nil && dev != "" && o.Skip(dev) }
+
 // OwnsRoute reports whether r is estuary's.
 func (o Ownership) OwnsRoute(r Route) bool {
+	if o.skips(r.Dev) {
+		return false
+	}
 	inTables := r.Table >= o.TableMin && r.Table <= o.TableMax
 	if o.RoutesByTable {
 		return inTables
@@ -82,15 +99,27 @@ func (o Ownership) OwnsRule(r Rule) bool {
 
 // OwnsNeigh reports whether n is estuary's.
 func (o Ownership) OwnsNeigh(n Neigh) bool {
+	if o.skips(n.Dev) {
+		return false
+	}
+	if o.Neighs != nil {
+		return o.Neighs(n)
+	}
 	return (n.Proxy || n.Permanent) && o.OwnsDevice(n.Dev)
 }
 
 // OwnsFDB reports whether e is estuary's.
-func (o Ownership) OwnsFDB(e FDB) bool { return o.OwnsDevice(e.Dev) }
+func (o Ownership) OwnsFDB(e FDB) bool { return o.OwnsDevice(e.Dev) && !o.skips(e.Dev) }
 
 // OwnsAddr reports whether a carries estuary's mark (and o owns addresses).
 func (o Ownership) OwnsAddr(a Addr) bool {
-	return !o.NoAddrs && a.Scope == ScopeLink && a.NoPrefixRoute
+	if o.NoAddrs || o.skips(a.Dev) {
+		return false
+	}
+	if o.Addrs != nil {
+		return o.Addrs(a)
+	}
+	return a.Scope == ScopeLink && a.NoPrefixRoute
 }
 
 // Unowned returns the objects of s that o does not own.

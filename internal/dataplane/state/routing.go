@@ -13,17 +13,19 @@ import (
 // underlay's per-subnet tables (1100-1999); the kernel's main table (32766)
 // comes after all of them.
 //
-//	table/priority  name                    owner     holds
-//	1000            estuary-local-pods      podnet    one route per local pod address, via its host veth
-//	1001            estuary-overlay         overlay   every overlay subnet, on-link on the VXLAN device
-//	1002            estuary-overlay-nodes   overlay   remote node addresses and underlay subnets, for overlay sources
+//	table/priority  name                    owner       holds
+//	1000            estuary-local-pods      local-pods  one route per local pod address, via its host veth
+//	1001            estuary-overlay         overlay     every overlay subnet, on-link on the VXLAN device
+//	1002            estuary-overlay-nodes   overlay     remote node addresses and underlay subnets, for overlay sources
 //	1003-1099       (reserved)              overlay
-//	1100-1999       estuary-underlay-<n>    underlay  one table per underlay subnet slot: on-link, then gateway routes
+//	1100-1999       estuary-underlay-<n>    underlay    one table per underlay subnet slot: on-link, then gateway routes
 //
-// Each writer's Ownership is derived from these ranges, so no writer
-// deletes what another wrote: podnet owns table and priority 1000, the
-// overlay 1001-1099, the underlay 1100-1999, and DefaultOwnership, used
-// to find leftovers, all of 1000-1999.
+// Each writer is an Owner, and its Ownership is derived from these ranges
+// (Owner.Ownership), so no writer deletes what another wrote: local-pods
+// owns table 1000, the overlay 1001-1099, the underlay 1100-1999, and
+// DefaultOwnership, used to find leftovers, all of 1000-1999. Every writer
+// goes through the same reconcile (read, Diff under its Ownership, apply
+// in the Plan's order, read again); what differs is only its desired state.
 const (
 	// TableLocalPods holds one route per local pod address; the rule
 	// `from all lookup 1000` is at PriorityLocalPods.
@@ -47,6 +49,55 @@ const (
 	TableUnderlayFirst = 1100
 	TableUnderlayLast  = 1999
 )
+
+// Owner names one writer of the routing plan.
+type Owner string
+
+// The plan's writers.
+const (
+	// OwnerLocalPods writes table 1000 from the node's endpoint store
+	// (package podnet) and the shared rule `from all lookup 1000`. The
+	// rule is added but never deleted: it is one per family, and an
+	// empty table 1000 routes nothing.
+	OwnerLocalPods Owner = "local-pods"
+	// OwnerOverlay writes tables and rules 1001-1099, the tunnel
+	// device's FDB and neighbours (package overlay).
+	OwnerOverlay Owner = "overlay"
+	// OwnerUnderlay writes tables and rules 1100-1999, the vlan-ifs'
+	// proxy neighbours and enhanced addresses (package underlay).
+	OwnerUnderlay Owner = "underlay"
+)
+
+// OverlayDevicePrefix starts the overlay's tunnel device names.
+const OverlayDevicePrefix = "estvx"
+
+// Owners lists the plan's writers in the order a node applies them.
+func Owners() []Owner { return []Owner{OwnerLocalPods, OwnerOverlay, OwnerUnderlay} }
+
+// Ownership is the part of the plan o writes: routes of its tables whatever
+// their protocol, rules at its priorities, and its devices' neighbours and
+// FDB entries. The underlay's neighbours and addresses depend on its input
+// (package underlay narrows them); local-pods owns no rule, neighbour or
+// address. An unknown owner owns nothing.
+func (o Owner) Ownership() Ownership {
+	// An empty range (min > max) owns no table or rule; a zero one would
+	// own table or priority 0.
+	own := Ownership{Owner: o, Protocol: ProtocolEstuary, RoutesByTable: true, NoAddrs: true,
+		TableMin: 1, TableMax: 0, PriorityMin: 1, PriorityMax: 0}
+	switch o {
+	case OwnerLocalPods:
+		own.TableMin, own.TableMax = TableLocalPods, TableLocalPods
+	case OwnerOverlay:
+		own.TableMin, own.TableMax = TableOverlaySubnets, OverlayLast
+		own.PriorityMin, own.PriorityMax = PriorityOverlaySubnets, OverlayLast
+		own.DevicePrefix = OverlayDevicePrefix
+	case OwnerUnderlay:
+		own.TableMin, own.TableMax = TableUnderlayFirst, TableUnderlayLast
+		own.PriorityMin, own.PriorityMax = TableUnderlayFirst, TableUnderlayLast
+		own.NoAddrs = false
+	}
+	return own
+}
 
 // TableName is the readable name of one of estuary's tables (what
 // /etc/iproute2/rt_tables.d/estuary.conf would name it), or "" for a

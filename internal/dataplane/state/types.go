@@ -16,9 +16,11 @@ import (
 // RouteType is the kernel's route type (RTN_*).
 type RouteType uint8
 
-// Route types estuary writes. Other kernel types read back keep their value.
+// Route types estuary writes or deletes. Other kernel types read back keep
+// their value.
 const (
 	RouteUnicast RouteType = 1
+	RouteLocal   RouteType = 2
 	RouteThrow   RouteType = 9
 )
 
@@ -34,6 +36,16 @@ const (
 
 // MainTable is the kernel's main routing table; a Route with Table 0 means it.
 const MainTable = 254
+
+// LocalTable is the kernel's table of local and broadcast routes.
+const LocalTable = 255
+
+// LocalRouteOf is the route the kernel adds to LocalTable for the address
+// a on its device.
+func LocalRouteOf(a Addr) Route {
+	ip := a.Prefix.Addr().Unmap()
+	return Route{Table: LocalTable, Dst: netip.PrefixFrom(ip, ip.BitLen()), Dev: a.Dev, Type: RouteLocal, Scope: ScopeHost}
+}
 
 // Route is one route. Dev is a link name; throw routes have neither Dev nor Gw.
 // A route's identity in the kernel is its table and destination (estuary does
@@ -241,12 +253,21 @@ func (a Addr) String() string {
 }
 
 // State is a set of kernel objects. Order carries no meaning.
+//
+// Absent, in a desired state, lists routes that must not exist whoever owns
+// them: the kernel's `local` route of an address (table local) that the
+// node must not take as its own (the underlay's enhanced addresses). Diff
+// deletes such a route where the kernel has it, and right after the address
+// where the plan adds the address, since the kernel makes the route with
+// it. A route is matched by table, destination, device and type. Absent is
+// not counted by Len.
 type State struct {
 	Routes []Route
 	Rules  []Rule
 	Neighs []Neigh
 	FDB    []FDB
 	Addrs  []Addr
+	Absent []Route
 }
 
 // Len returns the number of objects in the state.

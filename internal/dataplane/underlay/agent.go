@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/estuary-cni/estuary/internal/dataplane"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
@@ -23,6 +24,7 @@ const podnetPrefix = "est"
 type Agent struct {
 	hostNetns string
 	h         *ops.Handle
+	rec       *dataplane.Reconciler
 
 	mu      sync.Mutex
 	sysctls []sysctl.Setting
@@ -35,7 +37,7 @@ func NewAgent(hostNetns string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("underlay agent: %w", err)
 	}
-	return &Agent{hostNetns: hostNetns, h: h}, nil
+	return &Agent{hostNetns: hostNetns, h: h, rec: dataplane.NewReconciler(h, Ownership())}, nil
 }
 
 // Close releases the agent's handle.
@@ -75,7 +77,7 @@ func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
 		}
 	}
 	use := without(in, failed)
-	plan, err := a.reconcile(ctx, use, Desired(use), Hidden(use))
+	plan, err := a.reconcile(ctx, use)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -189,72 +191,29 @@ func (a *Agent) deleteUnused(devs []Device) error {
 	return errors.Join(errs...)
 }
 
-// reconcile reads the kernel's state narrowed to what the underlay may own,
-// replaces the enhanced addresses, deletes their local routes, writes the
-// on-link routes before the gateway routes that need them, then applies the
-// rest of the difference in the Plan's order, and reads again to confirm.
-// The returned plan lists the deleted local routes among its DelRoutes.
-func (a *Agent) reconcile(ctx context.Context, in Input, desired state.State, hidden []state.Route) (state.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
-	}
-	marked, err := a.marked()
-	if err != nil {
-		return state.Plan{}, err
-	}
-	actual, raw, err := a.read(in, marked)
-	if err != nil {
-		return state.Plan{}, err
-	}
-	plan := ownership(desired, actual).Diff(desired, actual)
-	gone := present(hidden, raw)
-	if plan.Empty() && len(gone) == 0 {
-		return plan, nil
-	}
-	var errs []error
-	// Stale enhanced addresses go first: a new one in the same subnet
-	// would be added as a secondary of the old, and deleting a primary
-	// deletes its secondaries (unless promote_secondaries, which re-adds
-	// their local routes). Then the new addresses, and at once the local
-	// routes the kernel made for them, so the node takes a pod's packets
-	// for its own only for as long as two netlink calls take.
-	errs = append(errs, a.h.Apply(state.Plan{DelAddrs: plan.DelAddrs}))
-	if len(plan.AddAddrs) > 0 {
-		errs = append(errs, a.h.Apply(state.Plan{AddAddrs: plan.AddAddrs}))
-		if _, raw, err = a.read(in, marked); err != nil {
-			return plan, err
+// reconcile brings the kernel to Desired(in) with Hidden(in) absent,
+// through the reconcile every writer shares (dataplane.Reconciler): the
+// plan's order (state.Plan.Steps) deletes a stale enhanced address before
+// its successor is added, deletes the kernel's local route of each new one
+// right after it, and adds on-link routes before the gateway routes that
+// need them. The ownership is narrowed to what the input makes the
+// underlay's (ownership), with the sub-interfaces estuary made listed after
+// each read of the kernel. The returned plan lists the deleted local routes
+// among its DelRoutes.
+func (a *Agent) reconcile(ctx context.Context, in Input) (state.Plan, error) {
+	desired := Desired(in)
+	desired.Absent = Hidden(in)
+	var markedErr error
+	plan, err := a.rec.ReconcileLive(ctx, func(own state.Ownership) (state.State, state.Ownership) {
+		marked, err := a.marked()
+		if err != nil {
+			markedErr = err
+			own.Skip = func(string) bool { return true }
+			return state.State{}, own
 		}
-		gone = present(hidden, raw)
-	}
-	errs = append(errs, a.h.Apply(state.Plan{DelRoutes: gone}))
-	// A gateway route is checked against its own table first: the on-link
-	// subnet route must be there before it (Plan sorts 0.0.0.0/0 first).
-	var onLink, viaGw []state.Route
-	for _, r := range plan.AddRoutes {
-		if r.Gw.IsValid() {
-			viaGw = append(viaGw, r)
-		} else {
-			onLink = append(onLink, r)
-		}
-	}
-	errs = append(errs, a.h.Apply(state.Plan{AddRoutes: onLink}), a.h.Apply(state.Plan{AddRoutes: viaGw}))
-	rest := plan
-	rest.AddAddrs, rest.AddRoutes, rest.DelAddrs = nil, nil, nil
-	errs = append(errs, a.h.Apply(rest))
-	plan.DelRoutes = append(plan.DelRoutes, gone...)
-	after, raw, err := a.read(in, marked)
-	if err != nil {
-		return plan, err
-	}
-	left := ownership(desired, after).Diff(desired, after)
-	left.DelRoutes = append(left.DelRoutes, present(hidden, raw)...)
-	if !left.Empty() {
-		errs = append(errs, fmt.Errorf("kernel still differs after apply:\n%s", left))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return plan, fmt.Errorf("reconcile: %w", err)
-	}
-	return plan, nil
+		return desired, ownership(own, in, marked)
+	})
+	return plan, errors.Join(markedErr, err)
 }
 
 // marked returns the names of the sub-interfaces estuary made.
@@ -272,13 +231,12 @@ func (a *Agent) marked() (map[string]bool, error) {
 	return m, nil
 }
 
-// read returns the kernel's state with only the neighbours and addresses
-// the underlay may own (see the package design), and the routes unfiltered.
-func (a *Agent) read(in Input, marked map[string]bool) (state.State, []state.Route, error) {
-	s, err := a.h.Read(ops.Scope{})
-	if err != nil {
-		return state.State{}, nil, fmt.Errorf("read kernel state: %w", err)
-	}
+// ownership narrows own to the neighbours and addresses the underlay may
+// own (see the package design): proxy entries and enhanced addresses
+// (IPv4, not link-local, scope link, noprefixroute) on a sub-interface
+// estuary made, or inside one of the input's underlay subnets on any link
+// but podnet's and the overlay's (named est*, unless marked).
+func ownership(own state.Ownership, in Input, marked map[string]bool) state.Ownership {
 	prefixes := underlayPrefixes(in)
 	ours := func(dev string, ip netip.Addr) bool {
 		if marked[dev] {
@@ -289,47 +247,10 @@ func (a *Agent) read(in Input, marked map[string]bool) (state.State, []state.Rou
 		}
 		return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) })
 	}
-	var n state.State
-	n.Routes, n.Rules = s.Routes, s.Rules
-	for _, nb := range s.Neighs {
-		if nb.Proxy && ours(nb.Dev, nb.IP) {
-			n.Neighs = append(n.Neighs, nb)
-		}
-	}
-	for _, ad := range s.Addrs {
+	own.Neighs = func(n state.Neigh) bool { return n.Proxy && ours(n.Dev, n.IP) }
+	own.Addrs = func(ad state.Addr) bool {
 		ip := ad.Prefix.Addr().Unmap()
-		if ip.Is4() && !ip.IsLinkLocalUnicast() && ad.Scope == state.ScopeLink && ad.NoPrefixRoute && ours(ad.Dev, ip) {
-			n.Addrs = append(n.Addrs, ad)
-		}
+		return ip.Is4() && !ip.IsLinkLocalUnicast() && ad.Scope == state.ScopeLink && ad.NoPrefixRoute && ours(ad.Dev, ip)
 	}
-	return n, s.Routes, nil
-}
-
-// ownership returns Ownership() owning neighbours on every device that
-// holds a desired or an owned (read) proxy entry.
-func ownership(desired, actual state.State) state.Ownership {
-	o := Ownership()
-	for _, s := range []state.State{desired, actual} {
-		for _, n := range s.Neighs {
-			if !slices.Contains(o.Devices, n.Dev) {
-				o.Devices = append(o.Devices, n.Dev)
-			}
-		}
-	}
-	return o
-}
-
-// present returns the routes of raw that match a hidden route's table,
-// destination, device and type.
-func present(hidden, raw []state.Route) []state.Route {
-	var out []state.Route
-	for _, r := range raw {
-		for _, h := range hidden {
-			if r.Table == h.Table && r.Dst == h.Dst && r.Dev == h.Dev && r.Type == h.Type {
-				out = append(out, r)
-				break
-			}
-		}
-	}
-	return out
+	return own
 }

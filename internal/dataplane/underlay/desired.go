@@ -188,11 +188,7 @@ func enhanced(in Input, l local) (state.Addr, bool) {
 func Hidden(in Input) []state.Route {
 	var out []state.Route
 	for _, a := range Desired(in).Addrs {
-		ip := a.Prefix.Addr()
-		out = append(out, state.Route{
-			Table: LocalTable, Dst: netip.PrefixFrom(ip, ip.BitLen()), Dev: a.Dev,
-			Type: RouteLocal, Scope: state.ScopeHost,
-		})
+		out = append(out, state.LocalRouteOf(a))
 	}
 	return out
 }

@@ -145,9 +145,9 @@ const (
 	// priority state.TableUnderlayFirst+n.
 	Slots = state.TableUnderlayLast - state.TableUnderlayFirst + 1
 	// LocalTable is the kernel's table of local and broadcast routes.
-	LocalTable = 255
+	LocalTable = state.LocalTable
 	// RouteLocal is the kernel's route type of a local address (RTN_LOCAL).
-	RouteLocal state.RouteType = 2
+	RouteLocal = state.RouteLocal
 	// MaxVLAN is the highest 802.1Q id.
 	MaxVLAN = 4094
 )
@@ -260,20 +260,12 @@ func Numbering(refs []SubnetRef) map[string]int {
 	return out
 }
 
-// Ownership is the underlay reconcile's base ownership: routes of tables
-// 1100-1999 whatever their protocol, rules at priorities 1100-1999. Which
-// neighbours and addresses it owns depends on the input (see the package
-// design); Agent narrows what it reads accordingly.
-func Ownership() state.Ownership {
-	return state.Ownership{
-		Protocol:      state.ProtocolEstuary,
-		TableMin:      state.TableUnderlayFirst,
-		TableMax:      state.TableUnderlayLast,
-		PriorityMin:   state.TableUnderlayFirst,
-		PriorityMax:   state.TableUnderlayLast,
-		RoutesByTable: true,
-	}
-}
+// Ownership is the underlay reconcile's base ownership (state.OwnerUnderlay
+// of the routing plan): routes of tables 1100-1999 whatever their protocol,
+// rules at priorities 1100-1999. Which neighbours and addresses it owns
+// depends on the input (see the package design); Agent narrows what it
+// reads accordingly.
+func Ownership() state.Ownership { return state.OwnerUnderlay.Ownership() }
 
 // vlanOf returns the subnet's effective VLAN id; a BGP subnet is always on
 // the uplink itself.

@@ -1,0 +1,151 @@
+package podnet
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
+)
+
+// endpoints is a settable endpoint list with a settable busy set.
+type endpoints struct {
+	mu   sync.Mutex
+	eps  []store.Endpoint
+	busy []store.Key
+}
+
+func (e *endpoints) List() ([]store.Endpoint, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.eps), nil
+}
+
+func (e *endpoints) Busy() []store.Key {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.busy)
+}
+
+func (e *endpoints) set(eps []store.Endpoint, busy ...store.Key) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.eps, e.busy = eps, busy
+}
+
+func recorded(a cniserver.Attachment, ips ...string) store.Endpoint {
+	return store.Endpoint{Key: store.Key{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns, IPs: ips}
+}
+
+func table1000(t *testing.T, host string) string {
+	t.Helper()
+	return ipCmd(t, host, "route", "show", "table", "1000")
+}
+
+// TestLocalPodsReconcilesTable1000: the loop's local-pods writer restores a
+// route deleted by hand, removes the route of a veth the store no longer
+// names, leaves the route of an attachment in flight alone, skips and
+// reports an endpoint without a veth, and never deletes the shared rule.
+func TestLocalPodsReconcilesTable1000(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, _ := e.pod(t, "a", "eth0", addr("10.0.0.5/24"))
+	b, _ := e.pod(t, "b", "eth0", addr("10.0.0.6/24"))
+	e.add(t, a)
+	e.add(t, b)
+	eps := &endpoints{}
+	eps.set([]store.Endpoint{recorded(a, "10.0.0.5/32"), recorded(b, "10.0.0.6/32")})
+	lp, err := NewLocalPods(e.host, eps, eps.Busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lp.Close)
+	reconcile := func(step string) (state.Plan, []store.Key) {
+		t.Helper()
+		plan, missing, err := lp.Reconcile(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		return plan, missing
+	}
+	routeA := "10.0.0.5 dev " + HostVethName(a)
+	routeB := "10.0.0.6 dev " + HostVethName(b)
+
+	if plan, _ := reconcile("in line"); !plan.Empty() {
+		t.Errorf("in line with the store: plan\n%s", plan)
+	}
+
+	ipCmd(t, e.host, "route", "del", "10.0.0.5/32", "table", "1000")
+	if plan, _ := reconcile("route deleted by hand"); len(plan.AddRoutes) != 1 || plan.Len() != 1 {
+		t.Errorf("route deleted by hand: plan\n%s", plan)
+	}
+	if out := table1000(t, e.host); !strings.Contains(out, routeA) {
+		t.Errorf("route of a not restored:\n%s", out)
+	}
+
+	// a is in flight (its record gone, its Del not finished): left alone.
+	eps.set([]store.Endpoint{recorded(b, "10.0.0.6/32")}, recorded(a).Key)
+	if plan, _ := reconcile("a busy"); !plan.Empty() {
+		t.Errorf("a busy: plan\n%s", plan)
+	}
+	if out := table1000(t, e.host); !strings.Contains(out, routeA) {
+		t.Errorf("route of the busy a deleted:\n%s", out)
+	}
+
+	// No longer busy and not recorded: its route goes, b's stays.
+	ghost := store.Endpoint{Key: store.Key{ContainerID: "c-ghost", IfName: "eth0"}, IPs: []string{"10.0.0.9/32"}}
+	eps.set([]store.Endpoint{recorded(b, "10.0.0.6/32"), ghost})
+	plan, missing := reconcile("a not recorded")
+	if len(plan.DelRoutes) != 1 || plan.DelRoutes[0].Dev != HostVethName(a) || plan.Len() != 1 {
+		t.Errorf("a not recorded: plan\n%s", plan)
+	}
+	if !slices.Equal(missing, []store.Key{ghost.Key}) {
+		t.Errorf("missing = %v, want the endpoint without a veth %v", missing, ghost.Key)
+	}
+	out := table1000(t, e.host)
+	if strings.Contains(out, routeA) || !strings.Contains(out, routeB) {
+		t.Errorf("table 1000 after a's record went:\n%s", out)
+	}
+
+	eps.set(nil)
+	reconcile("store empty")
+	if out := ipCmd(t, e.host, "rule", "show"); !strings.Contains(out, "1000:\tfrom all lookup 1000") {
+		t.Errorf("shared rule deleted:\n%s", out)
+	}
+	if out := table1000(t, e.host); strings.TrimSpace(out) != "" {
+		t.Errorf("table 1000 with an empty store:\n%s", out)
+	}
+}
+
+func TestDesiredLocalPods(t *testing.T) {
+	v4 := store.Endpoint{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, IPs: []string{"10.0.0.5/24"}}
+	v6 := store.Endpoint{Key: store.Key{ContainerID: "c2", IfName: "eth0"}, IPs: []string{"fd00::5/64"}}
+	bad := store.Endpoint{Key: store.Key{ContainerID: "c3", IfName: "eth0"}, IPs: []string{"not-an-ip"}}
+	busy := store.Endpoint{Key: store.Key{ContainerID: "c4", IfName: "eth0"}, IPs: []string{"10.0.0.7/24"}}
+	all := func(string) bool { return true }
+	want, missing, err := DesiredLocalPods([]store.Endpoint{v4, v6, bad, busy}, []store.Key{busy.Key}, all)
+	if err == nil || !strings.Contains(err.Error(), "c3") || !strings.Contains(err.Error(), "not-an-ip") {
+		t.Errorf("error = %v, want one naming endpoint c3 and its address", err)
+	}
+	if len(missing) != 0 {
+		t.Errorf("missing = %v", missing)
+	}
+	wantRoutes := []state.Route{localRoute(hostVethOf(v4.Key), netip.MustParseAddr("10.0.0.5")), localRoute(hostVethOf(v6.Key), netip.MustParseAddr("fd00::5"))}
+	if !slices.Equal(want.Routes, wantRoutes) {
+		t.Errorf("routes = %v, want %v", want.Routes, wantRoutes)
+	}
+	if !slices.Equal(want.Rules, []state.Rule{localPodsRule(family.IPv4), localPodsRule(family.IPv6)}) {
+		t.Errorf("rules = %v", want.Rules)
+	}
+	none := func(string) bool { return false }
+	want, missing, _ = DesiredLocalPods([]store.Endpoint{v4}, nil, none)
+	if want.Len() != 0 || !slices.Equal(missing, []store.Key{v4.Key}) {
+		t.Errorf("without veths: desired %v, missing %v", want, missing)
+	}
+}
