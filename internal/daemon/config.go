@@ -12,7 +12,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 )
 
 // Defaults of the daemon's settings; each is also the default of the flag

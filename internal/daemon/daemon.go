@@ -33,9 +33,9 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/daemon/segment"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )

@@ -9,7 +9,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 )
 
 // endpointRecoverer rebuilds endpoint records from the kernel.

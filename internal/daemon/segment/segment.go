@@ -13,7 +13,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 

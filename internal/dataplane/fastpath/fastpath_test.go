@@ -14,11 +14,11 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/estuary-cni/estuary/pkg/family"
 )

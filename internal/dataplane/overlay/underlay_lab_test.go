@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/pkg/family"

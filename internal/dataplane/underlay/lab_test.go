@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/estuary-cni/estuary/pkg/family"
 )

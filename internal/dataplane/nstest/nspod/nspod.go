@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/daemon/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 )
 
 // Plumb creates a pod namespace and plumbs it from hostNS with podnet,
