@@ -108,6 +108,7 @@ bench-cni: ## CNI ADD latency, estuary vs ptp + host-local, on the node path (ro
 fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
 	go test -run '^$$' -fuzz FuzzOperations -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
 	go test -run '^$$' -fuzz FuzzParseRange -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
+	go test -run '^$$' -fuzz FuzzIfName -fuzztime $${FUZZTIME:-30s} ./internal/dataplane/ops/
 
 .PHONY: lab
 lab: ## Build the lab tool.

@@ -69,24 +69,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	addrs := !r.own.NoAddrs || len(desired.Addrs) > 0
-	return r.named(r.reconcile(ctx, addrs, func(own state.Ownership) (state.State, state.Ownership) { return desired, own }))
+	neighs := r.own.OwnsNeighs() || len(desired.Neighs) > 0
+	return r.named(r.reconcile(ctx, ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: !addrs, NoNeighs: !neighs},
+		func(own state.Ownership, _ state.State) (state.State, state.Ownership) { return desired, own }))
 }
 
 // ReconcileLive is Reconcile for a desired state, or an ownership, that
 // depends on the moment: desired is called after each read of the kernel
-// with the reconciler's ownership and returns the state wanted at that
-// moment and the ownership, narrowed, to diff it under. The local pods skip
+// with the reconciler's ownership and what was read, and returns the state
+// wanted at that moment and the ownership, narrowed, to diff it under. The local pods skip
 // the devices of attachments whose ADD or DEL is in flight
 // (state.Ownership.Skip): because the state is taken after the read, an
 // object written before the read by a party still busy is left alone, and
 // one written after the read is not seen, so nothing in flight is deleted.
 // The underlay narrows the neighbours and addresses it owns to its input's.
-// Addresses are read only when the ownership owns some.
-func (r *Reconciler) ReconcileLive(ctx context.Context, desired func(own state.Ownership) (state.State, state.Ownership)) (state.Plan, error) {
+// Addresses and neighbours are read only when the ownership owns some.
+func (r *Reconciler) ReconcileLive(ctx context.Context, desired Live) (state.Plan, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.named(r.reconcile(ctx, !r.own.NoAddrs, desired))
+	return r.named(r.reconcile(ctx, ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: r.own.NoAddrs, NoNeighs: !r.own.OwnsNeighs()}, desired))
 }
+
+// Live computes a desired state and its ownership from the reconciler's
+// ownership and the kernel's state just read (which it must not change).
+type Live func(own state.Ownership, actual state.State) (state.State, state.Ownership)
 
 // named prefixes an error with the owner's name.
 func (r *Reconciler) named(plan state.Plan, err error) (state.Plan, error) {
@@ -96,14 +102,14 @@ func (r *Reconciler) named(plan state.Plan, err error) (state.Plan, error) {
 	return plan, err
 }
 
-// reconcile reads, diffs, applies and reads again; addrs says whether the
-// kernel's addresses are read (when none is owned or desired, Diff neither
-// adds nor deletes any).
-func (r *Reconciler) reconcile(ctx context.Context, addrs bool, desired func(state.Ownership) (state.State, state.Ownership)) (state.Plan, error) {
+// reconcile reads, diffs, applies and reads again; sc leaves out what can
+// not matter (addresses or neighbours that are neither owned nor desired,
+// which Diff neither adds nor deletes).
+func (r *Reconciler) reconcile(ctx context.Context, sc ops.Scope, desired Live) (state.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
-	want, own, actual, err := r.snapshot(addrs, desired)
+	want, own, actual, err := r.snapshot(sc, desired)
 	if err != nil {
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
@@ -115,7 +121,7 @@ func (r *Reconciler) reconcile(ctx context.Context, addrs bool, desired func(sta
 		return state.Plan{}, fmt.Errorf("reconcile: %w", err)
 	}
 	applyErr := r.h.Apply(plan)
-	want, own, after, err := r.snapshot(addrs, desired)
+	want, own, after, err := r.snapshot(sc, desired)
 	if err != nil {
 		return plan, fmt.Errorf("reconcile: %w", err)
 	}
@@ -132,11 +138,11 @@ func (r *Reconciler) reconcile(ctx context.Context, addrs bool, desired func(sta
 }
 
 // snapshot reads the kernel, then takes the desired state and the ownership.
-func (r *Reconciler) snapshot(addrs bool, desired func(state.Ownership) (state.State, state.Ownership)) (state.State, state.Ownership, state.State, error) {
-	actual, err := r.h.Read(ops.Scope{FDBDevice: r.own.OwnsDevice, NoAddrs: !addrs})
+func (r *Reconciler) snapshot(sc ops.Scope, desired Live) (state.State, state.Ownership, state.State, error) {
+	actual, err := r.h.Read(sc)
 	if err != nil {
 		return state.State{}, state.Ownership{}, state.State{}, fmt.Errorf("read kernel state: %w", err)
 	}
-	want, own := desired(r.own)
+	want, own := desired(r.own, actual)
 	return want, own, actual, nil
 }

@@ -25,6 +25,8 @@ type Handle struct {
 
 	strictOnce sync.Once
 	strict     *netlink.Handle // nil until first used, or if it cannot be made
+
+	dumper linkDumper // Read's lean link dump
 }
 
 // Open returns a handle for the network namespace at nsPath (for example
@@ -72,6 +74,7 @@ func handleAt(ns netns.NsHandle) (*netlink.Handle, error) {
 // Close releases the handle's sockets.
 func (h *Handle) Close() {
 	h.nl.Close()
+	h.dumper.close()
 	h.strictOnce.Do(func() {})
 	if h.strict != nil {
 		h.strict.Close()

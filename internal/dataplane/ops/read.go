@@ -18,6 +18,8 @@ type Scope struct {
 	FDBDevice func(name string) bool
 	// NoAddrs leaves addresses out (State.Addrs stays empty).
 	NoAddrs bool
+	// NoNeighs leaves neighbour entries out (State.Neighs stays empty).
+	NoNeighs bool
 }
 
 // links maps link indexes to names and back.
@@ -27,35 +29,30 @@ type links struct {
 }
 
 func (h *Handle) links() (links, error) {
-	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
-	if err != nil {
-		return links{}, err
-	}
-	l := links{byIndex: make(map[int]string, len(ls)), byName: make(map[string]int, len(ls))}
-	for _, link := range ls {
-		a := link.Attrs()
-		l.byIndex[a.Index] = a.Name
-		l.byName[a.Name] = a.Index
-	}
-	return l, nil
+	return retryDump("links", func() (links, error) { return h.dumper.dump(h.ns) })
 }
 
 // Read lists the kernel's state: routes of every table and both families,
 // policy rules, permanent and proxy neighbour entries (the dynamic neighbour
 // cache is not state and is skipped), the tunnel FDB entries (those with a
-// destination) of the links sc selects, and addresses unless sc leaves them
-// out.
+// destination) of the links sc selects, addresses and neighbours unless sc
+// leaves them out, and the names of the links that exist.
 func (h *Handle) Read(sc Scope) (state.State, error) {
 	l, err := h.links()
 	if err != nil {
 		return state.State{}, err
 	}
-	var s state.State
+	s := state.State{Links: make(map[string]bool, len(l.byName))}
+	for name := range l.byName {
+		s.Links[name] = true
+	}
 	steps := []func() error{
 		func() (err error) { s.Routes, err = h.readRoutes(l); return },
 		func() (err error) { s.Rules, err = h.readRules(); return },
-		func() (err error) { s.Neighs, err = h.readNeighs(l); return },
 		func() (err error) { s.FDB, err = h.readFDB(l, sc); return },
+	}
+	if !sc.NoNeighs {
+		steps = append(steps, func() (err error) { s.Neighs, err = h.readNeighs(l); return })
 	}
 	if !sc.NoAddrs {
 		steps = append(steps, func() (err error) { s.Addrs, err = h.readAddrs(l); return })

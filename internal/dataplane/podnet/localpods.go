@@ -70,22 +70,16 @@ func (l *LocalPods) Reconcile(ctx context.Context) (state.Plan, []store.Key, err
 		missing []store.Key
 		readErr error
 	)
-	plan, err := l.rec.ReconcileLive(ctx, func(own state.Ownership) (state.State, state.Ownership) {
+	plan, err := l.rec.ReconcileLive(ctx, func(own state.Ownership, actual state.State) (state.State, state.Ownership) {
 		eps, err := l.eps.List()
 		if err != nil {
 			readErr = fmt.Errorf("local pods: list endpoints: %w", err)
 			own.Skip = func(string) bool { return true }
 			return state.State{}, own
 		}
-		veths, err := l.h.LinkIndexes()
-		if err != nil {
-			readErr = fmt.Errorf("local pods: list links: %w", err)
-			own.Skip = func(string) bool { return true }
-			return state.State{}, own
-		}
 		keys := l.busy()
 		var want state.State
-		want, missing, readErr = DesiredLocalPods(eps, keys, func(dev string) bool { _, ok := veths[dev]; return ok })
+		want, missing, readErr = DesiredLocalPods(eps, keys, func(dev string) bool { return actual.Links[dev] })
 		busy := busyVeths(keys)
 		own.Skip = func(dev string) bool { return busy[dev] }
 		return want, own

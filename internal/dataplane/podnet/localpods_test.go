@@ -2,7 +2,10 @@ package podnet
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
@@ -147,5 +151,42 @@ func TestDesiredLocalPods(t *testing.T) {
 	want, missing, _ = DesiredLocalPods([]store.Endpoint{v4}, nil, none)
 	if want.Len() != 0 || !slices.Equal(missing, []store.Key{v4.Key}) {
 		t.Errorf("without veths: desired %v, missing %v", want, missing)
+	}
+}
+
+// BenchmarkLocalPodsNoop measures the local-pods part of every loop pass on
+// a node with 250 pods (the benchmark node of make bench-cni): read the
+// kernel, list the endpoint store and the links, diff, nothing to apply.
+func BenchmarkLocalPodsNoop(b *testing.B) {
+	host := nstest.New(b)
+	var batch strings.Builder
+	var eps []store.Endpoint
+	for i := range 250 {
+		k := store.Key{ContainerID: fmt.Sprintf("c%03d", i), IfName: "eth0"}
+		dev, ip := hostVethOf(k), netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		fmt.Fprintf(&batch, "link add %s type veth peer name p%03d\nlink set %s up\nroute add %s/32 dev %s scope link proto 229 table 1000\n",
+			dev, i, dev, ip, dev)
+		eps = append(eps, store.Endpoint{Key: k, IPs: []string{ip.String() + "/32"}})
+	}
+	batch.WriteString("rule add priority 1000 lookup 1000\n")
+	cmd := exec.Command("ip", "-n", filepath.Base(host), "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v\n%s", err, out)
+	}
+	list := &endpoints{}
+	list.set(eps)
+	lp, err := NewLocalPods(host, list, list.Busy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(lp.Close)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		plan, missing, err := lp.Reconcile(ctx)
+		if err != nil || !plan.Empty() || len(missing) != 0 {
+			b.Fatalf("no-op: plan\n%s missing %v error %v", plan, missing, err)
+		}
 	}
 }

@@ -80,6 +80,11 @@ func (o Ownership) OwnsDevice(name string) bool {
 // skips reports whether the objects on dev are left alone in this pass.
 func (o Ownership) skips(dev string) bool { return o.Skip != nil && dev != "" && o.Skip(dev) }
 
+// OwnsNeighs reports whether o may own any neighbour entry.
+func (o Ownership) OwnsNeighs() bool {
+	return o.Neighs != nil || o.DevicePrefix != "" || len(o.Devices) > 0
+}
+
 // OwnsRoute reports whether r is estuary's.
 func (o Ownership) OwnsRoute(r Route) bool {
 	if o.skips(r.Dev) {

@@ -77,7 +77,8 @@ func Owners() []Owner { return []Owner{OwnerLocalPods, OwnerOverlay, OwnerUnderl
 // Ownership is the part of the plan o writes: routes of its tables whatever
 // their protocol, rules at its priorities, and its devices' neighbours and
 // FDB entries. The underlay's neighbours and addresses depend on its input
-// (package underlay narrows them); local-pods owns no rule, neighbour or
+// (package underlay narrows them from all proxy entries and marked
+// addresses); local-pods owns no rule, neighbour or
 // address. An unknown owner owns nothing.
 func (o Owner) Ownership() Ownership {
 	// An empty range (min > max) owns no table or rule; a zero one would
@@ -95,6 +96,9 @@ func (o Owner) Ownership() Ownership {
 		own.TableMin, own.TableMax = TableUnderlayFirst, TableUnderlayLast
 		own.PriorityMin, own.PriorityMax = TableUnderlayFirst, TableUnderlayLast
 		own.NoAddrs = false
+		// Proxy entries; package underlay narrows this to those in its
+		// input's subnets or on the sub-interfaces it made.
+		own.Neighs = func(n Neigh) bool { return n.Proxy }
 	}
 	return own
 }

@@ -259,8 +259,11 @@ func (a Addr) String() string {
 // node must not take as its own (the underlay's enhanced addresses). Diff
 // deletes such a route where the kernel has it, and right after the address
 // where the plan adds the address, since the kernel makes the route with
-// it. A route is matched by table, destination, device and type. Absent is
-// not counted by Len.
+// it. A route is matched by table, destination, device and type.
+//
+// Links, in a state read from the kernel, names the links that exist. Diff
+// ignores it: links are made and removed by their owners' ensure functions,
+// not by plans. Neither Absent nor Links is counted by Len.
 type State struct {
 	Routes []Route
 	Rules  []Rule
@@ -268,6 +271,7 @@ type State struct {
 	FDB    []FDB
 	Addrs  []Addr
 	Absent []Route
+	Links  map[string]bool
 }
 
 // Len returns the number of objects in the state.

@@ -204,7 +204,7 @@ func (a *Agent) reconcile(ctx context.Context, in Input) (state.Plan, error) {
 	desired := Desired(in)
 	desired.Absent = Hidden(in)
 	var markedErr error
-	plan, err := a.rec.ReconcileLive(ctx, func(own state.Ownership) (state.State, state.Ownership) {
+	plan, err := a.rec.ReconcileLive(ctx, func(own state.Ownership, _ state.State) (state.State, state.Ownership) {
 		marked, err := a.marked()
 		if err != nil {
 			markedErr = err
