@@ -30,6 +30,11 @@
 // reported and skipped without cutting the rest off. The overlay waits for
 // an Overlay network to exist.
 //
+// The local pods. Options.LocalPods (podnet.LocalPods) reconciles table
+// 1000 from the endpoint store first in every pass; it skips the
+// attachments whose ADD or DEL is in flight, and the endpoints it finds
+// without a host veth are logged whenever that list changes.
+//
 // The underlay. The input holds the Underlay networks (VLAN and BGP mode,
 // a BGP network with its peer addresses) whose domain holds this node (netmodel.Attached over the node's labels in the
 // cache, as the manager labels nodes), their subnets, and in each subnet the
