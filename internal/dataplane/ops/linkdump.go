@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -44,6 +45,12 @@ func (d *linkDumper) socket(path string) (*nl.SocketHandle, error) {
 				target = ns
 			}
 			s, err := nl.GetNetlinkSocketAt(target, netns.None(), unix.NETLINK_ROUTE)
+			if err == nil {
+				err = errors.Join(s.SetSendTimeout(&nl.SocketTimeoutTv), s.SetReceiveTimeout(&nl.SocketTimeoutTv))
+				if err != nil {
+					s.Close()
+				}
+			}
 			if err == nil {
 				d.sock = &nl.SocketHandle{Socket: s}
 			}
