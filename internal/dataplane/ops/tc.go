@@ -100,15 +100,12 @@ func (h *Handle) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 	return nil, nil
 }
 
-// LinkIndexes maps the name of every link in the namespace to its index.
+// LinkIndexes maps the name of every link in the namespace to its index
+// (Read's lean link dump).
 func (h *Handle) LinkIndexes() (map[string]int, error) {
-	links, err := h.nl.LinkList()
+	l, err := h.links()
 	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
+		return nil, err
 	}
-	out := make(map[string]int, len(links))
-	for _, l := range links {
-		out[l.Attrs().Name] = l.Attrs().Index
-	}
-	return out, nil
+	return l.byName, nil
 }
