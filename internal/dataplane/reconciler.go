@@ -77,8 +77,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, desired state.State) (state.
 // ReconcileLive is Reconcile for a desired state, or an ownership, that
 // depends on the moment: desired is called after each read of the kernel
 // with the reconciler's ownership and what was read, and returns the state
-// wanted at that moment and the ownership, narrowed, to diff it under. The local pods skip
-// the devices of attachments whose ADD or DEL is in flight
+// wanted at that moment and the ownership, narrowed, to diff it under. The
+// local pods skip the devices of attachments whose ADD or DEL is in flight
 // (state.Ownership.Skip): because the state is taken after the read, an
 // object written before the read by a party still busy is left alone, and
 // one written after the read is not seen, so nothing in flight is deleted.

@@ -42,10 +42,7 @@ func (h *Handle) Read(sc Scope) (state.State, error) {
 	if err != nil {
 		return state.State{}, err
 	}
-	s := state.State{Links: make(map[string]bool, len(l.byName))}
-	for name := range l.byName {
-		s.Links[name] = true
-	}
+	s := state.State{Links: l.byName}
 	steps := []func() error{
 		func() (err error) { s.Routes, err = h.readRoutes(l); return },
 		func() (err error) { s.Rules, err = h.readRules(); return },

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
@@ -77,10 +76,9 @@ func (l *LocalPods) Reconcile(ctx context.Context) (state.Plan, []store.Key, err
 			own.Skip = func(string) bool { return true }
 			return state.State{}, own
 		}
-		keys := l.busy()
+		busy := busyVeths(l.busy())
 		var want state.State
-		want, missing, readErr = DesiredLocalPods(eps, keys, func(dev string) bool { return actual.Links[dev] })
-		busy := busyVeths(keys)
+		want, missing, readErr = DesiredLocalPods(eps, busy, func(dev string) bool { _, ok := actual.Links[dev]; return ok })
 		own.Skip = func(dev string) bool { return busy[dev] }
 		return want, own
 	})
@@ -92,10 +90,10 @@ func (l *LocalPods) Reconcile(ctx context.Context) (state.Plan, []store.Key, err
 
 // DesiredLocalPods is table 1000 for eps: one route per address through
 // the endpoint's host veth and the shared rule of each family present.
-// Endpoints that are busy or whose veth does not exist (exists says) are
-// left out; the latter are returned. A recorded address that does not
-// parse is reported and its endpoint left out.
-func DesiredLocalPods(eps []store.Endpoint, busy []store.Key, exists func(dev string) bool) (state.State, []store.Key, error) {
+// Endpoints whose veth is busy (named in busy) or does not exist (exists
+// says) are left out; the latter are returned. A recorded address that does
+// not parse is reported and its endpoint left out.
+func DesiredLocalPods(eps []store.Endpoint, busy map[string]bool, exists func(dev string) bool) (state.State, []store.Key, error) {
 	var (
 		want    state.State
 		missing []store.Key
@@ -103,10 +101,10 @@ func DesiredLocalPods(eps []store.Endpoint, busy []store.Key, exists func(dev st
 		fams    = map[family.Family]bool{}
 	)
 	for _, ep := range eps {
-		if slices.Contains(busy, ep.Key) {
+		dev := hostVethOf(ep.Key)
+		if busy[dev] {
 			continue
 		}
-		dev := hostVethOf(ep.Key)
 		if !exists(dev) {
 			missing = append(missing, ep.Key)
 			continue
@@ -145,6 +143,7 @@ func endpointRoutes(ep store.Endpoint, dev string) ([]state.Route, error) {
 	return routes, nil
 }
 
+// busyVeths names the host veths of keys.
 func busyVeths(keys []store.Key) map[string]bool {
 	m := make(map[string]bool, len(keys))
 	for _, k := range keys {

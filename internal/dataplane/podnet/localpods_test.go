@@ -133,7 +133,7 @@ func TestDesiredLocalPods(t *testing.T) {
 	bad := store.Endpoint{Key: store.Key{ContainerID: "c3", IfName: "eth0"}, IPs: []string{"not-an-ip"}}
 	busy := store.Endpoint{Key: store.Key{ContainerID: "c4", IfName: "eth0"}, IPs: []string{"10.0.0.7/24"}}
 	all := func(string) bool { return true }
-	want, missing, err := DesiredLocalPods([]store.Endpoint{v4, v6, bad, busy}, []store.Key{busy.Key}, all)
+	want, missing, err := DesiredLocalPods([]store.Endpoint{v4, v6, bad, busy}, busyVeths([]store.Key{busy.Key}), all)
 	if err == nil || !strings.Contains(err.Error(), "c3") || !strings.Contains(err.Error(), "not-an-ip") {
 		t.Errorf("error = %v, want one naming endpoint c3 and its address", err)
 	}

@@ -261,7 +261,8 @@ func (a Addr) String() string {
 // where the plan adds the address, since the kernel makes the route with
 // it. A route is matched by table, destination, device and type.
 //
-// Links, in a state read from the kernel, names the links that exist. Diff
+// Links, in a state read from the kernel, maps the name of each link that
+// exists to its index. Diff
 // ignores it: links are made and removed by their owners' ensure functions,
 // not by plans. Neither Absent nor Links is counted by Len.
 type State struct {
@@ -271,7 +272,7 @@ type State struct {
 	FDB    []FDB
 	Addrs  []Addr
 	Absent []Route
-	Links  map[string]bool
+	Links  map[string]int
 }
 
 // Len returns the number of objects in the state.

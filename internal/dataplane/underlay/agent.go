@@ -202,7 +202,7 @@ func (a *Agent) deleteUnused(devs []Device) error {
 // among its DelRoutes.
 func (a *Agent) reconcile(ctx context.Context, in Input) (state.Plan, error) {
 	desired := Desired(in)
-	desired.Absent = Hidden(in)
+	desired.Absent = hiddenOf(desired)
 	var markedErr error
 	plan, err := a.rec.ReconcileLive(ctx, func(own state.Ownership, _ state.State) (state.State, state.Ownership) {
 		marked, err := a.marked()

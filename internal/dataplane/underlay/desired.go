@@ -185,9 +185,12 @@ func enhanced(in Input, l local) (state.Addr, bool) {
 // Hidden returns the routes that must not exist for Desired(in) to work:
 // the kernel's `local <addr>` route in table local for each enhanced
 // address, which would make the node take that pod's packets as its own.
-func Hidden(in Input) []state.Route {
+func Hidden(in Input) []state.Route { return hiddenOf(Desired(in)) }
+
+// hiddenOf returns the local routes of desired's enhanced addresses.
+func hiddenOf(desired state.State) []state.Route {
 	var out []state.Route
-	for _, a := range Desired(in).Addrs {
+	for _, a := range desired.Addrs {
 		out = append(out, state.LocalRouteOf(a))
 	}
 	return out
