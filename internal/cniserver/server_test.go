@@ -3,6 +3,7 @@ package cniserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -137,6 +138,33 @@ func TestAddRecordsBeforeReplyAndIsIdempotent(t *testing.T) {
 	}
 	if adds, _ := f.backend.Calls(); adds != 1 {
 		t.Fatalf("backend Add calls = %d, want 1", adds)
+	}
+}
+
+// TestAddRecordsShapedAttachments: an ADD whose configuration carries a
+// bandwidth rate in runtimeConfig (the bandwidth capability) is recorded as
+// shaped; without one, or with zero rates, it is not.
+func TestAddRecordsShapedAttachments(t *testing.T) {
+	f := newFixture(t)
+	for i, c := range []struct {
+		runtimeConfig string
+		want          bool
+	}{
+		{``, false},
+		{`,"runtimeConfig":{"portMappings":[]}`, false},
+		{`,"runtimeConfig":{"bandwidth":{"ingressRate":0,"egressRate":0}}`, false},
+		{`,"runtimeConfig":{"bandwidth":{"ingressRate":20000000,"ingressBurst":4294967295}}`, true},
+		{`,"runtimeConfig":{"bandwidth":{"egressRate":1000000,"egressBurst":4294967295}}`, true},
+	} {
+		a := args(fmt.Sprintf("shaped%d", i))
+		a.NetworkConfig = []byte(`{"cniVersion":"1.1.0","name":"estuary","type":"estuary"` + c.runtimeConfig + `}`)
+		if _, err := f.client.Add(ctx(t), &cniv1.AddRequest{Args: a}); err != nil {
+			t.Fatalf("Add with %s: %v", a.NetworkConfig, err)
+		}
+		ep, err := f.srv.Store().Get(store.Key{ContainerID: a.ContainerId, IfName: "eth0"})
+		if err != nil || ep.Shaped != c.want {
+			t.Errorf("record of Add with %s: shaped %v, %v; want %v", a.NetworkConfig, ep.Shaped, err, c.want)
+		}
 	}
 }
 

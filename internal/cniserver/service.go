@@ -274,7 +274,27 @@ func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
 		IPs:          addressesOf(reply),
 		Result:       raw,
 		Created:      time.Now().UTC(),
+		Shaped:       shaped(a.NetworkConfig),
 	}, nil
+}
+
+// shaped reports whether a network configuration asks for a bandwidth
+// limit: runtimeConfig.bandwidth with a rate, which the runtime passes to a
+// plugin with the bandwidth capability from the pod's
+// kubernetes.io/ingress-bandwidth and egress-bandwidth annotations.
+func shaped(conf []byte) bool {
+	var c struct {
+		RuntimeConfig struct {
+			Bandwidth *struct {
+				IngressRate uint64 `json:"ingressRate"`
+				EgressRate  uint64 `json:"egressRate"`
+			} `json:"bandwidth"`
+		} `json:"runtimeConfig"`
+	}
+	if len(conf) == 0 || json.Unmarshal(conf, &c) != nil || c.RuntimeConfig.Bandwidth == nil {
+		return false
+	}
+	return c.RuntimeConfig.Bandwidth.IngressRate > 0 || c.RuntimeConfig.Bandwidth.EgressRate > 0
 }
 
 func addressesOf(r *cniv1.AddReply) []string {

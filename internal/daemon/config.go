@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ type Config struct {
 	// (portmap), installed into CNIBinDir under their base names
 	// (--cni-extra-plugins).
 	CNIExtraPlugins []string
+	// Bandwidth says whether the conflist chains the reference bandwidth
+	// plugin (--cni-bandwidth); BandwidthAuto if empty.
+	Bandwidth BandwidthMode
 	// CNIVersion is the conflist's cniVersion (--cni-version): 1.1.0, or
 	// 1.0.0 for runtimes whose CNI library predates 1.1 (containerd 1.6
 	// fails to parse a 1.1.0 result). CNIVersion if empty.
@@ -98,6 +102,34 @@ type Config struct {
 	// FastPath runs the forwarding fast path (package fastpath) on the
 	// node's devices; off, the daemon removes it from them.
 	FastPath bool
+}
+
+// BandwidthMode says when the conflist chains the reference bandwidth
+// plugin, which shapes pods' traffic as their kubernetes.io/ingress-bandwidth
+// and kubernetes.io/egress-bandwidth annotations ask.
+type BandwidthMode string
+
+// The values of --cni-bandwidth.
+const (
+	// BandwidthAuto chains it when one of CNIExtraPlugins is named
+	// BandwidthPluginType, i.e. when the daemon installs it.
+	BandwidthAuto BandwidthMode = "auto"
+	// BandwidthOn chains it whatever the daemon installs: the binary is put
+	// into the CNI bin dir by other means.
+	BandwidthOn BandwidthMode = "on"
+	// BandwidthOff never chains it.
+	BandwidthOff BandwidthMode = "off"
+)
+
+// chainsBandwidth reports whether the conflist chains the bandwidth plugin.
+func (c Config) chainsBandwidth() bool {
+	switch c.Bandwidth {
+	case BandwidthOn:
+		return true
+	case BandwidthOff:
+		return false
+	}
+	return slices.ContainsFunc(c.CNIExtraPlugins, func(p string) bool { return filepath.Base(p) == BandwidthPluginType })
 }
 
 // AutoMasqueradeBit makes the daemon read kube-proxy's masquerade bit from
@@ -135,6 +167,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CNIVersion == "" {
 		c.CNIVersion = CNIVersion
+	}
+	if c.Bandwidth == "" {
+		c.Bandwidth = BandwidthAuto
 	}
 	return c
 }
@@ -178,6 +213,9 @@ func (c Config) Validate() error {
 	}
 	if c.CNIVersion != "1.0.0" && c.CNIVersion != "1.1.0" {
 		errs = append(errs, fmt.Errorf("--cni-version: %q is neither 1.0.0 nor 1.1.0", c.CNIVersion))
+	}
+	if c.Bandwidth != BandwidthAuto && c.Bandwidth != BandwidthOn && c.Bandwidth != BandwidthOff {
+		errs = append(errs, fmt.Errorf("--cni-bandwidth: %q is none of auto, on, off", c.Bandwidth))
 	}
 	if c.VXLANPort < 1 || c.VXLANPort > 65535 {
 		errs = append(errs, fmt.Errorf("--vxlan-port: %d is outside 1..65535", c.VXLANPort))

@@ -23,7 +23,8 @@ func TestValidateDefaults(t *testing.T) {
 	c := validConfig().withDefaults()
 	if c.SocketPath != "/run/estuary/cni.sock" || c.StatePath != "/var/lib/estuary/state.db" ||
 		c.CNIBinDir != "/opt/cni/bin" || c.CNIConfDir != "/etc/cni/net.d" ||
-		c.AddressTimeout != 30*time.Second || c.HostNetns != "/proc/self/ns/net" || c.VXLANPort != 8472 || c.CNIVersion != "1.1.0" {
+		c.AddressTimeout != 30*time.Second || c.HostNetns != "/proc/self/ns/net" || c.VXLANPort != 8472 || c.CNIVersion != "1.1.0" ||
+		c.Bandwidth != BandwidthAuto {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -39,6 +40,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"port", func(c *Config) { c.VXLANPort = 70000 }, "--vxlan-port: 70000 is outside 1..65535"},
 		{"uplink", func(c *Config) { c.UnderlayUplink = "a-very-long-link-name" }, `--underlay-uplink: "a-very-long-link-name" is not a link name`},
 		{"cni version", func(c *Config) { c.CNIVersion = "0.4.0" }, `--cni-version: "0.4.0" is neither 1.0.0 nor 1.1.0`},
+		{"bandwidth", func(c *Config) { c.Bandwidth = "yes" }, `--cni-bandwidth: "yes" is none of auto, on, off`},
 		{"two parents", func(c *Config) { c.VXLANParent, c.VXLANParentRegex = "eth0", "eth.*" }, "set at most one"},
 		{"bad regex", func(c *Config) { c.VXLANParentRegex = "eth[" }, "--vxlan-parent-regex: error parsing regexp"},
 		{"no kube", func(c *Config) { c.Kube = nil }, "--kubeconfig:"},

@@ -290,13 +290,16 @@ func install(cfg Config) error {
 	if len(cfg.CNIExtraPlugins) > 0 {
 		log.Info("reference plugins installed", "plugins", cfg.CNIExtraPlugins, "dir", cfg.CNIBinDir, "written", n)
 	}
-	list := NewConflist(cfg.SocketPath, cfg.AddressTimeout)
-	list.CNIVersion = cfg.CNIVersion
+	list, err := conflistFor(cfg)
+	if err != nil {
+		return err
+	}
 	wrote, err = InstallConflist(cfg.CNIConfDir, list)
 	if err != nil {
 		return fmt.Errorf("install conflist: %w", err)
 	}
-	log.Info("conflist installed", "dir", cfg.CNIConfDir, "name", ConflistName, "changed", wrote)
+	log.Info("conflist installed", "dir", cfg.CNIConfDir, "name", ConflistName, "changed", wrote,
+		"bandwidth", list.Chains(BandwidthPluginType))
 	if cfg.RTTablesDir != "" {
 		if wrote, err = InstallRTTables(cfg.RTTablesDir); err != nil {
 			return fmt.Errorf("install routing table names: %w", err)

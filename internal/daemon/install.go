@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -27,6 +28,13 @@ const (
 	// RTTablesName is the iproute2 names file written into the rt tables
 	// dir (state.RTTablesConf).
 	RTTablesName = "estuary.conf"
+	// BandwidthPluginType is the reference bandwidth plugin's type in the
+	// conflist and its binary's name in the CNI bin dir.
+	BandwidthPluginType = "bandwidth"
+	// BandwidthCapability is the capability through which the runtime
+	// passes a pod's kubernetes.io/ingress-bandwidth and
+	// kubernetes.io/egress-bandwidth annotations as runtimeConfig.bandwidth.
+	BandwidthCapability = "bandwidth"
 
 	// callMargin is added to the address timeout to give the plugin's
 	// deadline (timeoutSeconds), so that an ADD that waited in vain fails
@@ -70,6 +78,28 @@ func NewConflist(socket string, addressTimeout time.Duration) Conflist {
 	}
 }
 
+// WithBandwidth returns c with the reference bandwidth plugin chained last,
+// with the bandwidth capability, so that a pod's bandwidth annotations
+// become traffic shaping on its host veth. estuary's own entry takes the
+// capability too: the daemon then records which pods are shaped and keeps
+// the fast path, which would bypass the shaping, off their veths.
+func (c Conflist) WithBandwidth() Conflist {
+	plugins := make([]Plugin, 0, len(c.Plugins)+1)
+	for _, p := range c.Plugins {
+		if p.Type == PluginType {
+			p.Capabilities = map[string]bool{BandwidthCapability: true}
+		}
+		plugins = append(plugins, p)
+	}
+	c.Plugins = append(plugins, Plugin{Type: BandwidthPluginType, Capabilities: map[string]bool{BandwidthCapability: true}})
+	return c
+}
+
+// Chains reports whether c lists a plugin of type pluginType.
+func (c Conflist) Chains(pluginType string) bool {
+	return slices.ContainsFunc(c.Plugins, func(p Plugin) bool { return p.Type == pluginType })
+}
+
 // pluginTimeout is addressTimeout plus callMargin in whole seconds, capped
 // at what the plugin accepts.
 func pluginTimeout(addressTimeout time.Duration) int {
@@ -105,6 +135,21 @@ func (c Conflist) PluginConfig(pluginType string) ([]byte, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("conflist %s has no plugin of type %s", c.Name, pluginType)
+}
+
+// conflistFor is the conflist cfg asks for. One that chains the bandwidth
+// plugin needs its binary in the bin dir: without it every ADD would fail.
+func conflistFor(cfg Config) (Conflist, error) {
+	list := NewConflist(cfg.SocketPath, cfg.AddressTimeout)
+	list.CNIVersion = cfg.CNIVersion
+	if !cfg.chainsBandwidth() {
+		return list, nil
+	}
+	bin := filepath.Join(cfg.CNIBinDir, BandwidthPluginType)
+	if _, err := os.Stat(bin); err != nil {
+		return Conflist{}, fmt.Errorf("chain the bandwidth plugin (--cni-bandwidth=%s): %w", cfg.Bandwidth, err)
+	}
+	return list.WithBandwidth(), nil
 }
 
 // InstallConflist writes c as dir/ConflistName, atomically, unless the file

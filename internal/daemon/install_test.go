@@ -42,6 +42,81 @@ func TestConflistContent(t *testing.T) {
 	}
 }
 
+func TestConflistWithBandwidthContent(t *testing.T) {
+	b, err := NewConflist("/run/estuary/cni.sock", 30*time.Second).WithBandwidth().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "cniVersion": "1.1.0",
+  "name": "estuary",
+  "plugins": [
+    {
+      "type": "estuary",
+      "daemonSocket": "/run/estuary/cni.sock",
+      "timeoutSeconds": 40,
+      "capabilities": {
+        "bandwidth": true
+      }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {
+        "portMappings": true
+      },
+      "snat": true
+    },
+    {
+      "type": "bandwidth",
+      "capabilities": {
+        "bandwidth": true
+      }
+    }
+  ]
+}
+`
+	if string(b) != want {
+		t.Fatalf("conflist =\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestConflistForChainsBandwidth: auto chains the bandwidth plugin exactly
+// when an extra plugin is named bandwidth, on always, off never; a chained
+// plugin whose binary is not in the bin dir is an error naming it.
+func TestConflistForChainsBandwidth(t *testing.T) {
+	binDir := t.TempDir()
+	base := Config{SocketPath: "/run/estuary/cni.sock", AddressTimeout: 30 * time.Second, CNIBinDir: binDir, CNIVersion: "1.0.0"}
+	for _, c := range []struct {
+		name   string
+		mode   BandwidthMode
+		extras []string
+		want   bool
+	}{
+		{"auto, installed", BandwidthAuto, []string{"/plugins/portmap", "/plugins/bandwidth"}, true},
+		{"auto, not installed", BandwidthAuto, []string{"/plugins/portmap"}, false},
+		{"empty is auto", "", []string{"/plugins/bandwidth"}, true},
+		{"on", BandwidthOn, nil, true},
+		{"off", BandwidthOff, []string{"/plugins/bandwidth"}, false},
+	} {
+		cfg := base
+		cfg.Bandwidth, cfg.CNIExtraPlugins = c.mode, c.extras
+		_ = os.Remove(filepath.Join(binDir, BandwidthPluginType))
+		if c.want {
+			if _, err := conflistFor(cfg); err == nil || !strings.Contains(err.Error(), filepath.Join(binDir, "bandwidth")) {
+				t.Errorf("%s: without the binary: %v, want an error naming %s/bandwidth", c.name, err, binDir)
+			}
+			writeFile(t, filepath.Join(binDir, BandwidthPluginType), "bw", 0o755)
+		}
+		list, err := conflistFor(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if list.Chains(BandwidthPluginType) != c.want || list.CNIVersion != "1.0.0" {
+			t.Errorf("%s: conflist %+v, want bandwidth chained %v and cniVersion 1.0.0", c.name, list, c.want)
+		}
+	}
+}
+
 func TestPluginTimeout(t *testing.T) {
 	for _, c := range []struct {
 		in   time.Duration

@@ -61,6 +61,10 @@ type Endpoint struct {
 	// Recovered marks a record rebuilt from the kernel after the state file
 	// was lost: it has no Result.
 	Recovered bool `json:"recovered,omitempty"`
+	// Shaped marks an attachment whose ADD asked for a bandwidth limit
+	// (runtimeConfig.bandwidth): the bandwidth plugin chained after estuary
+	// shapes its host veth, and the fast path leaves it alone.
+	Shaped bool `json:"shaped,omitempty"`
 }
 
 // Store is an open state file. It is safe for concurrent use.

@@ -13,12 +13,18 @@ import (
 // FastPathDesired lists the pods' host veths (hostVeth names them) and the
 // cluster's subnets with their natOutgoing as the data path applies it
 // (default true for an Overlay network's subnets, false for an Underlay
-// one's). Subnets that do not parse are left out.
+// one's). Subnets that do not parse are left out. Shaped pods are left out
+// too: the bandwidth plugin's tbf qdisc on a host veth shapes what the
+// kernel sends through it, which delivery into the pod with
+// bpf_redirect_peer would skip, and its ingress qdisc cannot share the
+// device with the fast path's clsact.
 func FastPathDesired(objs Objects, eps []store.Endpoint, hostVeth func(store.Key) string) fastpath.Desired {
 	var d fastpath.Desired
 	if hostVeth != nil {
 		for _, ep := range eps {
-			d.Pods = append(d.Pods, hostVeth(ep.Key))
+			if !ep.Shaped {
+				d.Pods = append(d.Pods, hostVeth(ep.Key))
+			}
 		}
 	}
 	types := map[string]estuaryv1.NetworkType{}

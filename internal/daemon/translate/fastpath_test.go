@@ -24,10 +24,13 @@ func TestFastPathDesired(t *testing.T) {
 			objtest.Subnet("u4", "rack", "10.77.100.0/24", nil), objtest.Subnet("bad", "ovl", "10.1.0.0/99", nil),
 		},
 	}
-	eps := []store.Endpoint{{Key: store.Key{ContainerID: "c1", IfName: "eth0"}}}
+	eps := []store.Endpoint{
+		{Key: store.Key{ContainerID: "c1", IfName: "eth0"}},
+		{Key: store.Key{ContainerID: "c2", IfName: "eth0"}, Shaped: true},
+	}
 	d := FastPathDesired(objs, eps, func(k store.Key) string { return "est-" + k.ContainerID })
 	if !slices.Equal(d.Pods, []string{"est-c1"}) {
-		t.Errorf("pods %v, want [est-c1]", d.Pods)
+		t.Errorf("pods %v, want [est-c1] (the shaped pod c2 left out)", d.Pods)
 	}
 	want := []fastpath.Subnet{
 		{CIDR: netip.MustParsePrefix("10.78.0.0/16"), NATOutgoing: true},

@@ -13,7 +13,7 @@ const (
 	ManagerRepo = "estuary.local/estuary-manager"
 	DaemonRepo  = "estuary.local/estuary-daemon"
 	// CNIPluginsModule and CNIPluginsVersion pin the reference plugins the daemon
-	// image carries (loopback, portmap) and installs on every node.
+	// image carries (loopback, portmap, bandwidth) and installs on every node.
 	CNIPluginsModule  = "github.com/containernetworking/plugins"
 	CNIPluginsVersion = "v1.9.1"
 )
@@ -21,14 +21,15 @@ const (
 // cniPlugins are the reference plugins in the daemon image, by package below
 // CNIPluginsModule.
 var cniPlugins = map[string]string{
-	"loopback": "plugins/main/loopback",
-	"portmap":  "plugins/meta/portmap",
+	"loopback":  "plugins/main/loopback",
+	"portmap":   "plugins/meta/portmap",
+	"bandwidth": "plugins/meta/bandwidth",
 }
 
 // Estuary is the pair of images an estuary install runs.
 type Estuary struct {
 	Manager Built `json:"manager"` // /estuary-manager
-	Daemon  Built `json:"daemon"`  // /estuary-daemon, /estuary-cni, /plugins/loopback, /plugins/portmap
+	Daemon  Built `json:"daemon"`  // /estuary-daemon, /estuary-cni, /plugins/{loopback,portmap,bandwidth}
 }
 
 // BuildEstuary builds static binaries of estuary-manager, estuary-daemon and
@@ -39,7 +40,7 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 	if err := os.MkdirAll(cacheDir, 0o750); err != nil {
 		return Estuary{}, fmt.Errorf("create %s: %w", cacheDir, err)
 	}
-	plugins, err := buildPlugins(cacheDir)
+	plugins, err := BuildCNIPlugins(cacheDir)
 	if err != nil {
 		return Estuary{}, err
 	}
@@ -72,15 +73,17 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 		{Source: bin("estuary-cni"), Path: "/estuary-cni"},
 		{Source: filepath.Join(plugins, "loopback"), Path: "/plugins/loopback"},
 		{Source: filepath.Join(plugins, "portmap"), Path: "/plugins/portmap"},
+		{Source: filepath.Join(plugins, "bandwidth"), Path: "/plugins/bandwidth"},
 	}, nil); err != nil {
 		return Estuary{}, err
 	}
 	return e, nil
 }
 
-// buildPlugins installs the reference plugins at CNIPluginsVersion into
-// cacheDir/cni-plugins-<version> unless they are there, and returns that directory.
-func buildPlugins(cacheDir string) (string, error) {
+// BuildCNIPlugins installs the reference plugins the daemon image carries,
+// static builds at CNIPluginsVersion, into cacheDir/cni-plugins-<version>
+// unless they are there, and returns that directory.
+func BuildCNIPlugins(cacheDir string) (string, error) {
 	dir := filepath.Join(cacheDir, "cni-plugins-"+CNIPluginsVersion)
 	complete := true
 	for name := range cniPlugins {
