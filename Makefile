@@ -92,9 +92,14 @@ test-integration: ## The node path (manager, daemon, real CNI binary) on a real 
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) -tags integration -v ./test/integration/...
 
 .PHONY: test-lab
-test-lab: ## End-to-end tests on the lab cluster (root).
+test-lab: ## End-to-end tests on the lab cluster, with a subset of the upstream conformance tests (root).
+	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
 	@if [ -d test/lab ]; then go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
+
+.PHONY: conformance
+conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fresh estuary lab; prints N passed, N failed (root).
+	bash hack/conformance.sh
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (results go to docs/benchmarks.md).

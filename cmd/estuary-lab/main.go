@@ -71,7 +71,8 @@ func root() *cobra.Command {
 		SilenceErrors: false,
 	}
 	c.PersistentFlags().StringVar(&opts.StateDir, "state-dir", stateDir, "lab state directory (env ESTUARY_LAB_STATE)")
-	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts), restartCmd(&opts))
+	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts), restartCmd(&opts),
+		conformanceCmd(&opts))
 	return c
 }
 

@@ -220,7 +220,7 @@ func (l *Lab) binaries(repo string) (string, error) {
 		return l.opts.BinDir, nil
 	}
 	args := []string{filepath.Join(repo, "hack", "kube-binaries.sh"), "kube-apiserver", "kubectl", "etcd",
-		"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "agnhost"}
+		"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "agnhost", "coredns"}
 	cmd := exec.Command("bash", args...) //nolint:gosec // G204: runs programs the lab located itself
 	cmd.Env = append(os.Environ(), "KUBE_VERSION="+l.opts.KubernetesVersion, "ESTUARY_CACHE="+l.opts.CacheDir)
 	var stderr strings.Builder

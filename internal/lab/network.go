@@ -56,6 +56,32 @@ func (l *Lab) buildNetwork() error {
 	if l.opts.CNI == "bridge" {
 		return l.podRoutes()
 	}
+	return l.controlPlaneToOverlay()
+}
+
+// controlPlaneToOverlay lets the API server reach overlay pod addresses (the
+// proxy subresources, webhooks served by pods), as a kubeadm control plane
+// that is itself a node of the overlay does. The control plane routes the pod
+// range to the first node (its gateway into the overlay), which carries the
+// packet through the tunnel to the pod's node, masquerading it behind its own
+// address. Without the masquerade the pod's reply would go straight back over
+// the switch, the gateway node would see a connection's SYN and never its
+// SYN-ACK, and its conntrack would drop the rest as invalid; with it, the
+// reply comes back through the tunnel (estuary's table 1002 routes node
+// addresses there) and the gateway node un-NATs it. The lab's table is its own
+// ("estlab"); estuary's rules are untouched. Underlay pod subnets need
+// nothing: the control plane reaches them through the router.
+func (l *Lab) controlPlaneToOverlay() error {
+	pl := l.plan
+	gw := pl.Nodes[0]
+	if err := netlab.Route(pl.ControlPlane.NetNS, pl.Pods, gw.Addr); err != nil {
+		return fmt.Errorf("control plane route to the overlay: %w", err)
+	}
+	rules := fmt.Sprintf("table ip %s {\n chain postrouting {\n  type nat hook postrouting priority srcnat + 10;\n"+
+		"  ip saddr %s ip daddr %s masquerade\n }\n}\n", Prefix, pl.ControlPlane.Addr, pl.Pods)
+	if err := netlab.Nft(gw.NetNS, rules); err != nil {
+		return fmt.Errorf("control plane gateway on %s: %w", gw.Name, err)
+	}
 	return nil
 }
 

@@ -95,7 +95,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 		External:     HostStatus{Address: pl.External.Addr.String(), Namespace: pl.External.NetNS, Subnet: pl.ExternalNet.String()},
 		ControlPlane: HostStatus{Address: pl.ControlPlane.Addr.String(), Namespace: pl.ControlPlane.NetNS},
 		PodCIDR:      pl.Pods.String(), ServiceCIDR: pl.Services.String(),
-		Images: map[string]string{"pause": PauseImage, "agnhost": AgnhostImage},
+		Images: map[string]string{"pause": PauseImage, "agnhost": AgnhostImage, "coredns": CoreDNSImage},
 	}
 	for _, n := range pl.Nodes {
 		s.Nodes = append(s.Nodes, NodeInfo{Name: n.Name, Address: n.Addr.String(), Namespace: n.NetNS, PodCIDR: n.PodCIDR.String()})

@@ -76,7 +76,7 @@ func (l *Lab) prepare(repo string) (*State, error) {
 		return nil, err
 	}
 	st.BinDir = bin
-	l.step("images (pause, agnhost)")
+	l.step("images (pause, coredns, and agnhost, glibc-dns-testing, busybox, nginx under their upstream names)")
 	if st.Images, err = l.images(repo, bin); err != nil {
 		return nil, err
 	}
@@ -100,15 +100,16 @@ func (l *Lab) images(repo, bin string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause, err := images.Cached(cache, PauseImage, pauseBin, "/pause")
+	pause, err := images.CachedFull(cache, "pause", images.Image{Tag: PauseImage, Tags: []string{images.UpstreamPause},
+		Binary: pauseBin, Path: "/pause"})
 	if err != nil {
 		return nil, err
 	}
-	agn, err := images.Cached(cache, AgnhostImage, filepath.Join(bin, "agnhost"), "/agnhost")
+	tests, err := l.testImages(cache, bin)
 	if err != nil {
 		return nil, err
 	}
-	return []string{pause, agn}, nil
+	return appendCoreDNS(append([]string{pause}, tests...), cache, bin)
 }
 
 // bringUp builds the network, then runs the router, the control plane and every
@@ -147,7 +148,8 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 }
 
 // finish installs estuary (with --cni estuary), waits for the nodes and the default
-// ServiceAccount, records the lab as running and prints how to use it.
+// ServiceAccount, installs the cluster DNS, records the lab as running and prints
+// how to use it.
 func (l *Lab) finish(ctx context.Context, st *State) error {
 	if st.Estuary != nil {
 		if err := l.installEstuary(ctx, st); err != nil {
@@ -160,6 +162,9 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 		return err
 	}
 	if err := l.waitServiceAccount(ctx, st.BinDir); err != nil {
+		return err
+	}
+	if err := l.installDNS(ctx, st.BinDir); err != nil {
 		return err
 	}
 	st.Phase, st.ReadyAt = "running", time.Now()

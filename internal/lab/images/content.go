@@ -23,23 +23,35 @@ const keepArchives = 3
 func ContentHash(files []File) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
-		in, err := os.Open(filepath.Clean(f.Source))
-		if err != nil {
-			return "", fmt.Errorf("open %s: %w", f.Source, err)
+		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%o\x00", path.Clean(f.Path), f.kind(), f.mode())
+		if f.kind() != "file" {
+			_, _ = fmt.Fprintf(h, "%d\x00", len(f.Data))
+			_, _ = h.Write(f.Data)
+			continue
 		}
-		st, err := in.Stat()
-		if err != nil {
-			_ = in.Close()
-			return "", fmt.Errorf("stat %s: %w", f.Source, err)
-		}
-		_, _ = fmt.Fprintf(h, "%s\x00%d\x00", path.Clean(f.Path), st.Size())
-		_, err = io.Copy(h, in)
-		_ = in.Close()
-		if err != nil {
-			return "", fmt.Errorf("hash %s: %w", f.Source, err)
+		if err := hashFile(h, f.Source); err != nil {
+			return "", err
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// hashFile adds the size and content of the file at src to h.
+func hashFile(h io.Writer, src string) error {
+	in, err := os.Open(filepath.Clean(src))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer func() { _ = in.Close() }()
+	st, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", src, err)
+	}
+	_, _ = fmt.Fprintf(h, "%d\x00", st.Size())
+	if _, err := io.Copy(h, in); err != nil {
+		return fmt.Errorf("hash %s: %w", src, err)
+	}
+	return nil
 }
 
 // Built is an image archive and the tag it carries.

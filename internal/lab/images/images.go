@@ -21,20 +21,47 @@ import (
 	"time"
 )
 
-// File is one executable file of an image.
+// File is one entry of an image's layer: a copy of a file of this machine (the
+// default), inline content, a symbolic link or a directory.
 type File struct {
-	Source string // path of the file on this machine
+	Source string // path of the file on this machine (links followed)
 	Path   string // absolute path inside the image, e.g. /plugins/portmap
+	Data   []byte // content of a file that has no Source
+	Link   string // when set, Path is a symbolic link to Link
+	Dir    bool   // when set, Path is a directory
+	Mode   int64  // permission bits; 0755 when zero
 }
 
-// Image describes an image of static binaries: Binary at Path (the single-binary
-// form), then Files.
+// kind names what f is, for hashing and error messages.
+func (f File) kind() string {
+	switch {
+	case f.Dir:
+		return "dir"
+	case f.Link != "":
+		return "link:" + f.Link
+	case f.Source == "":
+		return "data"
+	}
+	return "file"
+}
+
+func (f File) mode() int64 {
+	if f.Mode == 0 {
+		return 0o755
+	}
+	return f.Mode
+}
+
+// Image describes an image: Binary at Path (the single-binary form), then Files.
 type Image struct {
 	Tag        string   // e.g. estuary-lab.local/pause:<hash>
+	Tags       []string // further names of the same image
 	Binary     string   // path of the static binary on this machine
 	Path       string   // path of the binary inside the image, e.g. /pause
 	Files      []File   // further files
-	Entrypoint []string // defaults to the path of the first file
+	Entrypoint []string // nil: the path of the first file; empty: none
+	Cmd        []string // the default arguments
+	Env        []string // defaults to PATH=/
 }
 
 // files returns every file of img, Binary first.
@@ -58,14 +85,22 @@ func WriteArchive(img Image, out string) error {
 	}
 	diffID := sha256.Sum256(layer)
 	ep := img.Entrypoint
-	if len(ep) == 0 {
+	if ep == nil {
 		ep = []string{files[0].Path}
+	}
+	env := img.Env
+	if len(env) == 0 {
+		env = []string{"PATH=/"}
+	}
+	runCfg := map[string]any{"Entrypoint": ep, "Env": env}
+	if len(img.Cmd) > 0 {
+		runCfg["Cmd"] = img.Cmd
 	}
 	cfg, err := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      time.Unix(0, 0).UTC().Format(time.RFC3339),
-		"config":       map[string]any{"Entrypoint": ep, "Env": []string{"PATH=/"}},
+		"config":       runCfg,
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
 	})
 	if err != nil {
@@ -75,7 +110,7 @@ func WriteArchive(img Image, out string) error {
 	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
 	layerName := hex.EncodeToString(diffID[:]) + "/layer.tar"
 	manifest, err := json.Marshal([]map[string]any{{
-		"Config": cfgName, "RepoTags": []string{img.Tag}, "Layers": []string{layerName},
+		"Config": cfgName, "RepoTags": append([]string{img.Tag}, img.Tags...), "Layers": []string{layerName},
 	}})
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
@@ -107,20 +142,11 @@ func layerTar(files []File) ([]byte, error) {
 			return nil, err
 		}
 		for _, d := range parents(name) {
-			if dirs[d] {
-				continue
-			}
-			dirs[d] = true
-			hdr := &tar.Header{Name: d + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Unix(0, 0)}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return nil, fmt.Errorf("tar header %s: %w", d, err)
+			if err := addDir(tw, dirs, d, 0o755); err != nil {
+				return nil, err
 			}
 		}
-		data, err := os.ReadFile(filepath.Clean(f.Source))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.Source, err)
-		}
-		if err := addFile(tw, name, data, 0o755); err != nil {
+		if err := addEntry(tw, dirs, name, f); err != nil {
 			return nil, err
 		}
 	}
@@ -128,6 +154,40 @@ func layerTar(files []File) ([]byte, error) {
 		return nil, fmt.Errorf("close layer: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// addEntry writes f as name: a directory, a link, inline data or a copied file.
+func addEntry(tw *tar.Writer, dirs map[string]bool, name string, f File) error {
+	switch {
+	case f.Dir:
+		return addDir(tw, dirs, name, f.mode())
+	case f.Link != "":
+		hdr := &tar.Header{Name: name, Linkname: f.Link, Mode: 0o777, Typeflag: tar.TypeSymlink, ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("tar header %s: %w", name, err)
+		}
+		return nil
+	case f.Source == "":
+		return addFile(tw, name, f.Data, f.mode())
+	}
+	data, err := os.ReadFile(filepath.Clean(f.Source))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", f.Source, err)
+	}
+	return addFile(tw, name, data, f.mode())
+}
+
+// addDir writes directory d once.
+func addDir(tw *tar.Writer, dirs map[string]bool, d string, mode int64) error {
+	if dirs[d] {
+		return nil
+	}
+	dirs[d] = true
+	hdr := &tar.Header{Name: d + "/", Mode: mode, Typeflag: tar.TypeDir, ModTime: time.Unix(0, 0)}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("tar header %s: %w", d, err)
+	}
+	return nil
 }
 
 // layerName turns an absolute path inside the image into a tar entry name.

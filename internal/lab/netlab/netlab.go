@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -250,4 +251,14 @@ func Sysctl(ns, key, value string) error {
 
 func ipnet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// Nft loads an nftables ruleset (nft -f syntax) inside ns.
+func Nft(ns, ruleset string) error {
+	cmd := exec.Command("nsenter", "--net="+Path(ns), "nft", "-f", "-") //nolint:gosec // G204: the lab's own namespace and rules
+	cmd.Stdin = strings.NewReader(ruleset)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft in %s: %w: %s", ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# conformance.sh runs the upstream Kubernetes e2e tests on a fresh estuary lab:
+# it builds e2e.test of the pinned Kubernetes version from the Go module proxy
+# (hack/kube-binaries.sh, cached), brings up a lab with estuary installed from
+# the chart, runs `estuary-lab conformance` (every [sig-network] [Conformance]
+# spec that is not [Serial], [Disruptive], [Slow] or a [Feature:...]), prints
+# each spec's result and "N passed, N failed", and removes the lab.
+#
+# Environment: NODES (3), ALL=1 (every [sig-network] spec the skip lets
+# through, not only [Conformance]), FOCUS (a ginkgo focus instead), KEEP=1
+# (leave the lab up), REPORT_DIR (_output/conformance),
+# STATE (/var/lib/estuary-conformance), API_PORT (16447).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "conformance: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }
+
+STATE=${STATE:-/var/lib/estuary-conformance}
+REPORT_DIR=${REPORT_DIR:-_output/conformance}
+start=$SECONDS
+
+BIN=$(bash hack/kube-binaries.sh e2e.test kubectl | tail -1)
+mkdir -p bin
+go build -o bin/estuary-lab ./cmd/estuary-lab
+lab() { ./bin/estuary-lab --state-dir "$STATE" "$@"; }
+
+lab up --cni estuary --nodes "${NODES:-3}" --api-port "${API_PORT:-16447}"
+if [ "${KEEP:-0}" != 1 ]; then
+  trap 'lab down' EXIT
+fi
+
+args=(--e2e-test "$BIN/e2e.test" --report-dir "$REPORT_DIR")
+[ "${ALL:-0}" = 1 ] && args+=(--all-network)
+[ -n "${FOCUS:-}" ] && args+=(--focus "$FOCUS")
+rc=0
+lab conformance "${args[@]}" || rc=$?
+echo "conformance: finished in $((SECONDS - start))s (lab up included); report in $REPORT_DIR/report.json"
+exit $rc

@@ -1,0 +1,83 @@
+//go:build lab
+
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/lab/conformance"
+)
+
+// conformanceSubset are the upstream [sig-network] [Conformance] specs that
+// make test runs on the e2e lab: those that cross estuary's data path (pod to
+// pod and node to pod over HTTP and UDP, Services by ClusterIP and NodePort,
+// cluster DNS, the API server reaching pods, host ports). make conformance
+// runs all of them (docs/conformance.md).
+var conformanceSubset = []string{
+	"Networking Granular Checks: Pods should function for intra-pod communication: http",
+	"Networking Granular Checks: Pods should function for intra-pod communication: udp",
+	"Networking Granular Checks: Pods should function for node-pod communication: http",
+	"Networking Granular Checks: Pods should function for node-pod communication: udp",
+	"Services should serve a basic endpoint from pods",
+	"Services should be able to create a functioning NodePort service",
+	"DNS should provide DNS for services",
+	"Proxy version v1 should proxy through a service and a pod",
+	"HostPort validates that there is no conflict between pods with same hostPort but different hostIP and protocol",
+}
+
+// TestUpstreamConformanceSubset runs conformanceSubset with the pinned
+// Kubernetes version's own e2e.test (built from the Go module proxy) against
+// the e2e lab, and requires every one of them to run and pass.
+func TestUpstreamConformanceSubset(t *testing.T) {
+	e := needLab(t)
+	kubectl, kubeconfig, err := e.kubectlPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2eTest := filepath.Join(filepath.Dir(kubectl), "e2e.test")
+	if _, err := os.Stat(e2eTest); err != nil {
+		build := exec.Command("bash", filepath.Join(e.repo, "hack", "kube-binaries.sh"), "e2e.test") // #nosec G204 -- test
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build e2e.test: %v\n%s", err, out)
+		}
+	}
+	quoted := make([]string, len(conformanceSubset))
+	for i, s := range conformanceSubset {
+		quoted[i] = regexp.QuoteMeta(s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	s, err := conformance.Run(ctx, conformance.Options{
+		E2ETest: e2eTest, Kubectl: kubectl, Kubeconfig: kubeconfig,
+		Focus:     `\[sig-network\] (` + strings.Join(quoted, "|") + `).*\[Conformance\]`,
+		Skip:      conformance.SkipDefault,
+		ReportDir: filepath.Join(e.tmp, "conformance"),
+		Timeout:   25 * time.Minute,
+		Output:    &out,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tail(out.String(), 4000))
+	}
+	var sum strings.Builder
+	s.Print(&sum)
+	t.Log("\n" + sum.String())
+	passed, failed, _ := s.Count()
+	if failed > 0 || passed != len(conformanceSubset) {
+		t.Fatalf("%s; want %d passed, 0 failed\n%s", s.Line(), len(conformanceSubset), tail(out.String(), 8000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
