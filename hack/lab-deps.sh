@@ -9,24 +9,23 @@ cd "$(dirname "$0")"
 
 bash ./debian-deps.sh containerd runc containernetworking-plugins iproute2 iptables nftables \
   conntrack ipset bird2 iperf3 iputils-ping tcpdump util-linux procps \
-  busybox-static bind9-dnsutils netcat-openbsd iperf curl libpcre2-8-0 libssl3 zlib1g libcrypt1
+  bind9-dnsutils netcat-openbsd iperf curl wget libpcre2-8-0 libssl3 zlib1g libcrypt1
 
-# nginx for the nginx test image: the package is unpacked into the cache, so no
-# nginx service ever starts on this machine.
+# nginx and busybox for the test images: each package is unpacked into the
+# cache, never installed, so no nginx service ever starts on this machine and
+# no busybox package is replaced (the dynamic build is the one the images need:
+# its shell looks commands up on PATH, the static build's runs its applets first).
 debs=${ESTUARY_CACHE:-/var/cache/estuary}/debs
-if [ ! -x "$debs/nginx-root/usr/sbin/nginx" ]; then
+unpack() { # unpack PACKAGE FILE: unpack PACKAGE into $debs/PACKAGE-root unless FILE is there
+  local pkg=$1 file=$2
+  [ -x "$debs/$pkg-root/$file" ] && return 0
   mkdir -p "$debs"
-  (cd "$debs" && { apt-get download -qq nginx 2>/dev/null || { apt-get update -qq && apt-get download -qq nginx; }; })
-  rm -rf "$debs/nginx-root.tmp"
-  dpkg-deb -x "$(ls -t "$debs"/nginx_*.deb | head -1)" "$debs/nginx-root.tmp"
-  mv "$debs/nginx-root.tmp" "$debs/nginx-root"
-  echo "lab-deps: unpacked nginx into $debs/nginx-root"
-fi
-
-# The lab starts its own containerd and bird per node; the packaged services stay off.
-for svc in containerd bird; do
-  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
-    systemctl stop "$svc" || true
-    systemctl disable "$svc" >/dev/null 2>&1 || true
-  fi
-done
+  (cd "$debs" && rm -f "${pkg}"_*.deb && { apt-get download -qq "$pkg" 2>/dev/null || { apt-get update -qq && apt-get download -qq "$pkg"; }; })
+  rm -rf "$debs/$pkg-root.tmp"
+  dpkg-deb -x "$(ls -t "$debs/${pkg}"_*.deb | head -1)" "$debs/$pkg-root.tmp"
+  rm -rf "$debs/$pkg-root"
+  mv "$debs/$pkg-root.tmp" "$debs/$pkg-root"
+  echo "lab-deps: unpacked $pkg into $debs/$pkg-root"
+}
+unpack nginx usr/sbin/nginx
+unpack busybox bin/busybox

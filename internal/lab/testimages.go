@@ -10,13 +10,12 @@ import (
 	"github.com/estuary-cni/estuary/internal/lab/images"
 )
 
-// busyboxBin is Debian's static busybox (busybox-static, installed by make lab-deps).
-const busyboxBin = "/bin/busybox"
-
 // testImages builds (or takes from the cache) the images of the upstream e2e
 // tests under their upstream names: agnhost (also the lab's own agnhost tag),
 // glibc-dns-testing, busybox and nginx. bin holds the Kubernetes binaries.
 func (l *Lab) testImages(cache, bin string) ([]string, error) {
+	// Debian's busybox, unpacked from its package by make lab-deps.
+	busyboxBin := filepath.Join(l.opts.CacheDir, "debs", "busybox-root", "bin", "busybox")
 	porter, err := l.porterDir()
 	if err != nil {
 		return nil, err

@@ -44,6 +44,18 @@ func Programs(paths ...string) ([]File, error) {
 	return out, nil
 }
 
+// ProgramAt returns the layer files that run the program at src as dst
+// inside an image (a program unpacked from a package rather than installed):
+// the program and its shared objects, as Programs.
+func ProgramAt(src, dst string) ([]File, error) {
+	files, err := Programs(src)
+	if err != nil {
+		return nil, err
+	}
+	files[0].Path = dst
+	return files, nil
+}
+
 // sharedObjects runs ldd on program and returns the objects it lists.
 func sharedObjects(program string) ([]string, error) {
 	cmd := exec.Command("ldd", program) //nolint:gosec // G204: programs the lab names itself

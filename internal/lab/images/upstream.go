@@ -27,22 +27,26 @@ const (
 // bind-tools, curl, netcat-openbsd, iproute2, iperf, bash) at their Debian paths.
 var toolPrograms = []string{
 	"/bin/dash", "/bin/bash", "/usr/bin/curl", "/bin/nc.openbsd", "/usr/bin/dig", "/usr/bin/nslookup",
-	"/bin/ip", "/bin/ss", "/usr/bin/iperf", "/usr/bin/iperf3", "/usr/bin/getent",
+	"/bin/ip", "/bin/ss", "/usr/bin/iperf", "/usr/bin/iperf3", "/usr/bin/getent", "/usr/bin/wget",
 }
 
 // Toolbox returns the base of the test images: the real programs of
-// toolPrograms, dash as /bin/sh, busybox for the small commands an alpine base
-// has, nc as the OpenBSD netcat, an /etc with root, nobody and the user and
-// group the upstream image defines, and a world-writable /tmp. The shell is not
-// busybox's: Debian's static busybox runs its own applets before anything on
-// PATH, so its nc would shadow the OpenBSD one the tests need; no applet is
-// linked under the name of a real program either.
+// toolPrograms, dash as /bin/sh, busybox (Debian's dynamic build, see
+// ProgramAt) for the small commands an alpine base has, nc as the OpenBSD
+// netcat, an /etc with root, nobody and the user and group the upstream image
+// defines, and a world-writable /tmp. No applet is linked under the name of a
+// real program, and the real ones come first on PATH: busybox's nc lacks the
+// options the tests use, and Debian's busybox wget crashes on -T.
 func Toolbox(busybox string) ([]File, error) {
 	files, err := Programs(toolPrograms...)
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, File{Source: busybox, Path: busyboxPath},
+	bb, err := ProgramAt(busybox, busyboxPath)
+	if err != nil {
+		return nil, err
+	}
+	files = append(append(files, bb...),
 		File{Path: "/usr/bin/nc", Link: "/bin/nc.openbsd"},
 		File{Path: "/bin/sh", Link: "dash"},
 		File{Path: "/tmp", Dir: true, Mode: 0o1777},
@@ -77,7 +81,7 @@ type AgnhostSources struct {
 	Agnhost string // the agnhost binary built from the pinned Kubernetes
 	CoreDNS string // the coredns binary (upstream ships /coredns); empty leaves it out
 	Porter  string // test/images/agnhost/porter of the pinned Kubernetes (localhost.crt, .key)
-	BusyBox string // a static busybox
+	BusyBox string // busybox (ProgramAt)
 }
 
 // Agnhost returns the agnhost image named both local and upstream: the
@@ -113,15 +117,24 @@ func GlibcDNS(busybox string) (Image, error) {
 		Cmd: []string{"/bin/sh"}, Env: []string{upstreamPATH}}, nil
 }
 
-// BusyBox returns the busybox image: a static busybox and its applets in /bin.
+// BusyBox returns the busybox image: busybox and its applets in /bin, with
+// GNU wget before busybox's on PATH (Debian's busybox wget crashes on -T).
 func BusyBox(busybox string) (Image, error) {
 	names, err := BusyboxApplets(busybox)
 	if err != nil {
 		return Image{}, err
 	}
-	files := append([]File{{Source: busybox, Path: busyboxPath}, {Path: "/tmp", Dir: true, Mode: 0o1777}},
-		etcFiles()...)
-	files = append(files, Applets(busyboxPath, "/bin", names, nil)...)
+	files, err := ProgramAt(busybox, busyboxPath)
+	if err != nil {
+		return Image{}, err
+	}
+	wget, err := Programs("/usr/bin/wget")
+	if err != nil {
+		return Image{}, err
+	}
+	files = append(append(files, wget...), File{Path: "/tmp", Dir: true, Mode: 0o1777})
+	files = append(files, etcFiles()...)
+	files = append(files, Applets(busyboxPath, "/bin", names, map[string]bool{"/bin/wget": true})...)
 	return Image{Tag: UpstreamBusyBox, Files: sortedFiles(files), Entrypoint: []string{},
 		Cmd: []string{"sh"}, Env: []string{upstreamPATH}}, nil
 }
@@ -131,11 +144,10 @@ func BusyBox(busybox string) (Image, error) {
 // configuration that serves a page on port 80 in the foreground, and the
 // directories nginx's compiled-in paths name.
 func Nginx(nginxBin, busybox string) (Image, error) {
-	files, err := Programs(nginxBin)
+	files, err := ProgramAt(nginxBin, "/usr/sbin/nginx")
 	if err != nil {
 		return Image{}, err
 	}
-	files[0].Path = "/usr/sbin/nginx"
 	conf := "user root;\nworker_processes 1;\nerror_log stderr;\npid /run/nginx.pid;\n" +
 		"events { worker_connections 256; }\n" +
 		"http {\n  access_log off;\n  include /etc/nginx/mime.types;\n" +
@@ -146,8 +158,12 @@ func Nginx(nginxBin, busybox string) (Image, error) {
 		File{Path: upstreamNginxRoot + "/index.html", Data: []byte("<html><body>nginx</body></html>\n"), Mode: 0o644},
 		File{Path: "/var/lib/nginx", Dir: true}, File{Path: "/var/log/nginx", Dir: true},
 		File{Path: "/run", Dir: true}, File{Path: "/tmp", Dir: true, Mode: 0o1777},
-		File{Source: busybox, Path: busyboxPath}, File{Path: "/bin/sh", Link: busyboxPath})
-	files = append(files, etcFiles()...)
+		File{Path: "/bin/sh", Link: busyboxPath})
+	bb, err := ProgramAt(busybox, busyboxPath)
+	if err != nil {
+		return Image{}, err
+	}
+	files = append(append(files, bb...), etcFiles()...)
 	return Image{Tag: UpstreamNginx, Files: sortedFiles(files), Entrypoint: []string{},
 		Cmd: []string{"/usr/sbin/nginx", "-g", "daemon off;"}, Env: []string{upstreamPATH}}, nil
 }

@@ -33,8 +33,8 @@ func TestUpstreamImagesRunTheirPrograms(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("chroot needs root")
 	}
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("busybox-static is not installed (make lab-deps installs it)")
+	if _, err := os.Stat(testBusybox); err != nil {
+		t.Skip("busybox is not unpacked (make lab-deps unpacks it)")
 	}
 	dir := t.TempDir()
 	agnhost := filepath.Join(dir, "agnhost-bin")
@@ -50,7 +50,7 @@ func TestUpstreamImagesRunTheirPrograms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	img, err := Agnhost(AgnhostSources{Agnhost: agnhost, Porter: porter, BusyBox: "/bin/busybox"}, "example.local/agnhost:lab")
+	img, err := Agnhost(AgnhostSources{Agnhost: agnhost, Porter: porter, BusyBox: testBusybox}, "example.local/agnhost:lab")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +58,9 @@ func TestUpstreamImagesRunTheirPrograms(t *testing.T) {
 	script := `set -e
 test "$(readlink /bin/sh)" = dash
 test "$(command -v nc)" = /usr/bin/nc
+test "$(command -v wget)" = /usr/bin/wget
+wget -q -O - -T 1 http://127.0.0.1:1/ 2>/dev/null || test $? -ne 139
+seq 1 2 | awk '{print $1}' | grep -q 2
 nc -h 2>&1 | grep -q -- '-z'
 nc -z -w 1 -v -t 127.0.0.1 1 2>&1 | grep -q 'refused'
 nc -u -z -w 1 127.0.0.1 53
@@ -80,12 +83,21 @@ ip -V >/dev/null && ss -h >/dev/null && iperf3 -v >/dev/null
 	if _, err := os.Stat(nginx); err != nil {
 		t.Skip("nginx is not unpacked (make lab-deps unpacks it)")
 	}
-	ngx, err := Nginx(nginx, "/bin/busybox")
+	ngx, err := Nginx(nginx, testBusybox)
 	if err != nil {
 		t.Fatal(err)
 	}
 	chrootRun(t, unpack(t, ngx), "/usr/sbin/nginx", "-t")
+
+	bb, err := BusyBox(testBusybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chrootRun(t, unpack(t, bb), "/bin/sh", "-c", `set -e; test "$(command -v wget)" = /usr/bin/wget; echo ok | grep -q ok`)
 }
+
+// testBusybox is Debian's busybox as make lab-deps unpacks it.
+const testBusybox = "/var/cache/estuary/debs/busybox-root/bin/busybox"
 
 // unpack writes img's layer into a new directory and returns it.
 func unpack(t *testing.T, img Image) string {
