@@ -221,18 +221,40 @@ func compare(ep store.Endpoint, a Attachment, prev *cniv1.AddReply) []string {
 	return diffs
 }
 
+// netConf is what the daemon reads of a network configuration: its "name",
+// and whether it asks for a bandwidth limit (runtimeConfig.bandwidth with a
+// rate, which the runtime passes to a plugin with the bandwidth capability
+// from the pod's kubernetes.io/ingress-bandwidth and egress-bandwidth
+// annotations). The zero value stands for a missing or unparsable one.
+type netConf struct {
+	Name          string `json:"name"`
+	RuntimeConfig struct {
+		Bandwidth *struct {
+			IngressRate uint64 `json:"ingressRate"`
+			EgressRate  uint64 `json:"egressRate"`
+		} `json:"bandwidth"`
+	} `json:"runtimeConfig"`
+}
+
+// parseNetConf parses conf once for every field the daemon reads.
+func parseNetConf(conf []byte) netConf {
+	var c netConf
+	if len(conf) == 0 || json.Unmarshal(conf, &c) != nil {
+		return netConf{}
+	}
+	return c
+}
+
+// shaped reports whether the configuration asks for a bandwidth limit.
+func (c netConf) shaped() bool {
+	bw := c.RuntimeConfig.Bandwidth
+	return bw != nil && (bw.IngressRate > 0 || bw.EgressRate > 0)
+}
+
 // networkName is the "name" of a network configuration; "" when it has
 // none or does not parse (GC requests with such a configuration are
 // refused by validateGC).
-func networkName(conf []byte) string {
-	var c struct {
-		Name string `json:"name"`
-	}
-	if len(conf) == 0 || json.Unmarshal(conf, &c) != nil {
-		return ""
-	}
-	return c.Name
-}
+func networkName(conf []byte) string { return parseNetConf(conf).Name }
 
 func keyOf(a Attachment) store.Key {
 	return store.Key{ContainerID: a.ContainerID, IfName: a.IfName}
@@ -264,9 +286,10 @@ func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("encode result: %w", err)
 	}
+	conf := parseNetConf(a.NetworkConfig)
 	return store.Endpoint{
 		Key:          keyOf(a),
-		Network:      networkName(a.NetworkConfig),
+		Network:      conf.Name,
 		Netns:        a.Netns,
 		PodNamespace: a.PodNamespace,
 		PodName:      a.PodName,
@@ -274,27 +297,8 @@ func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
 		IPs:          addressesOf(reply),
 		Result:       raw,
 		Created:      time.Now().UTC(),
-		Shaped:       shaped(a.NetworkConfig),
+		Shaped:       conf.shaped(),
 	}, nil
-}
-
-// shaped reports whether a network configuration asks for a bandwidth
-// limit: runtimeConfig.bandwidth with a rate, which the runtime passes to a
-// plugin with the bandwidth capability from the pod's
-// kubernetes.io/ingress-bandwidth and egress-bandwidth annotations.
-func shaped(conf []byte) bool {
-	var c struct {
-		RuntimeConfig struct {
-			Bandwidth *struct {
-				IngressRate uint64 `json:"ingressRate"`
-				EgressRate  uint64 `json:"egressRate"`
-			} `json:"bandwidth"`
-		} `json:"runtimeConfig"`
-	}
-	if len(conf) == 0 || json.Unmarshal(conf, &c) != nil || c.RuntimeConfig.Bandwidth == nil {
-		return false
-	}
-	return c.RuntimeConfig.Bandwidth.IngressRate > 0 || c.RuntimeConfig.Bandwidth.EgressRate > 0
 }
 
 func addressesOf(r *cniv1.AddReply) []string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/lab/images"
@@ -18,12 +17,12 @@ const (
 	// CoreDNSImage is the CoreDNS image the lab imports into every node.
 	CoreDNSImage = coreDNSRepo + ":lab"
 	// DNSNamespace is where CoreDNS runs.
-	DNSNamespace = "kube-system"
+	DNSNamespace = EstuaryNamespace
 	// ClusterDomain is the cluster's DNS domain (kubelet's clusterDomain).
 	ClusterDomain = "cluster.local"
 
 	coreDNSRepo = "estuary-lab.local/coredns"
-	// dnsTimeout bounds the wait for the CoreDNS Deployment to be Available.
+	// dnsTimeout bounds the wait for the CoreDNS Deployment to roll out.
 	dnsTimeout = 3 * time.Minute
 )
 
@@ -60,52 +59,9 @@ func (l *Lab) installDNS(ctx context.Context, bin string) error {
 	if _, err := l.kubectl(ctx, bin, "apply", "-f", path); err != nil {
 		return fmt.Errorf("apply coredns manifest: %w", err)
 	}
-	return l.waitDNS(ctx, bin)
-}
-
-// waitDNS polls the CoreDNS Deployment until it is Available with a ready
-// replica, for at most dnsTimeout; the error shows the CoreDNS pods and logs.
-func (l *Lab) waitDNS(ctx context.Context, bin string) error {
+	// The Deployment lives in the estuary namespace (kube-system), so the
+	// install's own wait applies, with its stuck-pod detection and logs.
 	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 	defer cancel()
-	deploy := "deployment/" + render.CoreDNSName
-	var last string
-	var lastErr error
-	for {
-		if err := l.exited(); err != nil {
-			return err
-		}
-		last, lastErr = l.kubectl(ctx, bin, "get", deploy, "-n", DNSNamespace, "-o",
-			`jsonpath={.status.conditions[?(@.type=="Available")].status}/{.status.availableReplicas}`)
-		if lastErr == nil && dnsAvailable(last) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			err := ctx.Err()
-			if lastErr != nil {
-				err = fmt.Errorf("%w; last error: %w", err, lastErr)
-			}
-			return fmt.Errorf("%s in %s not Available after %s (Available/replicas %q): %w\n%s",
-				deploy, DNSNamespace, dnsTimeout, last, err, l.dnsDiagnostics(bin))
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// dnsAvailable reads "<Available condition>/<available replicas>".
-func dnsAvailable(s string) bool {
-	cond, replicas, _ := strings.Cut(strings.TrimSpace(s), "/")
-	return cond == "True" && replicas != "" && replicas != "0"
-}
-
-// dnsDiagnostics returns the CoreDNS pods and their last log lines.
-func (l *Lab) dnsDiagnostics(bin string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	sel := "k8s-app=" + render.CoreDNSAppLabel
-	pods, _ := l.kubectl(ctx, bin, "get", "pods", "-n", DNSNamespace, "-l", sel, "-o", "wide")
-	events, _ := l.kubectl(ctx, bin, "get", "events", "-n", DNSNamespace, "--field-selector", "involvedObject.kind=Pod")
-	logs, _ := l.kubectl(ctx, bin, "logs", "-n", DNSNamespace, "-l", sel, "--tail", "15", "--all-containers")
-	return fmt.Sprintf("%s\n%s\n--- coredns logs:\n%s", strings.TrimSpace(pods), lastLines(events, 10), strings.TrimSpace(logs))
+	return l.rolloutStatus(ctx, bin, "deployment/"+render.CoreDNSName)
 }

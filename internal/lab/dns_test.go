@@ -11,17 +11,6 @@ import (
 	"testing"
 )
 
-func TestDNSAvailable(t *testing.T) {
-	for in, want := range map[string]bool{
-		"True/1": true, "True/1\n": true, "True/0": false, "True/": false,
-		"False/1": false, "/": false, "": false,
-	} {
-		if got := dnsAvailable(in); got != want {
-			t.Errorf("dnsAvailable(%q) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestAppendCoreDNS(t *testing.T) {
 	bin, cache := t.TempDir(), t.TempDir()
 	if err := writeFile(filepath.Join(bin, "coredns"), "#!coredns"); err != nil {
