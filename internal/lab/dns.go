@@ -33,7 +33,7 @@ func appendCoreDNS(archives []string, cache, bin string) ([]string, error) {
 	if _, err := os.Stat(src); err != nil {
 		return nil, fmt.Errorf("coredns binary (hack/kube-binaries.sh coredns builds it): %w", err)
 	}
-	a, err := images.Cached(cache, CoreDNSImage, src, "/coredns")
+	a, err := images.CachedFull(cache, "coredns", images.Image{Tag: CoreDNSImage, Binary: src, Path: "/coredns"})
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", CoreDNSImage, err)
 	}

@@ -247,22 +247,6 @@ func FileHash(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// Cached returns the archive that packs the binary at bin as tag under cacheDir,
-// keyed by the content of both, writing it only when it is not cached yet.
-func Cached(cacheDir, tag, bin, inImage string) (archive string, err error) {
-	h, err := FileHash(bin)
-	if err != nil {
-		return "", err
-	}
-	th := sha256.Sum256([]byte(tag))
-	base := filepath.Base(strings.SplitN(tag, ":", 2)[0])
-	archive = filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s.tar", base, h, hex.EncodeToString(th[:])[:8]))
-	if _, err := os.Stat(archive); err == nil {
-		return archive, nil
-	}
-	return archive, WriteArchive(Image{Tag: tag, Binary: bin, Path: inImage}, archive)
-}
-
 // BuildPause compiles the pause program in srcDir (a directory of the estuary module)
 // into cacheDir, keyed by the hash of its source, and returns the binary's path.
 func BuildPause(srcDir, cacheDir string) (string, error) {

@@ -18,7 +18,7 @@ func TestWriteArchive(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!binary"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := Cached(dir, "example.local/prog:v1", bin, "/prog")
+	out, err := CachedFull(dir, "prog", Image{Tag: "example.local/prog:v1", Binary: bin, Path: "/prog"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +56,9 @@ func TestWriteArchive(t *testing.T) {
 	if _, ok := files[manifest[0].Layers[0]]; !ok {
 		t.Errorf("layer %s missing", manifest[0].Layers[0])
 	}
-	again, err := Cached(dir, "example.local/prog:v1", bin, "/prog")
+	again, err := CachedFull(dir, "prog", Image{Tag: "example.local/prog:v1", Binary: bin, Path: "/prog"})
 	if err != nil || again != out {
-		t.Errorf("second Cached = %s, %v; want cached %s", again, err, out)
+		t.Errorf("second CachedFull = %s, %v; want cached %s", again, err, out)
 	}
 }
 
