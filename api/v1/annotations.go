@@ -16,11 +16,39 @@ const (
 	// Underlay): the pod is refused when the network it would get is of
 	// another type.
 	AnnotationNetworkType = "networking.estuary.io/network-type"
-	// AnnotationIPRetain, set to "false" on a StatefulSet's pod template,
-	// releases a pod's address when the pod goes instead of keeping it for
-	// the pod that replaces it.
+	// AnnotationIPRetain ("true" or "false") says whether a pod's addresses
+	// are kept for its workload when the pod goes. Default: "true" for a
+	// StatefulSet's pods (kept for the pod of the same ordinal), "false" for
+	// every other pod. A retaining pod of any other workload leaves its
+	// addresses to its top-level owner (the Deployment of its ReplicaSet,
+	// the CronJob of its Job, its DaemonSet, ReplicaSet or Job, or the pod
+	// itself), whose next pod takes them first.
 	AnnotationIPRetain = "networking.estuary.io/ip-retain"
+	// AnnotationIPRetainTTL is how long a retained address is kept: a
+	// duration ("30m", "24h") or "Never". Default: 24h for every workload
+	// but a StatefulSet, whose addresses are kept (without it) as long as
+	// the StatefulSet has the ordinal.
+	AnnotationIPRetainTTL = "networking.estuary.io/ip-retain-ttl"
+	// AnnotationIPAddress asks for given addresses, one per family,
+	// comma-separated ("10.10.0.7" or "10.10.0.7,fd00:10::7").
+	AnnotationIPAddress = "networking.estuary.io/ip-address"
+	// AnnotationIPPool is a comma-separated list of addresses the pod takes
+	// one entry of: a StatefulSet's pod of ordinal i takes entry i, any
+	// other pod the first entry no other pod holds. A dual-stack entry
+	// names one address per family joined by "/" ("10.10.0.7/fd00:10::7").
+	AnnotationIPPool = "networking.estuary.io/ip-pool"
+	// AnnotationMACAddress fixes the MAC address of the pod's interface
+	// ("0a:58:0a:0a:00:07", unicast).
+	AnnotationMACAddress = "networking.estuary.io/mac-address"
+	// AnnotationMACPool is a comma-separated list of MAC addresses: the pod
+	// takes the entry with the index of the ip-pool entry it took, or, for a
+	// StatefulSet's pod, the entry of its ordinal.
+	AnnotationMACPool = "networking.estuary.io/mac-pool"
 )
+
+// RetainNever is the AnnotationIPRetainTTL value that keeps a retained
+// address until it is released by hand.
+const RetainNever = "Never"
 
 // Values of AnnotationIPFamily.
 const (

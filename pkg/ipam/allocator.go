@@ -306,6 +306,41 @@ func (a *Allocator) Retain(name string, addr netip.Addr, owner string) error {
 	return a.do(name, func(s *subnet) error { return s.retain(addr, owner) })
 }
 
+// Transfer hands addr, held by from, to owner to in state st (Allocated or
+// Retained) in one step, so the address is never free in between. It fails
+// with ErrNotAllocated if nobody holds addr and with ErrInUse, changing
+// nothing, if someone other than from does.
+func (a *Allocator) Transfer(name string, addr netip.Addr, from, to string, st State) error {
+	if err := checkOwner(to); err != nil {
+		return err
+	}
+	if st != Allocated && st != Retained {
+		return &Error{Kind: ErrInvalidRequest, Subnet: name, Addr: addr, Owner: to, Detail: fmt.Sprintf("cannot transfer %s to state %v", addr, st)}
+	}
+	return a.do(name, func(s *subnet) error { return s.transfer(addr, from, to, st) })
+}
+
+// CheckAddr reports whether addr could ever be assigned in a subnet
+// configured as cfg: nil, or an error of kind ErrInvalidConfig (cfg),
+// ErrOutOfRange (outside the prefix or the window [Start, End]) or
+// ErrExcluded (network, broadcast, gateway or an excluded range). It holds
+// nothing and needs no Allocator, so admission can check an address before
+// any allocation.
+func CheckAddr(cfg SubnetConfig, addr netip.Addr) error {
+	l, err := newLayout(cfg)
+	if err != nil {
+		return err
+	}
+	off, ok := l.offset(addr)
+	if !ok {
+		return &Error{Kind: ErrOutOfRange, Subnet: cfg.Name, Prefix: cfg.Prefix, Addr: addr, Detail: fmt.Sprintf("address %s is outside %s", addr, cfg.Prefix)}
+	}
+	if e := l.refuse(off, addr); e != nil {
+		return e
+	}
+	return nil
+}
+
 // Lookup returns the record of a held address, or ErrNotAllocated.
 func (a *Allocator) Lookup(name string, addr netip.Addr) (Record, error) {
 	var r Record

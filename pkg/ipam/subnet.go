@@ -398,3 +398,16 @@ func (st *Stats) add(o Stats) {
 	st.Available = sat(st.Available, o.Available)
 	st.Stranded = sat(st.Stranded, o.Stranded)
 }
+
+// transfer hands a, held by from, to owner to in the given state, in one step:
+// the address is never free in between.
+func (s *subnet) transfer(a netip.Addr, from, to string, st State) error {
+	off, e, err := s.heldBy(a, from)
+	if err != nil {
+		return err
+	}
+	s.h.remove(off, e)
+	e.owner, e.state = to, st
+	s.h.add(off, e)
+	return nil
+}

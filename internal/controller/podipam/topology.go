@@ -146,7 +146,7 @@ func (t *Topology) setNetwork(n *estuaryv1.Network) {
 // withRecords is set (after the rebuild); during the rebuild the rebuild's
 // records fill it.
 func (t *Topology) setSubnet(ctx context.Context, sn *estuaryv1.Subnet, withRecords bool) error {
-	cfg, err := subnetConfig(sn)
+	cfg, err := netmodel.SubnetConfig(sn)
 	if err != nil {
 		return err
 	}
