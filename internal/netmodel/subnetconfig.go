@@ -53,4 +53,3 @@ func ranges(subnet, field string, in []estuaryv1.AddressOrRange) ([]ipam.Range, 
 	}
 	return out, nil
 }
-
