@@ -6,8 +6,11 @@ package v1
 const (
 	// AnnotationNetwork names the Network to allocate from.
 	AnnotationNetwork = "networking.estuary.io/network"
-	// AnnotationSubnet names one subnet per family, comma-separated
-	// ("pods-v4" or "pods-v4,pods-v6"); named subnets may be private.
+	// AnnotationSubnet names the subnets to allocate from, comma-separated,
+	// at most 16 and none twice ("pods-v4", "pods-v4,pods-v6" or
+	// "pods-a,pods-b,pods-v6"). For each family the subnets of that family
+	// are tried in the order written and the first with a free address is
+	// used. All must belong to one network; named subnets may be private.
 	AnnotationSubnet = "networking.estuary.io/subnet"
 	// AnnotationIPFamily is IPv4, IPv6 or DualStack. Default: every family
 	// the network has public subnets for.

@@ -1,7 +1,8 @@
 // Command kubectl-estuary is the kubectl plugin `kubectl estuary` (install
 // the binary on the PATH): see who holds a pod address, what a workload
-// holds, how full the subnets are; release an address; check and repair the
-// address records. The commands are internal/cli.
+// holds, how full the subnets are; reserve addresses for a workload; release
+// an address; check and repair the address records. The commands are
+// internal/cli.
 package main
 
 import (

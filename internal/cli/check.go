@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -42,10 +41,12 @@ func checkCmd(o *options) *cobra.Command {
 		Short: "Cross-check address records, pods and Subnet counts; exit 3 when anything is wrong",
 		Long: `check reads every pod, IPInstance and Subnet (no lock: the cluster keeps serving
 pods), twice, interval apart, and reports what both reads show wrong: leaked records,
-pods holding two addresses of one family, running pods whose address has no record,
-addresses two pods use, records not named after their address, and Subnet counts that
-differ from a recount. Objects younger than --grace are not judged. With -o json the
-report can be given to 'repair --from-report'.`,
+retained records left more than 5 minutes past their expiry, pods holding two addresses
+of one family, running pods whose address has no record, addresses two pods use,
+records not named after their address, and Subnet counts that differ from a recount.
+Reserved records, and Retained ones not yet expired, are not wrong. Objects younger
+than --grace are not judged. With -o json the report can be given to
+'repair --from-report'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -99,7 +100,7 @@ func repairCmd(o *options) *cobra.Command {
 	var yes bool
 	c := &cobra.Command{
 		Use:   "repair --from-report FILE",
-		Short: "Release the leaked and extra records a check reported, and nothing else",
+		Short: "Release the leaked, expired and extra records a check reported, and nothing else",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from == "" {
@@ -126,8 +127,9 @@ func repairCmd(o *options) *cobra.Command {
 }
 
 // repair releases what the report names and still holds: a leaked record
-// (same UID, its pod still gone or finished) and, of a pod's two records
-// of one family, the one it does not use. Other findings are left to the
+// (same UID, its pod still gone or finished, nothing keeping it), a
+// retained record still past its expiry, and, of a pod's two records of
+// one family, the one it does not use. Other findings are left to the
 // manager and reported as such.
 func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report, yes bool) error {
 	plan, notes := planRepair(ctx, k, r)
@@ -148,7 +150,7 @@ func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report,
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, say(s.Out, "released %s (ipinstance %s of pod %s/%s)", ipi.Spec.Address.IP, ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName))
+		errs = append(errs, say(s.Out, "released %s (%s)", ipi.Spec.Address.IP, holder(ipi)))
 	}
 	return errors.Join(errs...)
 }
@@ -168,7 +170,7 @@ func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*es
 	var notes []string
 	for _, f := range r.Findings {
 		switch f.Kind {
-		case ipamcheck.Leaked, ipamcheck.TwoAddresses:
+		case ipamcheck.Leaked, ipamcheck.ExpiredRetention, ipamcheck.TwoAddresses:
 		default:
 			notes = append(notes, fmt.Sprintf("left alone: %s (the manager repairs it, or there is nothing to release)", f))
 			continue
@@ -195,32 +197,41 @@ func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding) (*estuar
 	if string(ipi.UID) != f.RecordUID {
 		return nil, fmt.Sprintf("ipinstance %s is another record now (uid %s)", f.Record, ipi.UID)
 	}
+	pod, err := podOfRecord(ctx, k, ipi)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if f.Kind == ipamcheck.TwoAddresses {
+		return recheckTwo(ipi, pod)
+	}
+	if kind, _ := ipamcheck.Judge(ipi, pod, time.Now()); kind != f.Kind {
+		return nil, fmt.Sprintf("no longer %s: ipinstance %s is %s now", f.Kind, ipi.Name, phaseOf(ipi))
+	}
+	if why := usedBy(ipi, pod); why != "" {
+		return nil, why
+	}
 	if f.Kind == ipamcheck.Leaked {
-		why, err := stillWanted(ctx, k, ipi)
+		why, err := keptFor(ctx, k, ipi)
 		if err != nil {
 			return nil, err.Error()
 		}
 		if why != "" {
 			return nil, "no longer leaked: " + why
 		}
-		return ipi, ""
 	}
+	return ipi, ""
+}
+
+// recheckTwo returns a record of a pod that holds two of one family if the
+// pod uses the other one, or why not.
+func recheckTwo(ipi *estuaryv1.IPInstance, pod *corev1.Pod) (*estuaryv1.IPInstance, string) {
 	b := ipi.Spec.Binding
-	pod := &corev1.Pod{}
-	err := k.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.PodName}, pod)
-	switch {
-	case apierrors.IsNotFound(err):
-		pod = nil
-	case err != nil:
-		return nil, fmt.Sprintf("pod %s/%s cannot be read now (%v)", b.Namespace, b.PodName, err)
-	}
-	// TwoAddresses: release this record only if the pod uses another.
 	if pod == nil || string(pod.UID) != b.PodUID {
 		return nil, "the pod is gone now; the manager releases both"
 	}
 	addr, err := netip.ParsePrefix(ipi.Spec.Address.IP)
 	if err != nil {
-		return nil, fmt.Sprintf("ipinstance %s has no readable address", ipi.Name)
+		return nil, fmt.Sprintf("ipinstance %s has no readable address (spec.address.ip %q)", ipi.Name, ipi.Spec.Address.IP)
 	}
 	for _, pip := range pod.Status.PodIPs {
 		if a, err := netip.ParseAddr(pip.IP); err == nil && a == addr.Addr() {

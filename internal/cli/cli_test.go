@@ -111,6 +111,13 @@ func runningPod(t *testing.T, ns, name string, owner *metav1.OwnerReference, ips
 // recordFor creates the record of ip for pod ns/name.
 func recordFor(t *testing.T, ip, subnet, ns, pod, uid string, owner estuaryv1.OwnerReference, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
 	t.Helper()
+	return recordWith(t, ip, subnet, ns, pod, uid, owner, phase, nil)
+}
+
+// recordWith creates the record of ip for pod ns/name as recordFor does,
+// after edit (when not nil) changed it.
+func recordWith(t *testing.T, ip, subnet, ns, pod, uid string, owner estuaryv1.OwnerReference, phase estuaryv1.IPInstancePhase, edit func(*estuaryv1.IPInstance)) *estuaryv1.IPInstance {
+	t.Helper()
 	p := netip.MustParsePrefix(ip)
 	ipi := &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(p.Addr()),
@@ -122,6 +129,9 @@ func recordFor(t *testing.T, ip, subnet, ns, pod, uid string, owner estuaryv1.Ow
 	}
 	if owner.Kind == "StatefulSet" {
 		ipi.Spec.Binding.StatefulOrdinal = ptr.To[int32](0)
+	}
+	if edit != nil {
+		edit(ipi)
 	}
 	create(t, ipi)
 	return ipi

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -22,7 +18,7 @@ func getCmd(o *options) *cobra.Command {
 	c := &cobra.Command{Use: "get", Short: "Show who holds an address, or what a workload holds"}
 	c.AddCommand(&cobra.Command{
 		Use:   "ip ADDRESS",
-		Short: "Who holds an address: pod, owner, node, phase, since when",
+		Short: "Who holds an address: pod, owner, node, phase, since when, until when",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := netip.ParseAddr(args[0])
@@ -36,22 +32,7 @@ func getCmd(o *options) *cobra.Command {
 			return getIP(cmd.Context(), k, o.streams, a)
 		},
 	})
-	c.AddCommand(&cobra.Command{
-		Use:   "workload KIND/NAME",
-		Short: "The addresses a workload's pods hold and its owner keeps (StatefulSet, Deployment, ReplicaSet, DaemonSet, Job, Pod)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, ok := strings.Cut(args[0], "/")
-			if !ok || kind == "" || name == "" {
-				return fmt.Errorf("get workload: %q is not KIND/NAME (e.g. statefulset/web)", args[0])
-			}
-			k, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			return getWorkload(cmd.Context(), k, o.streams, o.ns(), canonicalKind(kind), name)
-		},
-	})
+	c.AddCommand(workloadCmd(o))
 	return c
 }
 
@@ -71,21 +52,78 @@ func getIP(ctx context.Context, k client.Client, s Streams, a netip.Addr) error 
 	row("Address", ipi.Spec.Address.IP)
 	row("Record", "ipinstance "+ipi.Name)
 	row("Network/Subnet", ipi.Spec.Network+"/"+ipi.Spec.Subnet)
-	row("Phase", string(ipi.Status.Phase))
-	row("Pod", b.Namespace+"/"+b.PodName+uidNote(b.PodUID))
+	row("Phase", phaseOf(ipi))
+	row("Pod", podNote(b))
 	row("Owner", fmt.Sprintf("%s %s/%s%s", b.Owner.Kind, b.Namespace, b.Owner.Name, ordinalNote(b.StatefulOrdinal)))
 	row("Node", orDash(b.NodeName))
+	row("Reserved", yesNo(ipi.Spec.Reserved))
+	row("Retention", retentionNote(ipi.Spec.Retention))
 	row("Since", since(ipi.CreationTimestamp))
+	row("Expires", expiresNote(ipi))
 	row("Held", heldNote(ipi))
 	return t.writeTo(s.Out)
 }
 
-// heldNote says how long the address stays with its holder.
+// heldNote says whom the address is held for and how long.
 func heldNote(ipi *estuaryv1.IPInstance) string {
-	if ipi.Status.Phase == estuaryv1.IPInstanceRetained {
-		return fmt.Sprintf("for the next pod %s of %s %s, while it keeps that ordinal", ipi.Spec.Binding.PodName, ipi.Spec.Binding.Owner.Kind, ipi.Spec.Binding.Owner.Name)
+	b := ipi.Spec.Binding
+	owner := ownerName(ipi)
+	switch ipi.Status.Phase {
+	case estuaryv1.IPInstanceReserved:
+		return "reserved for the next pod of " + owner + ", until released by hand"
+	case estuaryv1.IPInstanceRetained:
+		next := "for the next pod of " + owner
+		if b.Owner.Kind == "StatefulSet" {
+			next = fmt.Sprintf("for the next pod %s of %s, while it keeps that ordinal", b.PodName, owner)
+		}
+		if exp := ipi.Status.ExpiresAt; exp != nil {
+			return next + ", until " + exp.UTC().Format(time.RFC3339)
+		}
+		return next
 	}
-	return "while pod " + ipi.Spec.Binding.PodName + " exists"
+	held := "while pod " + b.PodName + " exists"
+	switch {
+	case ipi.Spec.Reserved:
+		return held + ", then reserved for " + owner + " again"
+	case ipi.Spec.Retention != nil:
+		return held + ", then retained for " + owner
+	}
+	return held
+}
+
+// holder names who holds a record's address, for messages.
+func holder(ipi *estuaryv1.IPInstance) string {
+	b := ipi.Spec.Binding
+	s := fmt.Sprintf("ipinstance %s, %s, owner %s", ipi.Name, phaseOf(ipi), ownerName(ipi))
+	if b.PodName != "" {
+		s += ", pod " + podNote(b)
+	}
+	if b.NodeName != "" {
+		s += ", node " + b.NodeName
+	}
+	if ipi.Spec.Reserved {
+		s += ", reserved"
+	}
+	return s
+}
+
+func ownerName(ipi *estuaryv1.IPInstance) string {
+	b := ipi.Spec.Binding
+	return fmt.Sprintf("%s %s/%s", b.Owner.Kind, b.Namespace, b.Owner.Name)
+}
+
+func phaseOf(ipi *estuaryv1.IPInstance) string {
+	if ipi.Status.Phase == "" {
+		return "no phase"
+	}
+	return string(ipi.Status.Phase)
+}
+
+func podNote(b estuaryv1.Binding) string {
+	if b.PodName == "" {
+		return "none yet"
+	}
+	return b.Namespace + "/" + b.PodName + uidNote(b.PodUID)
 }
 
 func uidNote(uid string) string {
@@ -102,6 +140,49 @@ func ordinalNote(o *int32) string {
 	return fmt.Sprintf(" (ordinal %d)", *o)
 }
 
+func retentionNote(r *estuaryv1.Retention) string {
+	switch {
+	case r == nil:
+		return "none"
+	case r.TTL == nil:
+		return "kept without time limit (Never)"
+	}
+	return "ttl " + r.TTL.Duration.String()
+}
+
+// expiresAt is when a record expires, for a table column: its
+// status.expiresAt, "never" for a Retained or Reserved record without one,
+// "-" for a Bound one (it goes with its pod).
+func expiresAt(ipi *estuaryv1.IPInstance) string {
+	if exp := ipi.Status.ExpiresAt; exp != nil {
+		return exp.UTC().Format(time.RFC3339)
+	}
+	if ipi.Status.Phase == estuaryv1.IPInstanceRetained || ipi.Status.Phase == estuaryv1.IPInstanceReserved {
+		return "never"
+	}
+	return "-"
+}
+
+// expiresNote is expiresAt with how far away that is.
+func expiresNote(ipi *estuaryv1.IPInstance) string {
+	exp := ipi.Status.ExpiresAt
+	if exp == nil {
+		return expiresAt(ipi)
+	}
+	d := time.Until(exp.Time).Round(time.Second)
+	if d < 0 {
+		return fmt.Sprintf("%s (%s ago)", expiresAt(ipi), -d)
+	}
+	return fmt.Sprintf("%s (in %s)", expiresAt(ipi), d)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -111,101 +192,4 @@ func orDash(s string) string {
 
 func since(t metav1.Time) string {
 	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), time.Since(t.Time).Round(time.Second))
-}
-
-func canonicalKind(kind string) string {
-	switch strings.ToLower(kind) {
-	case "sts", "statefulset", "statefulsets":
-		return "StatefulSet"
-	case "deploy", "deployment", "deployments":
-		return "Deployment"
-	case "rs", "replicaset", "replicasets":
-		return "ReplicaSet"
-	case "ds", "daemonset", "daemonsets":
-		return "DaemonSet"
-	case "job", "jobs":
-		return "Job"
-	case "po", "pod", "pods":
-		return "Pod"
-	}
-	return kind
-}
-
-// getWorkload prints every record of the namespace that the workload's pods
-// hold, or that the workload itself keeps (a StatefulSet's retained ones).
-func getWorkload(ctx context.Context, k client.Client, s Streams, ns, kind, name string) error {
-	pods, err := workloadPods(ctx, k, ns, kind, name)
-	if err != nil {
-		return err
-	}
-	var list estuaryv1.IPInstanceList
-	if err := k.List(ctx, &list, client.MatchingLabels{estuaryv1.LabelNamespace: ns}); err != nil {
-		return fmt.Errorf("list ipinstances of namespace %s: %w", ns, err)
-	}
-	var rows []estuaryv1.IPInstance
-	for _, ipi := range list.Items {
-		b := ipi.Spec.Binding
-		if pods[b.PodName] || (b.Owner.Kind == kind && b.Owner.Name == name) {
-			rows = append(rows, ipi)
-		}
-	}
-	if len(rows) == 0 {
-		return fmt.Errorf("%s %s/%s holds no address (%d pods found)", kind, ns, name, len(pods))
-	}
-	slices.SortFunc(rows, func(a, b estuaryv1.IPInstance) int {
-		return strings.Compare(a.Spec.Binding.PodName+a.Name, b.Spec.Binding.PodName+b.Name)
-	})
-	t := newTable()
-	t.row("ADDRESS\tSUBNET\tPOD\tNODE\tPHASE\tSINCE\n")
-	for _, ipi := range rows {
-		b := ipi.Spec.Binding
-		t.row("%s\t%s\t%s\t%s\t%s\t%s\n", ipi.Spec.Address.IP, ipi.Spec.Subnet, b.PodName, orDash(b.NodeName), ipi.Status.Phase,
-			ipi.CreationTimestamp.UTC().Format(time.RFC3339))
-	}
-	return t.writeTo(s.Out)
-}
-
-// workloadPods names the pods of ns whose top-level owner is kind/name
-// (a Deployment's pods through their ReplicaSet).
-func workloadPods(ctx context.Context, k client.Client, ns, kind, name string) (map[string]bool, error) {
-	var pods corev1.PodList
-	if err := k.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list pods of namespace %s: %w", ns, err)
-	}
-	rsOwner := map[string]string{} // ReplicaSet -> its Deployment, read once each
-	out := map[string]bool{}
-	for _, p := range pods.Items {
-		okind, oname := "Pod", p.Name
-		if ref := metav1.GetControllerOf(&p); ref != nil {
-			okind, oname = ref.Kind, ref.Name
-		}
-		if okind == "ReplicaSet" && kind == "Deployment" {
-			d, seen := rsOwner[oname]
-			if !seen {
-				d = replicaSetOwner(ctx, k, ns, oname)
-				rsOwner[oname] = d
-			}
-			if d != "" {
-				okind, oname = "Deployment", d
-			}
-		}
-		if okind == kind && oname == name {
-			out[p.Name] = true
-		}
-	}
-	return out, nil
-}
-
-var appsReplicaSet = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
-
-func replicaSetOwner(ctx context.Context, k client.Client, ns, rs string) string {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(appsReplicaSet)
-	if err := k.Get(ctx, client.ObjectKey{Namespace: ns, Name: rs}, obj); err != nil {
-		return ""
-	}
-	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Deployment" {
-		return ref.Name
-	}
-	return ""
 }

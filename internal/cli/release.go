@@ -22,7 +22,7 @@ func releaseCmd(o *options) *cobra.Command {
 	var yes bool
 	c := &cobra.Command{
 		Use:   "release ADDRESS",
-		Short: "Release an address no running pod uses (asks first unless --yes)",
+		Short: "Release an address no running pod uses: Bound, Retained or Reserved (asks first unless --yes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := netip.ParseAddr(args[0])
@@ -40,10 +40,10 @@ func releaseCmd(o *options) *cobra.Command {
 	return c
 }
 
-// release deletes the record of a, unless a pod or a StatefulSet still
-// wants it. The delete is conditional on the record being the one that was
-// read, so a record that changed hands meanwhile is left alone. The manager
-// sees the record go and frees the address.
+// release deletes the record of a, Bound, Retained or Reserved, unless a
+// running pod uses it. The delete is conditional on the record being the
+// one that was read, so a record that changed hands meanwhile is left
+// alone. The manager sees the record go and frees the address.
 func release(ctx context.Context, k client.Client, s Streams, a netip.Addr, yes bool) error {
 	ipi := &estuaryv1.IPInstance{}
 	name := estuaryv1.InstanceName(a)
@@ -52,20 +52,32 @@ func release(ctx context.Context, k client.Client, s Streams, a netip.Addr, yes 
 	} else if err != nil {
 		return fmt.Errorf("release %s: get ipinstance %s: %w", a, name, err)
 	}
-	if why, err := stillWanted(ctx, k, ipi); err != nil {
+	pod, err := podOfRecord(ctx, k, ipi)
+	if err != nil {
 		return fmt.Errorf("release %s: %w", a, err)
-	} else if why != "" {
+	}
+	if why := usedBy(ipi, pod); why != "" {
 		return fmt.Errorf("release %s: refused: %s", a, why)
 	}
-	b := ipi.Spec.Binding
-	desc := fmt.Sprintf("%s (ipinstance %s, %s, pod %s/%s, owner %s %s)", ipi.Spec.Address.IP, ipi.Name, ipi.Status.Phase, b.Namespace, b.PodName, b.Owner.Kind, b.Owner.Name)
-	if !yes && !confirm(s, "release "+desc) {
+	desc := fmt.Sprintf("%s (%s)", ipi.Spec.Address.IP, holder(ipi))
+	if !yes && !confirm(s, "release "+desc+releaseNote(ipi)) {
 		return errors.New("release: not confirmed; nothing changed")
 	}
 	if err := deleteRecord(ctx, k, ipi); err != nil {
 		return fmt.Errorf("release %s: %w", a, err)
 	}
 	return say(s.Out, "released %s", desc)
+}
+
+// releaseNote says what a release ends besides the record.
+func releaseNote(ipi *estuaryv1.IPInstance) string {
+	switch {
+	case ipi.Status.Phase == estuaryv1.IPInstanceReserved || ipi.Spec.Reserved:
+		return "; this ends the reservation for " + ownerName(ipi)
+	case ipi.Status.Phase == estuaryv1.IPInstanceRetained:
+		return "; the next pod of " + ownerName(ipi) + " gets another address"
+	}
+	return ""
 }
 
 // deleteRecord deletes ipi only if it is still the object that was read.
@@ -83,33 +95,62 @@ func deleteRecord(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstanc
 	return nil
 }
 
-// stillWanted says why a record must not be released: its pod runs, or the
-// StatefulSet that retains it still exists.
-func stillWanted(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstance) (string, error) {
+// podOfRecord reads the pod a record's binding names; nil when it names
+// none (a reservation no pod used yet) or the pod does not exist.
+func podOfRecord(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstance) (*corev1.Pod, error) {
 	b := ipi.Spec.Binding
-	if ipi.Status.Phase == estuaryv1.IPInstanceRetained && b.Owner.Kind == "StatefulSet" {
-		sts := &appsv1.StatefulSet{}
-		err := k.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Owner.Name}, sts)
-		if err == nil && sts.DeletionTimestamp == nil {
-			return fmt.Sprintf("held for StatefulSet %s/%s (pod %s), which still exists; scale it below that ordinal, delete it, or set %s=false on its pod template",
-				b.Namespace, b.Owner.Name, b.PodName, estuaryv1.AnnotationIPRetain), nil
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("get statefulset %s/%s: %w", b.Namespace, b.Owner.Name, err)
-		}
-		return "", nil
+	if b.PodName == "" {
+		return nil, nil
 	}
 	pod := &corev1.Pod{}
 	err := k.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.PodName}, pod)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("get pod %s/%s: %w", b.Namespace, b.PodName, err)
+		return nil, fmt.Errorf("get pod %s/%s of ipinstance %s (spec.binding.podName): %w", b.Namespace, b.PodName, ipi.Name, err)
 	}
+	return pod, nil
+}
+
+// usedBy says which running pod uses a record's address, or "": the pod
+// its binding names, when that pod is not finished and is the pod of the
+// record's podUID (any pod of that name when the record has none: the
+// next pod of a StatefulSet takes its retained address).
+func usedBy(ipi *estuaryv1.IPInstance, pod *corev1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	b := ipi.Spec.Binding
 	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if (b.PodUID == "" || pod.UID == types.UID(b.PodUID)) && !finished {
-		return fmt.Sprintf("pod %s/%s (uid %s, %s) uses it; delete the pod to release its address", b.Namespace, b.PodName, pod.UID, pod.Status.Phase), nil
+		return fmt.Sprintf("pod %s/%s (uid %s, %s) uses it; delete the pod to release its address", b.Namespace, b.PodName, pod.UID, pod.Status.Phase)
+	}
+	return ""
+}
+
+// keptFor says why a Bound record whose pod is gone is still wanted, for
+// repair, which releases leaks only: it is an administrator's reservation,
+// its owner retains it (the manager turns it Retained), or the StatefulSet
+// that had the pod still exists.
+func keptFor(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstance) (string, error) {
+	b := ipi.Spec.Binding
+	switch {
+	case ipi.Spec.Reserved:
+		return fmt.Sprintf("reserved for %s (spec.reserved); release it by hand if it should go", ownerName(ipi)), nil
+	case ipi.Spec.Retention != nil:
+		return fmt.Sprintf("retained for %s when its pod goes (spec.retention); the manager turns it Retained", ownerName(ipi)), nil
+	case b.Owner.Kind != "StatefulSet":
+		return "", nil
+	}
+	sts := &appsv1.StatefulSet{}
+	err := k.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Owner.Name}, sts)
+	if err == nil && sts.DeletionTimestamp == nil {
+		return fmt.Sprintf("held for StatefulSet %s/%s (pod %s), which still exists; scale it below that ordinal, delete it, or set %s=false on its pod template",
+			b.Namespace, b.Owner.Name, b.PodName, estuaryv1.AnnotationIPRetain), nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("get statefulset %s/%s of ipinstance %s (spec.binding.owner): %w", b.Namespace, b.Owner.Name, ipi.Name, err)
 	}
 	return "", nil
 }

@@ -1,9 +1,10 @@
 // Package cli is the kubectl plugin `kubectl estuary`: it shows who holds an
-// address and what a workload holds, how full each subnet is, releases an
-// address an operator names, and checks (and repairs) the agreement of the
-// cluster's address records with its pods and Subnet counts. It talks only
-// to the API server, with the user's own credentials, and never takes a
-// lock: the cluster keeps serving pods while it runs.
+// address and what a workload holds, how full each subnet is, reserves
+// addresses for a workload, releases an address an operator names, and
+// checks (and repairs) the agreement of the cluster's address records with
+// its pods and Subnet counts. It talks only to the API server, with the
+// user's own credentials, and never takes a lock: the cluster keeps serving
+// pods while it runs.
 package cli
 
 import (
@@ -62,7 +63,7 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		}
 		return newClient(cfg)
 	}
-	root.AddCommand(getCmd(o), subnetsCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o))
+	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o))
 	return root
 }
 

@@ -1,9 +1,14 @@
 // Package ipamcheck cross-checks the cluster's address records against the
 // pods that use them and the Subnet status that counts them, and reports
-// what is wrong: leaked records, pods holding two addresses of one family,
-// running pods whose address has no record, addresses used by two pods,
-// records not named after their address, and Subnet counts that differ
-// from a recount.
+// what is wrong: leaked records, retained records kept past their expiry,
+// pods holding two addresses of one family, running pods whose address has
+// no record, addresses used by two pods, records not named after their
+// address, and Subnet counts that differ from a recount.
+//
+// A record no pod uses is not wrong by itself: a Reserved record holds an
+// administrator's reservation until it is released by hand, and a Retained
+// record holds an address for its owner's next pod (of any owner kind) until
+// its status.expiresAt, or forever when that is unset.
 //
 // Design: Check is a pure function of one snapshot (lists read one after the
 // other, never under a lock, so the cluster keeps serving pods while it is
@@ -34,9 +39,12 @@ type Kind string
 
 // Kinds of findings.
 const (
-	// Leaked: a record whose pod is gone, finished, or another pod of the
-	// same name, and that no retention keeps.
+	// Leaked: a Bound record whose pod is gone, finished, or another pod
+	// of the same name.
 	Leaked Kind = "Leaked"
+	// ExpiredRetention: a Retained record whose status.expiresAt passed
+	// more than ExpiryGrace ago, and that the manager has not released.
+	ExpiredRetention Kind = "ExpiredRetention"
 	// TwoAddresses: a pod holds two Bound records of one family.
 	TwoAddresses Kind = "TwoAddresses"
 	// Missing: a running pod uses an address that no record binds to it.
@@ -49,6 +57,11 @@ const (
 	// CountDrift: a Subnet's status.used differs from its records.
 	CountDrift Kind = "CountDrift"
 )
+
+// ExpiryGrace is how long after its status.expiresAt a Retained record may
+// still exist before it is reported: the manager releases expired records
+// on its own schedule, not at the very instant they expire.
+const ExpiryGrace = 5 * time.Minute
 
 // Finding is one thing wrong, with the objects it concerns.
 type Finding struct {
@@ -154,9 +167,9 @@ func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 		if young(s, ipi.CreationTimestamp.Time) {
 			continue
 		}
-		pod := pods[podKey(ipi)]
-		if why := leakReason(ipi, pod); why != "" {
-			out = append(out, recordFinding(Leaked, ipi, pod, fmt.Sprintf("ipinstance %s (%s, subnet %s) is held for pod %s, which %s", ipi.Name, ipi.Spec.Address.IP, ipi.Spec.Subnet, podKey(ipi), why)))
+		pod := podOf(ipi, pods)
+		if k, detail := Judge(ipi, pod, s.Taken); k != "" {
+			out = append(out, recordFinding(k, ipi, pod, detail))
 			continue
 		}
 		if ipi.Status.Phase == estuaryv1.IPInstanceBound && ok {
@@ -180,15 +193,45 @@ func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 	return out
 }
 
-// leakReason says why a record is held for nothing, or "" when its pod (or
-// a retention) still wants it.
+// podOf is the pod a record names, or nil (a reservation no pod used yet
+// names none).
+func podOf(ipi *estuaryv1.IPInstance, pods map[string]*corev1.Pod) *corev1.Pod {
+	if ipi.Spec.Binding.PodName == "" {
+		return nil
+	}
+	return pods[podKey(ipi)]
+}
+
+// Judge says what is wrong with one record at time now, given the pod its
+// binding names (nil when no such pod exists): Leaked or ExpiredRetention
+// with a detail naming the record, or "" when nothing is. A Reserved record
+// is never wrong; a Retained one only once its expiry is more than
+// ExpiryGrace past; a Bound one when its pod is gone, another pod of the
+// same name, or finished.
+func Judge(ipi *estuaryv1.IPInstance, pod *corev1.Pod, now time.Time) (Kind, string) {
+	switch ipi.Status.Phase {
+	case estuaryv1.IPInstanceReserved:
+		return "", ""
+	case estuaryv1.IPInstanceRetained:
+		exp := ipi.Status.ExpiresAt
+		if exp == nil || now.Sub(exp.Time) <= ExpiryGrace {
+			return "", ""
+		}
+		o := ipi.Spec.Binding.Owner
+		return ExpiredRetention, fmt.Sprintf("ipinstance %s (%s, subnet %s): expired retention not released: retained for %s %s/%s until %s, %s ago",
+			ipi.Name, ipi.Spec.Address.IP, ipi.Spec.Subnet, o.Kind, ipi.Spec.Binding.Namespace, o.Name,
+			exp.UTC().Format(time.RFC3339), now.Sub(exp.Time).Round(time.Second))
+	}
+	if why := leakReason(ipi, pod); why != "" {
+		return Leaked, fmt.Sprintf("ipinstance %s (%s, subnet %s) is held for pod %s, which %s", ipi.Name, ipi.Spec.Address.IP, ipi.Spec.Subnet, podKey(ipi), why)
+	}
+	return "", ""
+}
+
+// leakReason says why a Bound record is held for nothing, or "" when its
+// pod still uses it.
 func leakReason(ipi *estuaryv1.IPInstance, pod *corev1.Pod) string {
 	b := ipi.Spec.Binding
-	if ipi.Status.Phase == estuaryv1.IPInstanceRetained {
-		// Held for the pod that will take this one's place; the manager
-		// decides when its owner no longer wants it.
-		return ""
-	}
 	switch {
 	case pod == nil:
 		return "does not exist"
@@ -202,7 +245,10 @@ func leakReason(ipi *estuaryv1.IPInstance, pod *corev1.Pod) string {
 
 func recordFinding(k Kind, ipi *estuaryv1.IPInstance, pod *corev1.Pod, detail string) Finding {
 	f := Finding{Kind: k, Address: ipi.Spec.Address.IP, Record: ipi.Name, RecordUID: string(ipi.UID),
-		Pod: podKey(ipi), Subnet: ipi.Spec.Subnet, Detail: detail}
+		Subnet: ipi.Spec.Subnet, Detail: detail}
+	if ipi.Spec.Binding.PodName != "" {
+		f.Pod = podKey(ipi)
+	}
 	if pod != nil {
 		f.PodUID = string(pod.UID)
 	}
@@ -268,6 +314,10 @@ func checkPods(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 func recordedFor(ipi *estuaryv1.IPInstance) string {
 	if ipi == nil {
 		return "has no record"
+	}
+	if ipi.Spec.Binding.PodName == "" {
+		o := ipi.Spec.Binding.Owner
+		return fmt.Sprintf("is reserved for %s %s/%s in ipinstance %s, bound to no pod", o.Kind, ipi.Spec.Binding.Namespace, o.Name, ipi.Name)
 	}
 	return fmt.Sprintf("is recorded for pod %s (uid %q) in ipinstance %s", podKey(ipi), ipi.Spec.Binding.PodUID, ipi.Name)
 }

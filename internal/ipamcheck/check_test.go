@@ -146,3 +146,86 @@ func TestStableKeepsWhatPersists(t *testing.T) {
 		t.Errorf("a record replaced between the checks (new UID) is still reported: %s", got)
 	}
 }
+
+// held is a record no pod uses: Retained for the owner with the last pod's
+// name, or Reserved (podName may be empty).
+func held(ip, ns, podName string, phase estuaryv1.IPInstancePhase, owner estuaryv1.OwnerReference, expiresAt *time.Time) estuaryv1.IPInstance {
+	r := record(ip, "s4", ns, podName, "", phase)
+	r.Spec.Binding.Owner = owner
+	r.Spec.Reserved = phase == estuaryv1.IPInstanceReserved
+	if expiresAt != nil {
+		r.Status.ExpiresAt = &metav1.Time{Time: *expiresAt}
+	}
+	return r
+}
+
+func at(d time.Duration) *time.Time {
+	t := now.Add(d)
+	return &t
+}
+
+// Reserved records, and Retained records of any owner kind whose expiry is
+// unset, in the future or less than ExpiryGrace past, are not findings.
+func TestReservedAndUnexpiredRetainedAreLegitimate(t *testing.T) {
+	deploy := estuaryv1.OwnerReference{Kind: "Deployment", Name: "web", UID: "d1"}
+	reservedBound := record("10.0.0.7/24", "s4", "a", "web-1", "u1", estuaryv1.IPInstanceBound)
+	reservedBound.Spec.Reserved = true
+	r := Check(snapshot(
+		[]estuaryv1.IPInstance{
+			held("10.0.0.2/24", "a", "", estuaryv1.IPInstanceReserved, estuaryv1.OwnerReference{Kind: "StatefulSet", Name: "db"}, nil),
+			held("10.0.0.3/24", "a", "web-0", estuaryv1.IPInstanceReserved, deploy, nil),
+			held("10.0.0.4/24", "a", "web-2", estuaryv1.IPInstanceRetained, deploy, at(time.Hour)),
+			held("10.0.0.5/24", "a", "cron-1", estuaryv1.IPInstanceRetained, estuaryv1.OwnerReference{Kind: "CronJob", Name: "cron"}, nil),
+			held("10.0.0.6/24", "a", "ds-x", estuaryv1.IPInstanceRetained, estuaryv1.OwnerReference{Kind: "DaemonSet", Name: "ds"}, at(-ExpiryGrace)),
+			reservedBound,
+		},
+		[]corev1.Pod{pod("a", "web-1", "u1", "10.0.0.7")},
+		subnet("s4", "10.0.0.0/24", 6)))
+	if len(r.Findings) != 0 {
+		t.Fatalf("findings about reserved and retained records: %s", kinds(r))
+	}
+}
+
+// A Retained record whose expiry is more than ExpiryGrace past is reported
+// as ExpiredRetention, naming the record, its UID and its owner.
+func TestExpiredRetentionIsFound(t *testing.T) {
+	rec := held("10.0.0.4/24", "a", "web-2", estuaryv1.IPInstanceRetained, estuaryv1.OwnerReference{Kind: "Deployment", Name: "web"}, at(-ExpiryGrace-time.Second))
+	r := Check(snapshot([]estuaryv1.IPInstance{rec}, nil, subnet("s4", "10.0.0.0/24", 1)))
+	if got := kinds(r); got != "ExpiredRetention 10.0.0.4/24 a/web-2 s4" {
+		t.Fatalf("findings: %s", got)
+	}
+	f := r.Findings[0]
+	if f.Record != "10.0.0.4" || f.RecordUID != string(rec.UID) {
+		t.Errorf("finding names record %s uid %s, want 10.0.0.4 uid %s", f.Record, f.RecordUID, rec.UID)
+	}
+	for _, w := range []string{"expired retention not released", "Deployment a/web", "5m1s ago"} {
+		if !strings.Contains(f.Detail, w) {
+			t.Errorf("detail %q lacks %q", f.Detail, w)
+		}
+	}
+}
+
+// Judge applies the same rules to one record that Check applies to all.
+func TestJudgeOneRecord(t *testing.T) {
+	sts := estuaryv1.OwnerReference{Kind: "StatefulSet", Name: "db"}
+	live := pod("a", "db-0", "u1")
+	for _, c := range []struct {
+		name string
+		rec  estuaryv1.IPInstance
+		pod  *corev1.Pod
+		want Kind
+	}{
+		{"bound, pod runs", record("10.0.0.2/24", "s4", "a", "db-0", "u1", estuaryv1.IPInstanceBound), &live, ""},
+		{"bound, pod gone", record("10.0.0.2/24", "s4", "a", "db-0", "u1", estuaryv1.IPInstanceBound), nil, Leaked},
+		{"bound, other pod", record("10.0.0.2/24", "s4", "a", "db-0", "u0", estuaryv1.IPInstanceBound), &live, Leaked},
+		{"reserved, no pod", held("10.0.0.2/24", "a", "", estuaryv1.IPInstanceReserved, sts, nil), nil, ""},
+		{"retained, never expires", held("10.0.0.2/24", "a", "db-0", estuaryv1.IPInstanceRetained, sts, nil), nil, ""},
+		{"retained, expires later", held("10.0.0.2/24", "a", "db-0", estuaryv1.IPInstanceRetained, sts, at(time.Minute)), nil, ""},
+		{"retained, expired within grace", held("10.0.0.2/24", "a", "db-0", estuaryv1.IPInstanceRetained, sts, at(-time.Minute)), nil, ""},
+		{"retained, expired past grace", held("10.0.0.2/24", "a", "db-0", estuaryv1.IPInstanceRetained, sts, at(-time.Hour)), nil, ExpiredRetention},
+	} {
+		if got, detail := Judge(&c.rec, c.pod, now); got != c.want || (got != "" && !strings.Contains(detail, c.rec.Name)) {
+			t.Errorf("%s: Judge = %q (%s), want %q with the record's name", c.name, got, detail, c.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package netmodel
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +27,10 @@ func ValidatePod(pod *corev1.Pod, ns *corev1.Namespace, networks []estuaryv1.Net
 
 // ResolveNetwork returns the network a pod with this selection gets: the
 // named network, else the named subnets' network, else the Overlay network.
-// Named networks and subnets must exist, the subnets must belong to that
-// network and be of different families, and the network's type must be the
-// requested one. It returns nil and no error when the selection is empty and
-// the cluster has no Overlay network.
+// Named networks and subnets must exist, the subnets (any number of each
+// family, tried in order by the allocator) must all belong to that network,
+// and the network's type must be the requested one. It returns nil and no
+// error when the selection is empty and the cluster has no Overlay network.
 func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) (*estuaryv1.Network, error) {
 	name, err := networkOfSubnets(sel, subnets)
 	if err != nil {
@@ -73,7 +72,8 @@ func allowsNamespace(sel *Selection, n *estuaryv1.Network) error {
 }
 
 // networkOfSubnets checks the named subnets and returns the network they
-// select: the named network, or the subnets' own.
+// select: the named network, or the subnets' own. Every named subnet must
+// exist and belong to that one network; several may be of one family.
 func networkOfSubnets(sel *Selection, subnets []estuaryv1.Subnet) (string, error) {
 	var first *estuaryv1.Subnet
 	for _, name := range sel.Subnets {
@@ -87,9 +87,6 @@ func networkOfSubnets(sel *Selection, subnets []estuaryv1.Subnet) (string, error
 		case first != nil && s.Spec.Network != first.Spec.Network:
 			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, whose spec.network differ (%q, %q)",
 				KindSubnet, first.Name, KindSubnet, s.Name, first.Spec.Network, s.Spec.Network)
-		case first != nil && sameFamily(first, s):
-			return "", sel.deny(estuaryv1.AnnotationSubnet, "names %s %q and %s %q, both IPv%d (spec.range.version); name at most one per family",
-				KindSubnet, first.Name, KindSubnet, s.Name, s.Spec.Range.Version)
 		case first == nil:
 			first = s
 		}
@@ -98,15 +95,6 @@ func networkOfSubnets(sel *Selection, subnets []estuaryv1.Subnet) (string, error
 		return first.Spec.Network, nil
 	}
 	return sel.Network, nil
-}
-
-func sameFamily(a, b *estuaryv1.Subnet) bool {
-	pa, errA := netip.ParsePrefix(a.Spec.Range.CIDR)
-	pb, errB := netip.ParsePrefix(b.Spec.Range.CIDR)
-	if errA != nil || errB != nil {
-		return a.Spec.Range.Version == b.Spec.Range.Version
-	}
-	return pa.Addr().Is4() == pb.Addr().Is4()
 }
 
 func findSubnet(name string, subnets []estuaryv1.Subnet) *estuaryv1.Subnet {

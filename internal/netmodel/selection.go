@@ -22,7 +22,9 @@ type Selection struct {
 	Namespace string
 	// Network is the named Network.
 	Network string
-	// Subnets are the named Subnets, at most one per family.
+	// Subnets are the named Subnets in the order written, at most
+	// MaxSubnets: for each family the allocator tries that family's
+	// subnets in this order and takes the first with a free address.
 	Subnets []string
 	// NetworkType is the requested type of the pod's network.
 	NetworkType estuaryv1.NetworkType
@@ -65,22 +67,11 @@ func (s *Selection) deny(key, format string, args ...any) *Denial {
 
 // SelectionFor reads the pod's network annotations, each falling back to
 // ns's (ns may be nil), and checks that every value parses: object names for
-// the network and subnets (at most two), a NetworkType, an IP family.
+// the network and subnets (at most MaxSubnets, none twice), a NetworkType,
+// an IP family.
 func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
 	sel := Selection{Pod: podName(pod), Namespace: pod.Namespace, From: map[string]string{}}
-	get := func(key string) string {
-		if v, ok := pod.Annotations[key]; ok {
-			sel.From[key] = ""
-			return v
-		}
-		if ns != nil {
-			if v, ok := ns.Annotations[key]; ok {
-				sel.From[key] = ns.Name
-				return v
-			}
-		}
-		return ""
-	}
+	get := func(key string) string { return sel.lookup(pod, ns, key) }
 	if v := get(estuaryv1.AnnotationNetwork); v != "" {
 		if !validName(v) {
 			return sel, sel.deny(estuaryv1.AnnotationNetwork, "%q is not a valid network name", v)
@@ -113,9 +104,34 @@ func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
 	return sel, nil
 }
 
+// MaxSubnets is how many subnets the subnet annotation may name.
+const MaxSubnets = 16
+
+// parseSubnets splits the subnet annotation's comma-separated list, keeping
+// its order.
+// lookup reads annotation key from pod or, when the pod does not set it,
+// from ns (nil: the pod only), noting in From where it came from.
+func (s *Selection) lookup(pod *corev1.Pod, ns *corev1.Namespace, key string) string {
+	if v, ok := pod.Annotations[key]; ok {
+		s.From[key] = ""
+		return v
+	}
+	if ns != nil {
+		if v, ok := ns.Annotations[key]; ok {
+			s.From[key] = ns.Name
+			return v
+		}
+	}
+	return ""
+}
+
 func parseSubnets(sel *Selection, v string) ([]string, error) {
-	var names []string
-	for _, name := range strings.Split(v, ",") {
+	list := strings.Split(v, ",")
+	if len(list) > MaxSubnets {
+		return nil, sel.deny(estuaryv1.AnnotationSubnet, "names %d subnets; name at most %d", len(list), MaxSubnets)
+	}
+	names := make([]string, 0, len(list))
+	for _, name := range list {
 		name = strings.TrimSpace(name)
 		if !validName(name) {
 			return nil, sel.deny(estuaryv1.AnnotationSubnet, "%q: %q is not a valid subnet name", v, name)
@@ -126,9 +142,6 @@ func parseSubnets(sel *Selection, v string) ([]string, error) {
 			}
 		}
 		names = append(names, name)
-	}
-	if len(names) > 2 {
-		return nil, sel.deny(estuaryv1.AnnotationSubnet, "%q names %d subnets; name at most one per family", v, len(names))
 	}
 	return names, nil
 }

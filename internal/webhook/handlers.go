@@ -152,7 +152,10 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		if err != nil {
 			return err
 		}
-		return netmodel.ValidatePod(pod, in.ns, in.networks, in.subnets)
+		if err := netmodel.ValidatePod(pod, in.ns, in.networks, in.subnets); err != nil {
+			return err
+		}
+		return validateFixed(ctx, r, pod, in)
 	}
 	return nil, confirm(check(v.Reader), v.Live, check)
 }
@@ -206,6 +209,9 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	held, err := holdsAddresses(ctx, d.Reader, namespace, pod)
 	if err != nil {
 		return err
+	}
+	if fx, err := netmodel.FixedFor(&sel, pod, in.ns); err == nil && fx.Wants() {
+		held = true // its addresses are named: it needs no free one
 	}
 	if !held {
 		AddRequirements(pod, AvailabilityRequirements(n.Name, netmodel.FamiliesNeeded(&sel, n, in.subnets)))

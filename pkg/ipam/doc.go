@@ -24,8 +24,11 @@
 // and wraps around to Start, so a released address is not reused before the
 // window wraps.
 //
-// [Allocator.Allocate] serves a [Request] across the subnets of a network, in
-// ascending order of subnet name, for one or both families in one transaction.
+// [Allocator.Allocate] serves a [Request] for one or both families in one
+// transaction. For each family it tries the subnets the request lists for it,
+// in the order listed, or else the network's non-private subnets of that
+// family in ascending order of subnet name, and takes the first with a free
+// address.
 //
 // # Concurrency
 //

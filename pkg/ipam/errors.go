@@ -32,7 +32,8 @@ var (
 	// ErrInvalidConfig: a subnet configuration or a range string is invalid.
 	ErrInvalidConfig = errors.New("ipam: invalid configuration")
 	// ErrInvalidRequest: a request is malformed (empty owner, unknown or repeated
-	// family, subnet of the wrong family or network, invalid address).
+	// family, subnet of the wrong family or network, subnet listed twice,
+	// invalid address).
 	ErrInvalidRequest = errors.New("ipam: invalid request")
 )
 

@@ -337,8 +337,8 @@ var fzFamilies = [][]family.Family{{family.IPv4}, {family.IPv6}, {family.IPv4, f
 
 func (h *fzHarness) allocate(x, y int, owner string) {
 	req := Request{Owner: owner, Network: "n", Families: fzFamilies[x%4]}
-	if x/4%2 == 1 { // name a subnet per family explicitly, private ones included
-		req.Subnets = map[family.Family]string{}
+	if x/4%2 == 1 { // list subnets per family, private ones included: one to all, in varied orders
+		req.Subnets = map[family.Family][]string{}
 		for i, f := range req.Families {
 			var names []string
 			for _, s := range h.m.subnets {
@@ -346,7 +346,15 @@ func (h *fzHarness) allocate(x, y int, owner string) {
 					names = append(names, s.cfg.Name)
 				}
 			}
-			req.Subnets[f] = names[(y/3+i)%len(names)]
+			first, n := (y+i)%len(names), 1+(y/4+i)%len(names)
+			list := make([]string, 0, n)
+			for k := range n {
+				list = append(list, names[(first+k)%len(names)])
+			}
+			if y/16%2 == 1 {
+				slices.Reverse(list)
+			}
+			req.Subnets[f] = list
 		}
 	}
 	h.trace = append(h.trace, fmt.Sprintf("Allocate(%v,%v,%s)", req.Families, req.Subnets, owner))
@@ -381,11 +389,7 @@ func (h *fzHarness) modelAllocate(req Request) ([]Record, bool) {
 	}
 	for _, f := range req.Families {
 		found := false
-		for _, s := range h.m.subnets {
-			name, explicit := req.Subnets[f]
-			if family.Of(s.cfg.Prefix.Addr()) != f || (explicit && s.cfg.Name != name) || (!explicit && s.cfg.Private) {
-				continue
-			}
+		for _, s := range h.m.candidates(req, f) {
 			if a, ok := s.nextFit(); ok {
 				r := Record{s.cfg.Name, a, Allocated, req.Owner}
 				s.held[a], s.cursor = r, a
@@ -403,6 +407,24 @@ func (h *fzHarness) modelAllocate(req Request) ([]Record, bool) {
 		}
 	}
 	return done, true
+}
+
+// candidates are the subnets a request tries for family f, in order: the
+// listed ones as listed, else the non-private ones of the family by name.
+func (m *fzModel) candidates(req Request, f family.Family) []*fzSubnet {
+	var out []*fzSubnet
+	if names := req.Subnets[f]; len(names) > 0 {
+		for _, name := range names {
+			out = append(out, m.subnet(name))
+		}
+		return out
+	}
+	for _, s := range m.subnets {
+		if family.Of(s.cfg.Prefix.Addr()) == f && !s.cfg.Private {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (m *fzModel) subnet(name string) *fzSubnet {
@@ -471,6 +493,8 @@ func FuzzOperations(f *testing.F) {
 	alloc := func(subnet, owner int) byte { return byte((owner*5 + subnet) << 3) }
 	f.Add(bytes.Repeat([]byte{alloc(0, 0)}, 40)) // exhaust a4 and keep asking
 	f.Add([]byte{6, 2, 6 | 1<<3, 3, 6 | 2<<3, 8, 6 | 3<<3, 12, 6, 0, 6, 0, 6, 0, 6, 0, 6, 0})
+	// dual-stack requests listing several subnets per family, until the lists are full
+	f.Add(append(bytes.Repeat([]byte{6 | 6<<3, 255, 6 | 7<<3, 4}, 30), alloc(0, 0), 3, 2))
 	f.Add([]byte{alloc(1, 0), alloc(1, 0), 3 | 1<<3, 2, alloc(1, 1), 7 | 1<<3, 1, alloc(1, 2), 4 | 1<<3, 5, 2 | 6<<3, 5})
 	f.Add([]byte{5 | 3<<3, 1, 40, 3, 2, 60, 2, alloc(3, 0), alloc(3, 0), alloc(3, 0), 7 | 3<<3, 65, alloc(3, 1), alloc(3, 1)})
 	f.Add([]byte{5 | 2<<3, 2, 1, 4, 9, 1, 2, 2, alloc(2, 0), alloc(2, 0), 2 | 7<<3, 1, alloc(2, 2), 3 | 2<<3, 3})

@@ -11,15 +11,21 @@ import (
 
 // Request asks for addresses for one owner, one per family, as one transaction.
 //
-// For each family in Families, in order: if Subnets names a subnet for that
-// family, the address comes from that subnet only (private or not); otherwise
-// the subnets of Network with that family are tried in ascending order of subnet
-// name, skipping private ones, and the first with a free address is used.
+// For each family in Families, in order: if Subnets lists subnets for that
+// family, they are tried in the order listed (private or not) and the first
+// with a free address is used; otherwise the subnets of Network with that
+// family are tried in ascending order of subnet name, skipping private ones,
+// and the first with a free address is used.
+//
+// Every subnet listed for a family must exist, be of that family and belong
+// to Network (when Network is empty, to the network of the family's first
+// listed subnet); no name may be listed twice. An empty list is the same as
+// none.
 type Request struct {
 	Owner    string
-	Network  string                   // may be empty if every family has a subnet in Subnets
-	Families []family.Family          // empty means the families of Subnets, IPv4 first
-	Subnets  map[family.Family]string // optional explicit subnet per family
+	Network  string                     // may be empty if every family has subnets in Subnets
+	Families []family.Family            // empty means the families of Subnets, IPv4 first
+	Subnets  map[family.Family][]string // optional subnets per family, in order of preference
 }
 
 // Lease is one address handed out by Allocate.
@@ -37,7 +43,7 @@ type step struct {
 	family     family.Family
 	network    string
 	candidates []member
-	explicit   bool
+	explicit   bool // the candidates are the subnets the request lists
 }
 
 // undo reverts one allocation of a failed transaction.
@@ -82,7 +88,7 @@ func (idx *index) plan(req Request) ([]step, error) {
 	fams := req.Families
 	if len(fams) == 0 {
 		for _, f := range []family.Family{family.IPv4, family.IPv6} {
-			if _, ok := req.Subnets[f]; ok {
+			if len(req.Subnets[f]) > 0 {
 				fams = append(fams, f)
 			}
 		}
@@ -90,9 +96,9 @@ func (idx *index) plan(req Request) ([]step, error) {
 	if len(fams) == 0 {
 		return nil, invalidRequest("no family requested")
 	}
-	for f, name := range req.Subnets {
-		if !slices.Contains(fams, f) {
-			return nil, invalidRequest("subnet %q given for family %q, which is not requested", name, f)
+	for f, names := range req.Subnets {
+		if len(names) > 0 && !slices.Contains(fams, f) {
+			return nil, invalidRequest("subnets %q given for family %q, which is not requested", names, f)
 		}
 	}
 	var seen [2]bool
@@ -116,17 +122,8 @@ func (idx *index) plan(req Request) ([]step, error) {
 }
 
 func (idx *index) planFamily(req Request, f family.Family, fi int) (step, error) {
-	if name, ok := req.Subnets[f]; ok {
-		m, ok := idx.members[name]
-		switch {
-		case !ok:
-			return step{}, unknownSubnet(name)
-		case m.s.family != f:
-			return step{}, invalidRequest("subnet %q is %s, requested for %s", name, m.s.family, f)
-		case req.Network != "" && m.network != req.Network:
-			return step{}, invalidRequest("subnet %q belongs to network %q, not %q", name, m.network, req.Network)
-		}
-		return step{family: f, network: m.network, candidates: []member{m}, explicit: true}, nil
+	if names := req.Subnets[f]; len(names) > 0 {
+		return idx.planListed(req.Network, f, names)
 	}
 	if req.Network == "" {
 		return step{}, invalidRequest("no network and no %s subnet given", f)
@@ -148,8 +145,38 @@ func (idx *index) planFamily(req Request, f family.Family, fi int) (step, error)
 	return step{family: f, network: req.Network, candidates: cands}, nil
 }
 
-// allocate takes the first free address of the step's candidates, locking one
-// subnet at a time.
+// planListed checks the subnets a request lists for family f and keeps
+// their order: each must exist, be of family f and belong to network (or,
+// when network is empty, to the network of the first one), and none may be
+// listed twice.
+func (idx *index) planListed(network string, f family.Family, names []string) (step, error) {
+	whose := "" // the subnet network was taken from, when the request names none
+	cands := make([]member, 0, len(names))
+	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			return step{}, invalidRequest("%s subnets %q name subnet %q twice", f, names, name)
+		}
+		m, ok := idx.members[name]
+		switch {
+		case !ok:
+			return step{}, unknownSubnet(name)
+		case m.s.family != f:
+			return step{}, invalidRequest("subnet %q is %s, requested for %s", name, m.s.family, f)
+		case network == "":
+			network, whose = m.network, fmt.Sprintf(" (the network of subnet %q)", name)
+		case m.network != network:
+			return step{}, invalidRequest("subnet %q belongs to network %q, not %q%s", name, m.network, network, whose)
+		}
+		cands = append(cands, m)
+	}
+	return step{family: f, network: network, candidates: cands, explicit: true}, nil
+}
+
+// allocate takes the first free address of the step's candidates, in
+// order, locking one subnet at a time. A full subnet passes the turn to the
+// next; when every one is full the error names them all (a single listed
+// subnet returns its own error). A listed subnet removed since the plan
+// fails the step; a network's removed subnet is skipped.
 func (st step) allocate(owner string) (undo, error) {
 	tried := make([]string, 0, len(st.candidates))
 	for _, m := range st.candidates {
@@ -172,13 +199,17 @@ func (st step) allocate(owner string) (undo, error) {
 			return u, nil
 		}
 		s.mu.Unlock()
-		if st.explicit {
+		if st.explicit && len(st.candidates) == 1 {
 			return undo{}, err
 		}
 		tried = append(tried, fmt.Sprintf("%q", s.name))
 	}
+	which := "no"
+	if st.explicit {
+		which = "no requested"
+	}
 	return undo{}, &Error{Kind: ErrExhausted, Network: st.network,
-		Detail: fmt.Sprintf("no %s subnet has a free address (tried %s)", st.family, strings.Join(tried, ", "))}
+		Detail: fmt.Sprintf("%s %s subnet has a free address (tried %s)", which, st.family, strings.Join(tried, ", "))}
 }
 
 // rollback releases the allocations in done and describes what it did.

@@ -49,7 +49,7 @@ func TestAllocateOrderAndPrivate(t *testing.T) {
 	wantErr(t, err, ErrExhausted, `network "pods": no IPv4 subnet has a free address (tried "a-v4", "b-v4")`)
 
 	// Named explicitly, the private subnet is used.
-	ls, err := a.Allocate(Request{Owner: "p", Network: "pods", Subnets: map[family.Family]string{family.IPv4: "z-private"}})
+	ls, err := a.Allocate(Request{Owner: "p", Network: "pods", Subnets: map[family.Family][]string{family.IPv4: {"z-private"}}})
 	wantErr(t, err, nil, "")
 	if len(ls) != 1 || ls[0].Subnet != "z-private" || ls[0].Network != "pods" || ls[0].Prefix != pfx("10.0.9.0/24") {
 		t.Fatalf("lease %+v", ls)
@@ -67,7 +67,7 @@ func TestAllocateDualStack(t *testing.T) {
 	if !slices.Equal(ls, want) {
 		t.Fatalf("got %+v, want %+v", ls, want)
 	}
-	ls, err = a.Allocate(Request{Owner: "p", Subnets: map[family.Family]string{family.IPv4: "b-v4", family.IPv6: "b-v6"}})
+	ls, err = a.Allocate(Request{Owner: "p", Subnets: map[family.Family][]string{family.IPv4: {"b-v4"}, family.IPv6: {"b-v6"}}})
 	wantErr(t, err, nil, "")
 	if ls[0].Family != family.IPv4 || ls[1].Gateway != ip("fd01::1") || ls[0].Gateway != ip("10.0.1.1") {
 		t.Fatalf("explicit subnets, default families: %+v", ls)
@@ -102,7 +102,7 @@ func TestAllocateRollsBack(t *testing.T) {
 		t.Fatalf("records after rollback: %v", recs)
 	}
 	// The explicit-subnet form reports the subnet that failed.
-	_, err = a.Allocate(Request{Owner: "p", Subnets: map[family.Family]string{family.IPv4: "v4", family.IPv6: "v6"}})
+	_, err = a.Allocate(Request{Owner: "p", Subnets: map[family.Family][]string{family.IPv4: {"v4"}, family.IPv6: {"v6"}}})
 	wantErr(t, err, ErrExhausted, `subnet "v6" (fd00::/127): no free address in [fd00::1, fd00::1]`)
 }
 
@@ -121,12 +121,12 @@ func TestAllocateRequestErrors(t *testing.T) {
 		{"unknown network", Request{Owner: "p", Network: "nope", Families: []family.Family{family.IPv4}}, ErrUnknownNetwork, `network "nope"`},
 		{"no network", Request{Owner: "p", Families: []family.Family{family.IPv4}}, ErrInvalidRequest, "no network"},
 		{"no subnet of family", Request{Owner: "p", Network: "other", Families: []family.Family{family.IPv6}}, ErrUnknownSubnet, "no non-private IPv6 subnet"},
-		{"unknown subnet", Request{Owner: "p", Subnets: map[family.Family]string{family.IPv4: "zz"}}, ErrUnknownSubnet, `"zz"`},
-		{"subnet of wrong family", Request{Owner: "p", Subnets: map[family.Family]string{family.IPv6: "a-v4"}}, ErrInvalidRequest, "is IPv4, requested for IPv6"},
-		{"subnet of other network", Request{Owner: "p", Network: "pods", Subnets: map[family.Family]string{family.IPv4: "other-v4"}},
+		{"unknown subnet", Request{Owner: "p", Subnets: map[family.Family][]string{family.IPv4: {"zz"}}}, ErrUnknownSubnet, `"zz"`},
+		{"subnet of wrong family", Request{Owner: "p", Subnets: map[family.Family][]string{family.IPv6: {"a-v4"}}}, ErrInvalidRequest, "is IPv4, requested for IPv6"},
+		{"subnet of other network", Request{Owner: "p", Network: "pods", Subnets: map[family.Family][]string{family.IPv4: {"other-v4"}}},
 			ErrInvalidRequest, `belongs to network "other"`},
 		{"subnet for unrequested family", Request{Owner: "p", Network: "pods", Families: []family.Family{family.IPv4},
-			Subnets: map[family.Family]string{family.IPv6: "a-v6"}}, ErrInvalidRequest, "not requested"},
+			Subnets: map[family.Family][]string{family.IPv6: {"a-v6"}}}, ErrInvalidRequest, "not requested"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,6 +82,8 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"get", "", "namespaces", "", ""}, {"list", "", "namespaces", "", ""}, {"watch", "", "namespaces", "", ""},
 			{"get", "", "nodes", "", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "nodes", "", ""}, {"patch", "", "nodes", "", ""},
 			{"get", "apps", "statefulsets", "", "default"}, {"list", "apps", "statefulsets", "", ""}, {"watch", "apps", "statefulsets", "", ""},
+			{"get", "apps", "replicasets", "", "default"}, {"list", "apps", "replicasets", "", ""}, {"watch", "apps", "replicasets", "", ""},
+			{"get", "batch", "jobs", "", "default"}, {"list", "batch", "jobs", "", ""}, {"watch", "batch", "jobs", "", ""},
 			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
 			{"get", estuaryGroup, "subnets", "", ""}, {"get", estuaryGroup, "networks", "", ""},
 			{"patch", estuaryGroup, "networks", "status", ""}, {"patch", estuaryGroup, "subnets", "status", ""},
@@ -101,6 +103,7 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"patch", "", "nodes", "status", ""}, {"patch", "", "namespaces", "", ""}, {"update", "", "namespaces", "", ""},
 			{"update", estuaryGroup, "networks", "", ""}, {"delete", estuaryGroup, "subnets", "", ""},
 			{"update", "coordination.k8s.io", "leases", "", "default"}, {"update", "apps", "statefulsets", "", "default"},
+			{"update", "apps", "replicasets", "", "default"}, {"delete", "batch", "jobs", "", "default"},
 		},
 	},
 	"estuary-daemon": {

@@ -51,6 +51,7 @@ const (
 type labEnv struct {
 	bin, repo, tmp, state string
 	reused, keep          bool
+	kubeconfig            string
 
 	c             client.Client
 	nodes         []string
@@ -188,6 +189,7 @@ func (e *labEnv) load() error {
 	}
 	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
 	e.routerAddr = s.Router.Address
+	e.kubeconfig = s.Kubeconfig
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", s.Kubeconfig, err)

@@ -123,12 +123,18 @@ func overlay(t testing.TB, k8s client.Client, name, cidr string) {
 // kubelet runs: the pod only exists in the API.
 func newPod(t testing.TB, k8s client.Client, name string) *corev1.Pod {
 	t.Helper()
+	return newAnnotatedPod(t, k8s, name, nil)
+}
+
+// newAnnotatedPod is newPod with the pod's annotations.
+func newAnnotatedPod(t testing.TB, k8s client.Client, name string, annotations map[string]string) *corev1.Pod {
+	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
 	if err := k8s.Create(bg(), ns); err != nil {
 		t.Fatal(err)
 	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Annotations: annotations},
 		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
 	}
 	if err := k8s.Create(bg(), p); err != nil {
@@ -147,18 +153,28 @@ func instances(k8s client.Client, p *corev1.Pod) ([]estuaryv1.IPInstance, error)
 // boundAddress waits for the pod's one Bound IPInstance and returns it.
 func boundAddress(t testing.TB, k8s client.Client, p *corev1.Pod) estuaryv1.IPInstance {
 	t.Helper()
-	var got estuaryv1.IPInstance
-	testenv.Eventually(t, "ipinstance of pod "+p.Name, 30*time.Second, func() error {
+	return boundAddresses(t, k8s, p, 1)[0]
+}
+
+// boundAddresses waits for the pod's n IPInstances, all Bound, and returns
+// them.
+func boundAddresses(t testing.TB, k8s client.Client, p *corev1.Pod, n int) []estuaryv1.IPInstance {
+	t.Helper()
+	var got []estuaryv1.IPInstance
+	testenv.Eventually(t, "ipinstances of pod "+p.Name, 30*time.Second, func() error {
 		list, err := instances(k8s, p)
 		switch {
 		case err != nil:
 			return err
-		case len(list) != 1:
-			return fmt.Errorf("%d ipinstances", len(list))
-		case list[0].Status.Phase != estuaryv1.IPInstanceBound:
-			return fmt.Errorf("ipinstance %s is %q", list[0].Name, list[0].Status.Phase)
+		case len(list) != n:
+			return fmt.Errorf("%d ipinstances, want %d", len(list), n)
 		}
-		got = list[0]
+		for _, ipi := range list {
+			if ipi.Status.Phase != estuaryv1.IPInstanceBound {
+				return fmt.Errorf("ipinstance %s is %q", ipi.Name, ipi.Status.Phase)
+			}
+		}
+		got = list
 		return nil
 	})
 	return got

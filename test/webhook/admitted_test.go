@@ -49,6 +49,9 @@ func TestAdmitted(t *testing.T) {
 			podObj("default", "plain", nil),
 			podObj("default", "overlay", sel(annNet, "ov", annType, "Overlay")),
 			podObj("default", "dual", sel(annSub, "ov4, ov6", annFam, "DualStack")),
+			// Several subnets of one family, tried in the order written.
+			podObj("default", "ordered", sel(annSub, "ov4-next,ov4,ov6")),
+			podObj("default", "ordered-underlay", sel(annSub, "u4-b,u4-a", annType, "Underlay")),
 			podObj("default", "underlay", sel(annNet, "u1", annSub, "u4-b", annType, "Underlay")),
 			podObj("default", "bgp", sel(annSub, "b4")),
 			podObj("inherit-ok", "inherited", nil),

@@ -39,10 +39,10 @@ func podDenials() []denial {
 			want: []string{`pod "default/p"`, ann(annSub), `subnet "ov4"`, `spec.network is "ov"`, `"u1"`}},
 		{name: "subnets of two networks", create: pod(sel(annSub, "ov4,u4")),
 			want: []string{`pod "default/p"`, ann(annSub), `subnet "ov4"`, `subnet "u4"`, "spec.network differ"}},
-		{name: "two subnets of one family", create: pod(sel(annSub, "ov4,ov4b")),
-			want: []string{`pod "default/p"`, ann(annSub), `subnet "ov4b"`, "IPv4", "one per family"}},
-		{name: "three subnets", create: pod(sel(annSub, "ov4,ov6,ov4b")),
-			want: []string{`pod "default/p"`, ann(annSub), "3 subnets"}},
+		{name: "two subnets of one family, one of another network", create: pod(sel(annSub, "ov4,ov4b,u4")),
+			want: []string{`pod "default/p"`, ann(annSub), `subnet "ov4"`, `subnet "u4"`, "spec.network differ"}},
+		{name: "seventeen subnets", create: pod(sel(annSub, "ov4,ov4b,ov6,a,b,c,d,e,f,g,h,i,j,k,l,m,n")),
+			want: []string{`pod "default/p"`, ann(annSub), "17 subnets", "at most 16"}},
 		{name: "one subnet twice", create: pod(sel(annSub, "ov4, ov4")),
 			want: []string{`pod "default/p"`, ann(annSub), `subnet "ov4" twice`}},
 		{name: "empty subnet name", create: pod(sel(annSub, "ov4,")),
@@ -74,9 +74,9 @@ func podDenials() []denial {
 			create: inNS("inherit-sub", sel(annSub, "ov4")),
 			want:   []string{`pod "inherit-sub/p"`, ann(annSub), `subnet "ov4"`, `"u1"`}},
 		{name: "inherited invalid subnet list",
-			seed:   []client.Object{nsObj("inherit-bad", sel(annSub, "a,b,c"))},
+			seed:   []client.Object{nsObj("inherit-bad", sel(annSub, "ov4,ov4b,ov4"))},
 			create: inNS("inherit-bad", nil),
-			want:   []string{`pod "inherit-bad/p"`, ann(annSub) + ` (inherited from namespace "inherit-bad")`, "3 subnets"}},
+			want:   []string{`pod "inherit-bad/p"`, ann(annSub) + ` (inherited from namespace "inherit-bad")`, `subnet "ov4" twice`}},
 	}
 }
 

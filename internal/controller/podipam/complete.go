@@ -221,16 +221,17 @@ func usesAddr(pod *corev1.Pod, a netip.Addr) bool {
 }
 
 // completeFamilies allocates and records the families the pod asks for
-// but does not hold.
+// but does not hold, each from its own list of named subnets (tried in
+// order) when the pod names subnets.
 func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
-	req, err := r.requestFor(ctx, key, pod)
+	req, f, err := r.requestFor(ctx, key, pod)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 	}
 	wanted := req.Families
 	if len(wanted) == 0 {
 		for _, f := range []family.Family{family.IPv4, family.IPv6} {
-			if _, ok := req.Subnets[f]; ok {
+			if len(req.Subnets[f]) > 0 {
 				wanted = append(wanted, f)
 			}
 		}
@@ -254,5 +255,5 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s (%v): %w", key, req.Families, err)
 	}
 	log.FromContext(ctx).Info("completing a partly recorded pod", "pod", key, "held", addrs(held), "families", req.Families)
-	return r.recordLeases(ctx, key, pod, leases, held[0].count, held)
+	return r.recordLeases(ctx, key, pod, leases, held[0].count, held, f)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -19,7 +20,28 @@ func record(ipi *estuaryv1.IPInstance) (ipam.Record, error) {
 	if ipi.Status.Phase == estuaryv1.IPInstanceRetained {
 		state = ipam.Retained
 	}
-	return ipam.Record{Subnet: ipi.Spec.Subnet, Addr: p.Addr(), State: state, Owner: ownerKey(ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName)}, nil
+	if ipi.Status.Phase == estuaryv1.IPInstanceReserved {
+		state = ipam.Retained
+	}
+	return ipam.Record{Subnet: ipi.Spec.Subnet, Addr: p.Addr(), State: state, Owner: recordKey(ipi)}, nil
+}
+
+// recordKey is the key an IPInstance's address is held under: the pod's
+// (namespace/name) while a pod uses it, and while a StatefulSet keeps it
+// for the pod of the same name; its workload's (namespace/Kind/name) while
+// it is kept for, or reserved for, any pod of the workload.
+func recordKey(ipi *estuaryv1.IPInstance) string {
+	b := &ipi.Spec.Binding
+	if pooled(ipi.Status.Phase, b.Owner.Kind) {
+		return workload.Ref{Namespace: b.Namespace, Kind: b.Owner.Kind, Name: b.Owner.Name}.Key()
+	}
+	return ownerKey(b.Namespace, b.PodName)
+}
+
+// pooled: an address in this phase, of an owner of this kind, is held
+// under its workload's key rather than a pod's.
+func pooled(phase estuaryv1.IPInstancePhase, ownerKind string) bool {
+	return phase == estuaryv1.IPInstanceReserved || phase == estuaryv1.IPInstanceRetained && ownerKind != workload.KindStatefulSet
 }
 
 // ownerKey is the allocator owner of a pod's addresses: namespace/name, which

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -27,6 +28,34 @@ type holding struct {
 	// recorded is when this manager last saw the record created or
 	// confirmed; zero when it never did (rebuilt or adopted from a list).
 	recorded time.Time
+	// pod is the pod the record names: the one using the address, or, once
+	// it is kept for its workload, the one that used it last.
+	pod string
+	// owner is the pod's top-level owner (package workload).
+	owner workload.Ref
+	// retain is the pod's retention: nil when its addresses go with it
+	// (a StatefulSet's pod then follows the StatefulSet's rule).
+	retain *retention
+	// reserved: an administrator reserved the address for owner.
+	reserved bool
+	// expires is when a Retained address is released; zero: never.
+	expires time.Time
+	// mac is the pod interface's fixed MAC, or "".
+	mac string
+}
+
+// retention is how long a pod's addresses are kept for its workload once it
+// is gone; ttl nil means until released by hand.
+type retention struct {
+	ttl *time.Duration
+}
+
+// until is when an address kept from now on expires; zero: never.
+func (rt *retention) until(now time.Time) time.Time {
+	if rt == nil || rt.ttl == nil {
+		return time.Time{}
+	}
+	return now.Add(*rt.ttl)
 }
 
 // setRef identifies the StatefulSet that owns a pod's addresses and the
@@ -104,6 +133,58 @@ func (h *holdings) ofSet(namespace, name string) []string {
 	return keys
 }
 
+// take removes from key's holdings, and returns, the ones pick chooses;
+// pick sees the holdings in order and what it has chosen so far. The
+// removal is atomic, so two reconciles never take the same holding.
+func (h *holdings) take(key string, pick func(hd holding, chosen []holding) bool) []holding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var chosen, kept []holding
+	for _, hd := range h.byKey[key] {
+		if pick(hd, chosen) {
+			chosen = append(chosen, hd)
+		} else {
+			kept = append(kept, hd)
+		}
+	}
+	if len(kept) == 0 {
+		delete(h.byKey, key)
+	} else {
+		h.byKey[key] = kept
+	}
+	return chosen
+}
+
+// find returns the holding of record name under key.
+func (h *holdings) find(key, name string) (holding, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range h.byKey[key] {
+		if hd.name == name {
+			return hd, true
+		}
+	}
+	return holding{}, false
+}
+
+// macHolder returns the key of a holding other than except's with the
+// given MAC, or "".
+func (h *holdings) macHolder(mac, except string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, hs := range h.byKey {
+		if key == except {
+			continue
+		}
+		for _, hd := range hs {
+			if hd.mac == mac {
+				return key
+			}
+		}
+	}
+	return ""
+}
+
 // fromInstances indexes IPInstances by owner key.
 func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 	out := map[string][]holding{}
@@ -119,6 +200,20 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 			podUID: ipi.Spec.Binding.PodUID,
 			node:   ipi.Spec.Binding.NodeName,
 			phase:  ipi.Status.Phase,
+			pod:    ipi.Spec.Binding.PodName,
+			owner: workload.Ref{Namespace: ipi.Spec.Binding.Namespace, Kind: ipi.Spec.Binding.Owner.Kind,
+				Name: ipi.Spec.Binding.Owner.Name, UID: ipi.Spec.Binding.Owner.UID},
+			reserved: ipi.Spec.Reserved,
+			mac:      ipi.Spec.Address.MAC,
+		}
+		if rt := ipi.Spec.Retention; rt != nil {
+			hd.retain = &retention{}
+			if rt.TTL != nil {
+				hd.retain.ttl = &rt.TTL.Duration
+			}
+		}
+		if ipi.Status.ExpiresAt != nil {
+			hd.expires = ipi.Status.ExpiresAt.Time
 		}
 		if o := ipi.Spec.Binding.Owner; o.Kind == "StatefulSet" && ipi.Spec.Binding.StatefulOrdinal != nil {
 			hd.set = &setRef{name: o.Name, uid: o.UID, ordinal: *ipi.Spec.Binding.StatefulOrdinal}

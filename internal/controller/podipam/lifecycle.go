@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
+	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,51 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
-
-// letGo handles a pod name with no live pod: a StatefulSet that still wants
-// the pod keeps its addresses (Retained); everything else is released.
-func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) error {
-	if len(held) == 0 {
-		return nil
-	}
-	if set := held[0].set; set != nil {
-		keep, err := r.setWantsOrdinal(ctx, key, set)
-		if err != nil {
-			return err
-		}
-		if keep {
-			return r.retain(ctx, key, held)
-		}
-	}
-	return r.release(ctx, key, held)
-}
-
-// setWantsOrdinal: the StatefulSet that owns the addresses still exists, is
-// not being deleted (or is being deleted with its pods orphaned, to be
-// re-created), still has the ordinal, and keeps addresses. A StatefulSet is
-// known by its namespace and name, not its UID: one deleted with
-// --cascade=orphan and created again adopts the same pods, and they keep
-// their addresses.
-func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
-	ns := key[:strings.IndexByte(key, '/')]
-	sts := &appsv1.StatefulSet{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get statefulset %s/%s: %w", ns, set.name, err)
-	}
-	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
-		return false, nil
-	}
-	if sts.Spec.Template.Annotations[estuaryv1.AnnotationIPRetain] == "false" {
-		return false, nil
-	}
-	return set.ordinal < ptr.Deref(sts.Spec.Replicas, 1), nil
-}
 
 // release deletes the records and frees the addresses. A record is deleted
 // before its address is freed, so an address is never free while recorded.
@@ -74,6 +31,7 @@ func (r *Reconciler) release(ctx context.Context, key string, held []holding) er
 		if err := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
 			log.FromContext(ctx).Error(err, "release", "pod", key, "address", hd.lease.Addr)
 		}
+		r.wake(hd.name)
 	}
 	r.held.set(key, nil)
 	log.FromContext(ctx).V(1).Info("released", "pod", key, "addresses", addrs(held))
@@ -89,23 +47,24 @@ func (r *Reconciler) deleteInstance(ctx context.Context, key string, hd holding)
 }
 
 // retain keeps the addresses for the pod that will replace this one: the
-// records lose their node binding and turn Retained.
-func (r *Reconciler) retain(ctx context.Context, key string, held []holding) error {
+// records lose their node binding and turn Retained, expiring at until
+// (zero: never). It returns the holdings as kept.
+func (r *Reconciler) retain(ctx context.Context, key string, held []holding, until time.Time) ([]holding, error) {
 	for i := range held {
 		hd := &held[i]
 		if hd.phase == estuaryv1.IPInstanceRetained {
 			continue
 		}
 		if err := r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, key); err != nil {
-			return fmt.Errorf("retain %s for %s: %w", hd.lease.Addr, key, err)
+			return nil, fmt.Errorf("retain %s for %s: %w", hd.lease.Addr, key, err)
 		}
-		hd.podUID, hd.node, hd.phase = "", "", estuaryv1.IPInstanceRetained
+		hd.podUID, hd.node, hd.phase, hd.expires = "", "", estuaryv1.IPInstanceRetained, until
 		if err := r.writeBinding(ctx, key, *hd); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	r.held.set(key, held)
-	return nil
+	return held, nil
 }
 
 // rebind hands a StatefulSet pod the addresses held for its name.
@@ -117,7 +76,7 @@ func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, he
 				return fmt.Errorf("reclaim retained %s for %s: %w", hd.lease.Addr, key, err)
 			}
 		}
-		hd.podUID, hd.node, hd.phase = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound
+		hd.podUID, hd.node, hd.phase, hd.expires = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, time.Time{}
 		hd.set = statefulOwner(pod)
 		if err := r.writeBinding(ctx, key, *hd); err != nil {
 			return err
@@ -128,24 +87,66 @@ func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, he
 	return nil
 }
 
-// writeBinding updates a record's binding and phase (one write: the status is
-// not a subresource).
+// writeBinding updates a record to say what hd says: binding, retention,
+// phase and expiry (one write: the status is not a subresource). It writes
+// over the cached record and reads the record live only when the cache is
+// behind (a conflict, or a record it does not show yet).
 func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding) error {
 	ipi := &estuaryv1.IPInstance{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+	if err == nil {
+		applyHolding(ipi, hd)
+		if err = r.Client.Update(ctx, ipi); err == nil {
+			return nil
+		}
+	}
+	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update ipinstance %s of %s to %s: %w", hd.name, key, hd.phase, err)
+	}
+	ipi = &estuaryv1.IPInstance{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
 		return fmt.Errorf("get ipinstance %s of %s: %w", hd.name, key, err)
 	}
-	ipi.Spec.Binding.PodUID = hd.podUID
-	ipi.Spec.Binding.NodeName = hd.node
-	if hd.set != nil {
-		ipi.Spec.Binding.Owner.UID = hd.set.uid
-	}
-	ipi.Status.Phase = hd.phase
-	setLabel(ipi, estuaryv1.LabelNode, hd.node)
+	applyHolding(ipi, hd)
 	if err := r.Client.Update(ctx, ipi); err != nil {
 		return fmt.Errorf("update ipinstance %s of %s to %s: %w", hd.name, key, hd.phase, err)
 	}
 	return nil
+}
+
+// applyHolding writes what hd says into ipi: the pod, node, owner,
+// retention, reservation, MAC, phase and expiry. The address, network and
+// subnet are the record's own and never change.
+func applyHolding(ipi *estuaryv1.IPInstance, hd holding) {
+	b := &ipi.Spec.Binding
+	if hd.pod != "" {
+		b.PodName = hd.pod
+		setLabel(ipi, estuaryv1.LabelPod, hd.pod)
+	}
+	b.PodUID, b.NodeName = hd.podUID, hd.node
+	setLabel(ipi, estuaryv1.LabelNode, hd.node)
+	if hd.owner.Kind != "" {
+		b.Owner = estuaryv1.OwnerReference{Kind: hd.owner.Kind, Name: hd.owner.Name, UID: hd.owner.UID}
+	}
+	b.StatefulOrdinal = nil
+	if hd.set != nil {
+		b.Owner = estuaryv1.OwnerReference{Kind: workload.KindStatefulSet, Name: hd.set.name, UID: hd.set.uid}
+		b.StatefulOrdinal = ptr.To(hd.set.ordinal)
+	}
+	ipi.Spec.Retention = nil
+	if hd.retain != nil {
+		ipi.Spec.Retention = &estuaryv1.Retention{}
+		if hd.retain.ttl != nil {
+			ipi.Spec.Retention.TTL = &metav1.Duration{Duration: *hd.retain.ttl}
+		}
+	}
+	ipi.Spec.Reserved = hd.reserved
+	ipi.Spec.Address.MAC = hd.mac
+	ipi.Status.Phase = hd.phase
+	ipi.Status.ExpiresAt = nil
+	if !hd.expires.IsZero() {
+		ipi.Status.ExpiresAt = &metav1.Time{Time: hd.expires}
+	}
 }
 
 // instance builds the IPInstance that records hd for pod.
@@ -156,7 +157,6 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding) *estuaryv1.IPInstance
 			Name: hd.name,
 			Labels: map[string]string{
 				estuaryv1.LabelNamespace: pod.Namespace,
-				estuaryv1.LabelPod:       pod.Name,
 				estuaryv1.LabelSubnet:    l.Subnet,
 			},
 			Annotations: map[string]string{estuaryv1.AnnotationAddresses: strconv.Itoa(hd.count)},
@@ -169,23 +169,21 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding) *estuaryv1.IPInstance
 				Version: versionOf(l.Family),
 				NetID:   r.Topology.NetID(l.Network, l.Subnet),
 			},
-			Binding: estuaryv1.Binding{Namespace: pod.Namespace, PodName: pod.Name, PodUID: hd.podUID, NodeName: hd.node},
+			Binding: estuaryv1.Binding{Namespace: pod.Namespace, PodName: pod.Name},
 		},
-		Status: estuaryv1.IPInstanceStatus{Phase: hd.phase},
 	}
 	if l.Gateway.IsValid() {
 		ipi.Spec.Address.Gateway = estuaryv1.IPAddress(l.Gateway.String())
 	}
-	setLabel(ipi, estuaryv1.LabelNode, hd.node)
 	// No metadata.ownerReferences: a cluster-scoped record cannot name a
 	// namespaced owner for the garbage collector. Records whose pod or owner
 	// went while the manager was down are released by the manager itself,
 	// on start and by its audit.
-	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: "Pod", Name: pod.Name, UID: string(pod.UID)}
-	if hd.set != nil {
-		ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: "StatefulSet", Name: hd.set.name, UID: hd.set.uid}
-		ipi.Spec.Binding.StatefulOrdinal = ptr.To(hd.set.ordinal)
+	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: workload.KindPod, Name: pod.Name, UID: string(pod.UID)}
+	if hd.pod == "" {
+		hd.pod = pod.Name
 	}
+	applyHolding(ipi, hd)
 	return ipi
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -28,6 +29,8 @@ type Allocator interface {
 	Allocate(req ipam.Request) ([]ipam.Lease, error)
 	Assign(subnet string, addr netip.Addr, owner string) error
 	Release(subnet string, addr netip.Addr, owner string) error
+	Transfer(subnet string, addr netip.Addr, from, to string, st ipam.State) error
+	Lookup(subnet string, addr netip.Addr) (ipam.Record, error)
 	Retain(subnet string, addr netip.Addr, owner string) error
 	Rebuild(records []ipam.Record) error
 	Records() []ipam.Record
@@ -65,6 +68,7 @@ type Reconciler struct {
 	held    *holdings
 	pending pendingAdoptions
 	ready   readiness
+	kicks   *kicks
 }
 
 // Reconcile serves one pod name: it allocates, rebinds, retains or releases
@@ -72,6 +76,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if err := r.ready.wait(ctx); err != nil {
 		return ctrl.Result{}, err
+	}
+	if isPoolName(req.Name) {
+		return r.reconcilePool(ctx, req.Namespace+"/"+req.Name)
 	}
 	key := ownerKey(req.Namespace, req.Name)
 	pod := &corev1.Pod{}
@@ -82,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	held := r.adopt(ctx, key, r.held.get(key))
 	if pod == nil || podFinished(pod) {
-		return ctrl.Result{}, r.letGo(ctx, key, held)
+		return r.letGo(ctx, key, held)
 	}
 	if pod.Spec.NodeName == "" || pod.Spec.HostNetwork {
 		return ctrl.Result{}, nil
@@ -91,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if set := statefulOwner(pod); set != nil && sameSet(held, set) {
 			return ctrl.Result{}, r.rebind(ctx, key, pod, held)
 		}
-		if err := r.release(ctx, key, held); err != nil {
+		if err := r.replaced(ctx, key, held); err != nil {
 			return ctrl.Result{}, err
 		}
 		held = nil
@@ -107,11 +114,28 @@ func podFinished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
-// allocate gives a pod new addresses (or the ones it already shows in its
-// status, if their records were lost) and records each as an IPInstance.
+// replaced lets go of what a pod that is gone held under a name a new pod
+// now has: a StatefulSet's addresses of another StatefulSet are released,
+// anything else goes as letGo says (kept for its workload, or released).
+func (r *Reconciler) replaced(ctx context.Context, key string, held []holding) error {
+	if held[0].set != nil {
+		return r.release(ctx, key, held)
+	}
+	if _, err := r.letGo(ctx, key, held); err != nil {
+		return err
+	}
+	if left := r.held.get(key); len(left) > 0 {
+		return r.release(ctx, key, left)
+	}
+	return nil
+}
+
+// allocate gives a pod its addresses: the ones it already shows in its
+// status, if their records were lost; else the ones it names; else those
+// its workload keeps, then new ones; and records each as an IPInstance.
 func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) (ctrl.Result, error) {
 	start := time.Now()
-	leases, err := r.leasesFor(ctx, key, pod)
+	res, err := r.allocateFor(ctx, key, pod)
 	if err != nil {
 		r.Metrics.observe(start, err)
 		reason := ReasonAllocationFailed
@@ -125,9 +149,38 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 		}
 		return ctrl.Result{}, err
 	}
-	res, err := r.recordLeases(ctx, key, pod, leases, len(leases), nil)
-	r.Metrics.observe(start, err)
-	return res, err
+	r.Metrics.observe(start, nil)
+	return res, nil
+}
+
+func (r *Reconciler) allocateFor(ctx context.Context, key string, pod *corev1.Pod) (ctrl.Result, error) {
+	if leases, ok := r.recover(key, pod); ok {
+		_, f, err := r.plan(ctx, key, pod)
+		if err != nil {
+			f = facts{set: statefulOwner(pod)}
+			f.owner, _ = workload.Of(ctx, r.Client, pod)
+		}
+		return r.recordLeases(ctx, key, pod, leases, len(leases), nil, f)
+	}
+	req, f, err := r.plan(ctx, key, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if f.fixed.Wants() {
+		return r.allocateFixed(ctx, key, pod, f, req)
+	}
+	prior, rest, err := r.takePooled(ctx, key, pod, f, req)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(rest) == 0 {
+		return ctrl.Result{}, nil
+	}
+	leases, err := r.Alloc.Allocate(narrow(req, rest))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.recordLeases(ctx, key, pod, leases, len(prior)+len(leases), prior, f)
 }
 
 // recordLeases records each lease as an IPInstance (one create each: the
@@ -142,12 +195,11 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 // lost connection) leaves the outcome unknown: the API server may have
 // stored the record. Then no address is freed: every lease stays held and
 // the next pass confirms each record or creates it (complete).
-func (r *Reconciler) recordLeases(ctx context.Context, key string, pod *corev1.Pod, leases []ipam.Lease, count int, prior []holding) (ctrl.Result, error) {
-	set := statefulOwner(pod)
+func (r *Reconciler) recordLeases(ctx context.Context, key string, pod *corev1.Pod, leases []ipam.Lease, count int, prior []holding, f facts) (ctrl.Result, error) {
 	hds := make([]holding, len(leases))
 	for i, l := range leases {
 		hds[i] = holding{lease: l, name: estuaryv1.InstanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
-			phase: estuaryv1.IPInstanceBound, set: set, count: count}
+			phase: estuaryv1.IPInstanceBound, set: f.set, count: count, pod: pod.Name, owner: f.owner, retain: f.retain, mac: f.mac}
 	}
 	for i, hd := range hds {
 		err := r.Client.Create(ctx, r.instance(pod, hd))
@@ -179,34 +231,10 @@ func refused(err error) bool {
 		apierrors.IsMethodNotSupported(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err)
 }
 
-// leasesFor asks the allocator for the pod's addresses, once the pod passes
-// the admission rules (see admit). A running pod whose records were lost
-// (deleted by hand while the manager was down) gets back the addresses it is
-// already using rather than new ones.
-func (r *Reconciler) leasesFor(ctx context.Context, key string, pod *corev1.Pod) ([]ipam.Lease, error) {
-	if leases, ok := r.recover(key, pod); ok {
-		return leases, nil
-	}
-	req, err := r.requestFor(ctx, key, pod)
-	if err != nil {
-		return nil, err
-	}
-	return r.Alloc.Allocate(req)
-}
-
 // requestFor is the allocator request of a pod that passes the admission
-// rules: its selection (pod, then namespace annotations) with the defaults
-// resolved.
-func (r *Reconciler) requestFor(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, error) {
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
-		ns = nil
-	}
-	sel, err := r.admit(ctx, pod, ns)
-	if err != nil {
-		return ipam.Request{}, err
-	}
-	return request(&sel, key, r.Topology.Overlay(), r.Alloc)
+// rules (see plan), with its facts.
+func (r *Reconciler) requestFor(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, facts, error) {
+	return r.plan(ctx, key, pod)
 }
 
 // recover reassigns the addresses a pod reports in its status, if every one

@@ -2,6 +2,7 @@ package podipam
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/family"
@@ -11,24 +12,26 @@ import (
 // request turns a selection into an allocator request, resolving defaults
 // against what the allocator knows: the overlay network when none is named,
 // and every family the network has public subnets for when none is asked.
+// The named subnets become one list per family, in the order the selection
+// names them, which is the order the allocator tries them in.
 func request(sel *netmodel.Selection, owner, overlay string, view subnetView) (ipam.Request, error) {
 	req := ipam.Request{Owner: owner, Network: sel.Network, Families: sel.Families()}
 	if len(sel.Subnets) > 0 {
-		req.Subnets = map[family.Family]string{}
+		req.Subnets = map[family.Family][]string{}
 		for _, name := range sel.Subnets {
 			cfg, err := view.Subnet(name)
 			if err != nil {
 				return req, fmt.Errorf("requested %w", err)
 			}
 			f := family.Of(cfg.Prefix.Addr())
-			if _, dup := req.Subnets[f]; dup {
-				return req, fmt.Errorf("subnets %v name two %s subnets", sel.Subnets, f)
+			if slices.Contains(req.Subnets[f], name) {
+				return req, fmt.Errorf("subnets %v name subnet %q twice", sel.Subnets, name)
 			}
 			if req.Network != "" && cfg.Network != req.Network {
 				return req, fmt.Errorf("subnet %q belongs to network %q, not %q", name, cfg.Network, req.Network)
 			}
 			req.Network = cfg.Network
-			req.Subnets[f] = name
+			req.Subnets[f] = append(req.Subnets[f], name)
 		}
 	}
 	if req.Network == "" {

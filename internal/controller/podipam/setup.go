@@ -2,6 +2,7 @@ package podipam
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -56,7 +57,13 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
 		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),
-		RetryExhausted: opts.RetryExhausted,
+		RetryExhausted: opts.RetryExhausted, kicks: newKicks(),
+	}
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &estuaryv1.IPInstance{}, indexRecordKey, func(o client.Object) []string {
+		return []string{recordKey(o.(*estuaryv1.IPInstance))}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index ipinstances by holder: %w", err)
 	}
 	if err := mgr.Add(r); err != nil {
 		return nil, err
@@ -68,7 +75,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	if err := mgr.Add(audit); err != nil {
 		return nil, err
 	}
-	err := ctrl.NewControllerManagedBy(mgr).Named("network").For(&estuaryv1.Network{}).
+	err = ctrl.NewControllerManagedBy(mgr).Named("network").For(&estuaryv1.Network{}).
 		Complete(&NetworkReconciler{Topology: topo})
 	if err != nil {
 		return nil, err
@@ -82,19 +89,30 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 		Watches(&estuaryv1.IPInstance{}, handler.EnqueueRequestsFromMapFunc(instanceToPod)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setToPods)).
 		WatchesRawSource(source.Channel(audit.pods, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.kicks.ch, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 	return r, err
 }
 
 // instanceToPod: a record's change (or deletion) is a reason to look at the
-// pod it names, e.g. to release records left behind while the manager was down.
+// pod it names, e.g. to release records left behind while the manager was
+// down, and at the workload it is kept or reserved for, e.g. to hold a
+// reservation written by kubectl estuary.
 func instanceToPod(_ context.Context, o client.Object) []reconcile.Request {
 	ipi, ok := o.(*estuaryv1.IPInstance)
-	if !ok || ipi.Spec.Binding.PodName == "" {
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ipi.Spec.Binding.Namespace, Name: ipi.Spec.Binding.PodName}}}
+	var reqs []reconcile.Request
+	b := &ipi.Spec.Binding
+	if b.PodName != "" {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.PodName}})
+	}
+	if b.Owner.Kind != "" && b.Owner.Name != "" && (ipi.Spec.Reserved || pooled(ipi.Status.Phase, b.Owner.Kind)) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Owner.Kind + "/" + b.Owner.Name}})
+	}
+	return reqs
 }
 
 // setToPods: a StatefulSet's scale-down or deletion may release the addresses

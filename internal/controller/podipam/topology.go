@@ -84,6 +84,15 @@ func (t *Topology) leaseFor(a netip.Addr) (ipam.Lease, bool) {
 	return ipam.Lease{}, false
 }
 
+// leaseIn is the lease of a in the named subnet.
+func (t *Topology) leaseIn(subnet string, a netip.Addr) (ipam.Lease, bool) {
+	cfg, err := t.Alloc.Subnet(subnet)
+	if err != nil || !cfg.Prefix.Contains(a) {
+		return ipam.Lease{}, false
+	}
+	return ipam.Lease{Subnet: subnet, Network: cfg.Network, Family: family.Of(a), Addr: a, Prefix: cfg.Prefix, Gateway: cfg.Gateway}, true
+}
+
 // load reads every Network and Subnet live and installs them in the
 // allocator; it runs once, before the rebuild, whose records then fill the
 // subnets. A failed list is returned (the caller retries: nothing may be

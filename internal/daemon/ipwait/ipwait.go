@@ -153,11 +153,13 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 	}
 }
 
-// lookup reads the pod's records from the informer cache: the addresses and
-// the networks they belong to (those the cache has). It returns nothing (and
-// no error) while any record is missing (fewer than the count each record
-// carries), retained, or bound to another pod UID: the manager is still
-// working on this pod.
+// lookup reads the pod's records from the informer cache: the addresses
+// (with the MAC they pin for the pod's interface, if any) and the networks
+// they belong to (those the cache has). It returns nothing (and no error)
+// while any record is missing (fewer than the count each record carries),
+// retained, or bound to another pod UID: the manager is still working on
+// this pod. A record that does not parse, or records that pin different
+// MACs, are an error.
 func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []estuaryv1.Network, error) {
 	var list estuaryv1.IPInstanceList
 	err := w.reader.List(ctx, &list, client.MatchingLabels{estuaryv1.LabelNamespace: namespace, estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
@@ -186,6 +188,9 @@ func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podn
 	}
 	if len(out) < want {
 		return nil, nil, nil
+	}
+	if err := sameMAC(list.Items); err != nil {
+		return nil, nil, err
 	}
 	networks, err := w.networks(ctx, namespace+"/"+pod, names)
 	if err != nil {
@@ -292,5 +297,10 @@ func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
 		}
 		a.Gateway = gw
 	}
+	mac, err := recordMAC(ipi)
+	if err != nil {
+		return podnet.Address{}, err
+	}
+	a.MAC = mac
 	return a, nil
 }

@@ -66,6 +66,11 @@ func record(t *testing.T, ns, pod, uid, node, ip string, count int, phase estuar
 // recordIn creates an IPInstance for pod ns/pod in network.
 func recordIn(t *testing.T, network, ns, pod, uid, node, ip string, count int, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
 	t.Helper()
+	return create(t, instance(network, ns, pod, uid, node, ip, count, phase))
+}
+
+// instance is the IPInstance recordIn creates.
+func instance(network, ns, pod, uid, node, ip string, count int, phase estuaryv1.IPInstancePhase) *estuaryv1.IPInstance {
 	p := netip.MustParsePrefix(ip)
 	v := int32(4)
 	if p.Addr().Is6() {
@@ -84,6 +89,12 @@ func recordIn(t *testing.T, network, ns, pod, uid, node, ip string, count int, p
 		},
 		Status: estuaryv1.IPInstanceStatus{Phase: phase},
 	}
+	return ipi
+}
+
+// create creates ipi, deleted when the test ends.
+func create(t *testing.T, ipi *estuaryv1.IPInstance) *estuaryv1.IPInstance {
+	t.Helper()
 	if err := k8s.Create(context.Background(), ipi); err != nil {
 		t.Fatal(err)
 	}

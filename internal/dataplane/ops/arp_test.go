@@ -29,7 +29,7 @@ func arpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	if err := a.AddVethPeerIn("a0", nil, "b0", bPath, 0); err != nil {
+	if err := a.AddVethPeerIn("a0", nil, "b0", nil, bPath, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "a0", Prefix: netip.MustParsePrefix("10.9.0.1/24")}}}); err != nil {

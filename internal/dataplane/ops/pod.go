@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -86,27 +87,43 @@ func (h *Handle) SetLinkAlias(name, alias string) error {
 }
 
 // AddVethPeerIn creates a veth pair in one step: name (with hardware address
-// mac, if not nil) in the handle's namespace and peer directly inside the
-// network namespace at peerNS, so the peer never exists under its final
-// name in this namespace. Both ends are left down, so that per-link settings
-// can be written before traffic flows. mtu 0 keeps the kernel's default.
-// An existing link called name is an error (EEXIST).
-func (h *Handle) AddVethPeerIn(name string, mac net.HardwareAddr, peer, peerNS string, mtu int) error {
+// mac, if not nil) in the handle's namespace and peer (with peerMAC, if not
+// nil; else the kernel picks one) directly inside the network namespace at
+// peerNS, so the peer never exists under its final name in this namespace.
+// Both ends are left down, so that per-link settings can be written before
+// traffic flows. mtu 0 keeps the kernel's default. An existing link called
+// name is an error (EEXIST).
+func (h *Handle) AddVethPeerIn(name string, mac net.HardwareAddr, peer string, peerMAC net.HardwareAddr, peerNS string,
+	mtu int) error {
 	ns, err := netns.GetFromPath(peerNS)
 	if err != nil {
 		return fmt.Errorf("add veth %s: peer namespace %s: %w", name, peerNS, err)
 	}
 	defer func() { _ = ns.Close() }()
 	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: name, MTU: mtu, HardwareAddr: mac},
-		PeerName:      peer,
-		PeerNamespace: netlink.NsFd(ns),
+		LinkAttrs:        netlink.LinkAttrs{Name: name, MTU: mtu, HardwareAddr: mac},
+		PeerName:         peer,
+		PeerHardwareAddr: peerMAC,
+		PeerNamespace:    netlink.NsFd(ns),
 	}
 	if mtu > 0 {
 		veth.PeerMTU = uint32(mtu)
 	}
 	if err := h.nl.LinkAdd(veth); err != nil {
 		return fmt.Errorf("add veth %s (peer %s in %s): %w", name, peer, peerNS, err)
+	}
+	return nil
+}
+
+// SetLinkMAC sets the named link's hardware address; a link that already
+// has it is left alone. A veth's address can change while it is up.
+func (h *Handle) SetLinkMAC(name string, mac net.HardwareAddr) error {
+	link, err := h.nl.LinkByName(name)
+	if err == nil && !bytes.Equal(link.Attrs().HardwareAddr, mac) {
+		err = h.nl.LinkSetHardwareAddr(link, mac)
+	}
+	if err != nil {
+		return fmt.Errorf("set address %s of link %s: %w", mac, name, err)
 	}
 	return nil
 }

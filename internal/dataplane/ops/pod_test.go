@@ -3,6 +3,7 @@ package ops
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
@@ -23,10 +24,11 @@ func TestAddVethPeerIn(t *testing.T) {
 	t.Cleanup(pod.Close)
 
 	mac := net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
-	if err := host.AddVethPeerIn("esthost", mac, "net1", podPath, 1400); err != nil {
+	peerMAC := net.HardwareAddr{0x02, 0x42, 0x0a, 0x00, 0x00, 0x07}
+	if err := host.AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.AddVethPeerIn("esthost", mac, "net1", podPath, 1400); err == nil {
+	if err := host.AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err == nil {
 		t.Error("second AddVethPeerIn with the same name succeeded")
 	}
 	hl, err := host.Link("esthost")
@@ -39,6 +41,9 @@ func TestAddVethPeerIn(t *testing.T) {
 	}
 	if hl.Type != "veth" || hl.MAC.String() != mac.String() || hl.Up {
 		t.Errorf("host end = %+v, want a down veth with MAC %s", hl, mac)
+	}
+	if pl.MAC.String() != peerMAC.String() {
+		t.Errorf("pod end MAC = %s, want %s", pl.MAC, peerMAC)
 	}
 	if pl.Type != "veth" || pl.PeerIndex != hl.Index || hl.PeerIndex != pl.Index {
 		t.Errorf("ends do not point at each other: host %+v, pod %+v", hl, pl)
@@ -58,8 +63,58 @@ func TestAddVethPeerIn(t *testing.T) {
 			t.Errorf("%s up = %+v, %v", name, l, err)
 		}
 	}
-	if err := host.AddVethPeerIn("esthost2", nil, "net2", "/run/netns/esttest-missing", 0); err == nil {
+	if err := host.AddVethPeerIn("esthost2", nil, "net2", nil, "/run/netns/esttest-missing", 0); err == nil {
 		t.Error("AddVethPeerIn into a missing namespace succeeded")
+	}
+}
+
+// TestAddVethPeerInKernelMAC: without a peer MAC the kernel picks one.
+func TestAddVethPeerInKernelMAC(t *testing.T) {
+	hostPath, podPath := nstest.New(t), nstest.New(t)
+	host, err := Open(hostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(host.Close)
+	pod, err := Open(podPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pod.Close)
+	if err := host.AddVethPeerIn("esthost", nil, "net1", nil, podPath, 0); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := pod.Link("net1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := state.MACFrom(pl.MAC); err != nil || m.IsZero() || m.IsMulticast() {
+		t.Errorf("pod end MAC = %s (%v), want a unicast address the kernel chose", pl.MAC, err)
+	}
+}
+
+// TestSetLinkMAC changes a veth's address while it is up, and accepts the
+// address it already has.
+func TestSetLinkMAC(t *testing.T) {
+	h := newNS(t)
+	if err := h.EnsureVeth("estmac", "estmacp", 0); err != nil {
+		t.Fatal(err)
+	}
+	mac := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x10, 0x01}
+	for i := range 2 {
+		if err := h.SetLinkMAC("estmac", mac); err != nil {
+			t.Fatalf("SetLinkMAC %d: %v", i+1, err)
+		}
+	}
+	l, err := h.Link("estmac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Up || l.MAC.String() != mac.String() {
+		t.Errorf("link = %+v, want it up with MAC %s", l, mac)
+	}
+	if err := h.SetLinkMAC("estnone", mac); err == nil || !strings.Contains(err.Error(), "estnone") {
+		t.Errorf("SetLinkMAC of a missing link = %v, want an error naming it", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -28,6 +29,10 @@ type Address struct {
 	// node): the address is then checked and announced on that segment
 	// before the pod starts (package segment).
 	Segment *Segment
+	// MAC is the MAC address the address's record fixes for the pod's
+	// interface (pinned); zero when it fixes none and the kernel chooses.
+	// Every address of a pod pins the same MAC, or none does.
+	MAC state.MAC
 }
 
 // Segment is the VLAN segment an underlay address lives on, as the node

@@ -11,20 +11,16 @@ import (
 )
 
 // check lists what of the attachment is missing in the kernel: the pod
-// interface and its addresses, gateway neighbours and default routes, the
-// host side, its local-pods routes and the shared rule.
+// interface (with its pinned MAC, if any) and its addresses, gateway
+// neighbours and default routes, the host side, its local-pods routes and
+// the shared rule.
 func (p *plumbing) check(ips []netip.Prefix) []error {
-	var errs []error
+	errs, stop := p.checkLinks()
+	if stop {
+		return errs
+	}
 	missing := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf(format+" missing", args...))
-	}
-	if _, err := p.pod.Link(p.a.IfName); err != nil {
-		missing("interface %s in %s", p.a.IfName, p.a.Netns)
-		return errs
-	}
-	if _, err := p.host.Link(p.hostVeth); err != nil {
-		missing("host link %s", p.hostVeth)
-		return errs
 	}
 	podState, err := p.pod.Read(ops.Scope{})
 	if err != nil {
@@ -61,6 +57,23 @@ func (p *plumbing) check(ips []netip.Prefix) []error {
 		}
 	}
 	return errs
+}
+
+// checkLinks checks both ends of the pair and the pod side's pinned MAC;
+// stop says that an end is missing, so nothing more can be checked.
+func (p *plumbing) checkLinks() (errs []error, stop bool) {
+	pl, err := p.pod.Link(p.a.IfName)
+	if err != nil {
+		return []error{fmt.Errorf("interface %s in %s missing", p.a.IfName, p.a.Netns)}, true
+	}
+	hl, err := p.host.Link(p.hostVeth)
+	if err != nil {
+		return []error{fmt.Errorf("host link %s missing", p.hostVeth)}, true
+	}
+	if err := p.checkMAC(pl, hl); err != nil {
+		return []error{err}, false
+	}
+	return nil, false
 }
 
 func (p *plumbing) hasAddr(s state.State, a netip.Addr) bool {

@@ -23,6 +23,7 @@ type plumbing struct {
 	pod      *ops.Handle
 	hostVeth string
 	mtu      int
+	mac      state.MAC // the pod side's pinned MAC; zero: the kernel's choice
 }
 
 // open binds handles to the pod's namespace (first, so a missing namespace
@@ -50,14 +51,16 @@ func (p *plumbing) errorf(format string, args ...any) error {
 }
 
 // ensureVeth creates the pair, or accepts an existing one that joins this
-// attachment's host side and pod interface. created says whether it made it.
+// attachment's host side and pod interface (and gives it the pinned MAC).
+// created says whether it made it.
 func (p *plumbing) ensureVeth() (created bool, err error) {
 	hl, err := p.host.Link(p.hostVeth)
 	if errors.Is(err, ops.ErrLinkNotFound) {
-		if err := p.host.AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.a.Netns, p.mtu); err != nil {
+		if err := p.host.AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.peerMAC(), p.a.Netns,
+			p.mtu); err != nil {
 			return false, p.errorf("%w", err)
 		}
-		if err := p.host.SetLinkAlias(p.hostVeth, endpointAlias(p.a)); err != nil {
+		if err := p.host.SetLinkAlias(p.hostVeth, endpointAlias(p.a, p.mac)); err != nil {
 			return true, p.errorf("%w", err)
 		}
 		return true, nil
@@ -70,7 +73,10 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 		return false, p.errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
 			p.a.IfName, p.a.Netns)
 	}
-	if want := endpointAlias(p.a); hl.Alias != want {
+	if err := p.pin(pl); err != nil {
+		return false, err
+	}
+	if want := endpointAlias(p.a, p.mac); hl.Alias != want {
 		if err := p.host.SetLinkAlias(p.hostVeth, want); err != nil {
 			return false, p.errorf("%w", err)
 		}

@@ -27,6 +27,11 @@
 // The fixed MAC also makes the host side's EUI-64 link-local address exactly
 // fe80::ecee:eeff:feee:eeee, so the IPv6 gateway is a real address too.
 //
+// Pinned MAC. When the pod's records fix a MAC for its interface
+// (Address.MAC), the pod side is created with it and reported with it;
+// otherwise the kernel chooses it. Addresses that disagree on it fail Add
+// before anything is made (mac.go).
+//
 // Naming. The host side is "est" followed by 11 hex digits of SHA-256 over
 // the container ID and the interface name: 14 bytes (the kernel allows 15),
 // inside estuary's device prefix (state.Ownership), and derived from the
@@ -171,11 +176,16 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	if err != nil {
 		return nil, err
 	}
+	mac, err := pinnedMAC(addrs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", podRef(a), err)
+	}
 	p, err := b.open(a, b.mtuFor(addrs))
 	if err != nil {
 		return nil, err
 	}
 	defer p.close()
+	p.mac = mac
 	created, err := p.ensureVeth()
 	if err == nil {
 		err = p.configure(addrs)
@@ -200,6 +210,11 @@ func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.AddressTimeout)
 	defer cancel()
 	addrs, err := b.cfg.Addresses.Wait(wctx, a.PodNamespace, a.PodName, a.PodUID)
+	if err != nil && wctx.Err() == nil {
+		// The records are there but unusable (a malformed field): waiting
+		// longer would not help, and the error says why.
+		return nil, fmt.Errorf("%s: its addresses: %w", podRef(a), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: no addresses within %s: %w", podRef(a), b.cfg.AddressTimeout, err)
 	}

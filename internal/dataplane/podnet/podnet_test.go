@@ -536,16 +536,25 @@ func TestRecoverFromKernel(t *testing.T) {
 
 func TestEndpointAliasRoundTrip(t *testing.T) {
 	a := cniserver.Attachment{ContainerID: strings.Repeat("c", 128), IfName: "net1", Netns: "/var/run/netns/cni-1234"}
-	key, netns, ok := parseEndpointAlias(endpointAlias(a))
-	if !ok || key != (store.Key{ContainerID: a.ContainerID, IfName: "net1"}) || netns != a.Netns {
-		t.Errorf("round trip: %v %q %t", key, netns, ok)
+	mac := state.MustParseMAC("02:42:0a:00:00:07")
+	for _, pinned := range []state.MAC{{}, mac} {
+		got, ok := parseEndpointAlias(endpointAlias(a, pinned))
+		if !ok || got.key != (store.Key{ContainerID: a.ContainerID, IfName: "net1"}) || got.netns != a.Netns || got.mac != pinned {
+			t.Errorf("round trip with MAC %s: %+v %t", pinned, got, ok)
+		}
 	}
 	a.Netns = "/" + strings.Repeat("n", 200)
-	if s := endpointAlias(a); len(s) > maxAlias {
+	s := endpointAlias(a, mac)
+	if len(s) > maxAlias {
 		t.Errorf("alias of %d bytes exceeds the kernel's %d", len(s), maxAlias)
 	}
-	for _, bad := range []string{"", "estuary", "other c/eth0", "estuary c", "estuary /eth0", "estuary c/ x y z"} {
-		if _, _, ok := parseEndpointAlias(bad); ok {
+	if got, ok := parseEndpointAlias(s); !ok || got.mac != mac || got.netns != "" {
+		t.Errorf("alias without its netns: %+v %t, want the MAC kept", got, ok)
+	}
+	for _, bad := range []string{"", "estuary", "other c/eth0", "estuary c", "estuary /eth0", "estuary c/ x y z",
+		"estuary c/eth0 /ns /other", "estuary c/eth0 /ns mac=zz", "estuary c/eth0 mac=02:00:00:00:00:01 /ns",
+		"estuary c/eth0 /ns 02:00:00:00:00:01", "estuary c/eth0 /ns mac=02:00:00:00:00:01 x"} {
+		if _, ok := parseEndpointAlias(bad); ok {
 			t.Errorf("parsed %q", bad)
 		}
 	}

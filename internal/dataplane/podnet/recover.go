@@ -8,7 +8,8 @@ package podnet
 // endpoints from these and from the node's Bound IPInstances (which name
 // the pods) before its data-path loop runs, so no running pod's routes,
 // proxy neighbours or announcements are withdrawn because a local file was
-// lost.
+// lost. A pinned MAC needs no rebuilding: the pod interface has it and the
+// host veth's alias records it (mac.go).
 
 import (
 	"fmt"
@@ -25,34 +26,62 @@ import (
 // aliasTag starts the alias of every host veth podnet makes.
 const aliasTag = "estuary"
 
+// aliasMAC starts the alias's field that holds a pinned MAC.
+const aliasMAC = "mac="
+
 // maxAlias is the kernel's limit on a link alias (IFALIASZ - 1).
 const maxAlias = 255
 
-// endpointAlias is the alias of an attachment's host veth. The netns is
-// left out when it would not fit; the key never is (it always fits: a
-// container ID the server accepts is at most 128 bytes).
-func endpointAlias(a cniserver.Attachment) string {
+// endpointAlias is the alias of an attachment's host veth:
+// "estuary <container ID>/<ifname> [<netns>] [mac=<pinned MAC>]". The netns
+// is left out when it would not fit; the key and the MAC never are (they
+// always fit: a container ID the server accepts is at most 128 bytes).
+func endpointAlias(a cniserver.Attachment, mac state.MAC) string {
 	s := aliasTag + " " + a.ContainerID + "/" + a.IfName
-	if len(s)+1+len(a.Netns) <= maxAlias {
+	var tail string
+	if !mac.IsZero() {
+		tail = " " + aliasMAC + mac.String()
+	}
+	if len(s)+1+len(a.Netns)+len(tail) <= maxAlias {
 		s += " " + a.Netns
 	}
-	return s
+	return s + tail
+}
+
+// aliasFields are the fields of an alias endpointAlias wrote.
+type aliasFields struct {
+	key   store.Key
+	netns string
+	mac   state.MAC // zero: none pinned
 }
 
 // parseEndpointAlias reads an alias endpointAlias wrote.
-func parseEndpointAlias(s string) (key store.Key, netns string, ok bool) {
+func parseEndpointAlias(s string) (aliasFields, bool) {
 	f := strings.Fields(s)
-	if len(f) < 2 || len(f) > 3 || f[0] != aliasTag {
-		return store.Key{}, "", false
+	if len(f) < 2 || len(f) > 4 || f[0] != aliasTag {
+		return aliasFields{}, false
 	}
 	id, ifname, ok := strings.Cut(f[1], "/")
 	if !ok || id == "" || ifname == "" || strings.Contains(ifname, "/") {
-		return store.Key{}, "", false
+		return aliasFields{}, false
 	}
-	if len(f) == 3 {
-		netns = f[2]
+	out := aliasFields{key: store.Key{ContainerID: id, IfName: ifname}}
+	rest := f[2:]
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], aliasMAC) {
+		out.netns, rest = rest[0], rest[1:]
 	}
-	return store.Key{ContainerID: id, IfName: ifname}, netns, true
+	switch {
+	case len(rest) > 1:
+		return aliasFields{}, false
+	case len(rest) == 1:
+		v, tagged := strings.CutPrefix(rest[0], aliasMAC)
+		mac, err := state.ParseMAC(v)
+		if !tagged || err != nil {
+			return aliasFields{}, false
+		}
+		out.mac = mac
+	}
+	return out, true
 }
 
 // Recorded is one address the node's records bind to a pod of this node.
@@ -89,12 +118,12 @@ func (b *Backend) Recover(recorded []Recorded) (eps []store.Endpoint, unnamed []
 	}
 	now := time.Now().UTC()
 	for _, l := range links {
-		key, netns, ok := parseEndpointAlias(l.Alias)
+		alias, ok := parseEndpointAlias(l.Alias)
 		if l.Type != "veth" || !ok {
 			unnamed = append(unnamed, l.Name)
 			continue
 		}
-		ep := store.Endpoint{Key: key, Netns: netns, Created: now, Recovered: true}
+		ep := store.Endpoint{Key: alias.key, Netns: alias.netns, Created: now, Recovered: true}
 		for _, rt := range kernel.Routes {
 			if rt.Table != state.TableLocalPods || rt.Dev != l.Name || !rt.Dst.IsSingleIP() {
 				continue

@@ -1,0 +1,310 @@
+package podipam
+
+// Fixed addresses: a pod that names its addresses (ip-address, or an entry
+// of ip-pool) gets exactly those or waits. Each address it asks for is in
+// one of four states, read from the allocator:
+//
+//   - free: assigned to the pod and recorded (one create);
+//   - kept or reserved for the pod's own workload: handed over (one update);
+//   - held by another pod of the same workload (a slow pod stop, a rolling
+//     update with surge): the pod waits, with a WaitingForAddress event
+//     naming the holder, and is queued again the moment the holder lets go;
+//   - held by another workload: refused, with an event naming the holder.
+//
+// A StatefulSet's pod of ordinal i takes entry i of ip-pool and nothing
+// else; any other pod takes the first entry all of whose addresses it can
+// have. The MAC follows the same rules: mac-address, or the mac-pool entry
+// of the pod's ordinal or of the ip-pool entry it took, or else the first
+// mac-pool entry nobody holds.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/workload"
+	"github.com/estuary-cni/estuary/pkg/family"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// ReasonWaitingForAddress: the address a pod asks for is still held by
+// another pod of its workload.
+const ReasonWaitingForAddress = "WaitingForAddress"
+
+// waitRetry is how soon a waiting pod is looked at again if no release
+// wakes it first.
+const waitRetry = 10 * time.Second
+
+// facts is what a pod's records say about it besides its addresses, read
+// once per allocation.
+type facts struct {
+	owner  workload.Ref
+	set    *setRef
+	retain *retention
+	mac    string
+	fixed  netmodel.Fixed
+	places map[netip.Addr]string
+}
+
+// plan admits pod (see admit), reads its fixed-address annotations and
+// checks them against its network, and returns its allocator request and
+// facts. A broken rule is a refusal.
+func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, facts, error) {
+	var f facts
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
+		ns = nil
+	}
+	sel, err := r.admit(ctx, pod, ns)
+	if err != nil {
+		return ipam.Request{}, f, err
+	}
+	if f.fixed, err = netmodel.FixedFor(&sel, pod, ns); err != nil {
+		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
+	}
+	if f.fixed.Wants() {
+		networks, subnets := r.Topology.objects()
+		n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
+		if err == nil && n != nil {
+			f.places, err = f.fixed.CheckAddresses(n, subnets)
+		}
+		if err != nil {
+			return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
+		}
+	}
+	req, err := request(&sel, key, r.Topology.Overlay(), r.Alloc)
+	if err != nil {
+		return req, f, err
+	}
+	if f.owner, err = workload.Of(ctx, r.Client, pod); err != nil {
+		return req, f, err
+	}
+	f.set = statefulOwner(pod)
+	f.retain = retentionOf(&f.fixed, f.set != nil)
+	f.mac = f.fixed.MAC
+	return req, f, nil
+}
+
+// retentionOf is a pod's retention: a StatefulSet's pod is kept by the
+// StatefulSet's rule, with a deadline only when ip-retain-ttl gives one;
+// any other pod is kept only when ip-retain is true, for ip-retain-ttl or
+// defaultRetainTTL.
+func retentionOf(fx *netmodel.Fixed, stateful bool) *retention {
+	if stateful {
+		if fx.TTL != nil {
+			return &retention{ttl: fx.TTL}
+		}
+		return nil
+	}
+	if fx.Retain == nil || !*fx.Retain {
+		return nil
+	}
+	if fx.TTLSet {
+		return &retention{ttl: fx.TTL}
+	}
+	ttl := defaultRetainTTL
+	return &retention{ttl: &ttl}
+}
+
+// entryState is what stands between a pod and one fixed address.
+type entryState struct {
+	free, ours []netip.Addr
+	busy       []string // pods of the same workload holding an address
+	taken      []string // other workloads holding an address
+}
+
+// inspect reads the state of every address of entry for pod key of f.
+func (r *Reconciler) inspect(key string, f facts, entry []netip.Addr) entryState {
+	var st entryState
+	pool := f.owner.Key()
+	for _, a := range entry {
+		rec, err := r.Alloc.Lookup(f.places[a], a)
+		switch {
+		case errors.Is(err, ipam.ErrNotAllocated):
+			st.free = append(st.free, a)
+		case err != nil:
+			st.taken = append(st.taken, fmt.Sprintf("%s (%v)", a, err))
+		case rec.Owner == pool || rec.Owner == key:
+			st.ours = append(st.ours, a)
+		case !isPoolKey(rec.Owner):
+			if hd, ok := r.held.find(rec.Owner, estuaryv1.InstanceName(a)); ok && hd.owner.Same(f.owner) {
+				st.busy = append(st.busy, fmt.Sprintf("%s (pod %s)", a, rec.Owner))
+			} else {
+				st.taken = append(st.taken, fmt.Sprintf("%s (pod %s)", a, rec.Owner))
+			}
+		default:
+			st.taken = append(st.taken, fmt.Sprintf("%s (kept for %s)", a, rec.Owner))
+		}
+	}
+	return st
+}
+
+// fixedEntries lists the entries pod may take, with their indexes in the
+// pool (0 for ip-address).
+func fixedEntries(f facts) ([][]netip.Addr, []int, error) {
+	if len(f.fixed.Addresses) > 0 {
+		return [][]netip.Addr{f.fixed.Addresses}, []int{0}, nil
+	}
+	if f.set != nil {
+		i := int(f.set.ordinal)
+		if i >= len(f.fixed.Pool) {
+			return nil, nil, f.fixed.Deny("has %d entries, so pod ordinal %d of StatefulSet %s has none", len(f.fixed.Pool), i, f.set.name)
+		}
+		return [][]netip.Addr{f.fixed.Pool[i]}, []int{i}, nil
+	}
+	idx := make([]int, len(f.fixed.Pool))
+	for i := range idx {
+		idx[i] = i
+	}
+	return f.fixed.Pool, idx, nil
+}
+
+// allocateFixed gives pod the addresses it names, or makes it wait, or
+// refuses it; families its entry does not cover are allocated as usual.
+func (r *Reconciler) allocateFixed(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request) (ctrl.Result, error) {
+	entries, idx, err := fixedEntries(f)
+	if err != nil {
+		return ctrl.Result{}, &refusal{reason: ReasonAllocationFailed, err: err}
+	}
+	var busy, taken []string
+	for i, entry := range entries {
+		st := r.inspect(key, f, entry)
+		if len(st.busy) > 0 || len(st.taken) > 0 {
+			busy, taken = append(busy, st.busy...), append(taken, st.taken...)
+			continue
+		}
+		if f.mac, err = r.macFor(key, f, idx[i]); err != nil {
+			return ctrl.Result{}, &refusal{reason: ReasonAllocationFailed, err: err}
+		}
+		return r.claim(ctx, key, pod, f, req, st)
+	}
+	if len(busy) > 0 {
+		for _, e := range entries {
+			for _, a := range e {
+				r.waitFor(estuaryv1.InstanceName(a), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+			}
+		}
+		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonWaitingForAddress, "Allocate",
+			"pod %s waits for %s, held by another pod of %s; it gets the address as soon as that pod is gone", key, strings.Join(busy, ", "), f.owner)
+		return ctrl.Result{RequeueAfter: waitRetry}, nil
+	}
+	return ctrl.Result{}, &refusal{reason: ReasonAllocationFailed,
+		err: f.fixed.Deny("asks for addresses held by other workloads: %s", strings.Join(taken, ", "))}
+}
+
+// claim takes the addresses of an entry whose state st is all free or the
+// workload's own: own ones are handed over, free ones assigned and
+// recorded, with the families the entry lacks allocated alongside.
+func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request, st entryState) (ctrl.Result, error) {
+	wanted := requestFamilies(req)
+	for _, a := range append(st.free, st.ours...) {
+		if fam := family.Of(a); !containsFam(wanted, fam) {
+			wanted = append(wanted, fam)
+		}
+	}
+	pool := f.owner.Key()
+	ours := map[string]bool{}
+	for _, a := range st.ours {
+		ours[estuaryv1.InstanceName(a)] = true
+	}
+	taken := r.held.take(pool, func(hd holding, _ []holding) bool { return ours[hd.name] })
+	prior, err := r.handOver(ctx, pool, key, pod, f, taken, len(wanted))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var leases []ipam.Lease
+	for _, a := range st.free {
+		l, ok := r.Topology.leaseIn(f.places[a], a)
+		if !ok {
+			return ctrl.Result{}, fmt.Errorf("fixed address %s of pod %s: subnet %s is not installed", a, key, f.places[a])
+		}
+		if err := r.Alloc.Assign(l.Subnet, a, key); err != nil {
+			r.abandon(ctx, key, leases, nil)
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		leases = append(leases, l)
+	}
+	var rest []family.Family
+	for _, fam := range wanted {
+		if !containsFam(familiesOfHoldings(prior), fam) && !containsFam(familiesOfLeases(leases), fam) {
+			rest = append(rest, fam)
+		}
+	}
+	if len(rest) > 0 {
+		more, err := r.Alloc.Allocate(narrow(req, rest))
+		if err != nil {
+			r.abandon(ctx, key, leases, nil)
+			return ctrl.Result{}, fmt.Errorf("allocate the other families of pod %s: %w", key, err)
+		}
+		leases = append(leases, more...)
+	}
+	return r.recordLeases(ctx, key, pod, leases, len(wanted), prior, f)
+}
+
+// macFor is the MAC a pod taking entry i of its ip-pool gets.
+func (r *Reconciler) macFor(key string, f facts, i int) (string, error) {
+	pool := f.fixed.MACPool
+	switch {
+	case f.fixed.MAC != "":
+		return f.fixed.MAC, r.macFree(key, f, f.fixed.MAC)
+	case len(pool) == 0:
+		return "", nil
+	case f.set != nil:
+		i = int(f.set.ordinal)
+	case len(f.fixed.Pool) == 0:
+		for _, mac := range pool {
+			if r.macFree(key, f, mac) == nil {
+				return mac, nil
+			}
+		}
+		return "", f.fixed.DenyMAC("every entry is held by another pod")
+	}
+	if i >= len(pool) {
+		return "", f.fixed.DenyMAC("has %d entries, so entry %d has no MAC", len(pool), i)
+	}
+	return pool[i], r.macFree(key, f, pool[i])
+}
+
+// macFree: no pod but pod key, and no workload but pod's, holds mac.
+func (r *Reconciler) macFree(key string, f facts, mac string) error {
+	holder := r.held.macHolder(mac, key)
+	if holder == "" || holder == f.owner.Key() {
+		return nil
+	}
+	return f.fixed.DenyMAC("MAC %s is held by %s", mac, holder)
+}
+
+func containsFam(fams []family.Family, f family.Family) bool {
+	for _, g := range fams {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+func familiesOfHoldings(hs []holding) []family.Family {
+	out := make([]family.Family, len(hs))
+	for i, hd := range hs {
+		out[i] = hd.lease.Family
+	}
+	return out
+}
+
+func familiesOfLeases(ls []ipam.Lease) []family.Family {
+	out := make([]family.Family, len(ls))
+	for i, l := range ls {
+		out[i] = l.Family
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package podipam
+
+// Retention: what becomes of a pod's addresses when the pod is gone.
+//
+// A retention policy decides it per kind of owner. statefulPolicy keeps a
+// StatefulSet pod's addresses under the pod's own key (its replacement has
+// the same name) for as long as the StatefulSet has the pod's ordinal and
+// does not say ip-retain=false. workloadPolicy keeps the addresses of a pod
+// of any other workload whose pod asked for it (ip-retain=true), under the
+// workload's key (namespace/Kind/name), where the next pod of the same
+// workload takes them first (see pool.go). An address an administrator
+// reserved goes back to its workload as Reserved whatever the policy says.
+//
+// A kept address may expire: ip-retain-ttl (default 24h outside a
+// StatefulSet) is turned into status.expiresAt when the address is kept,
+// so the deadline survives a manager restart; the key's reconcile releases
+// it then. Every hand-over is one record update, written before memory
+// changes: a manager that stops between the two rebuilds from the record.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/ipam"
+)
+
+// defaultRetainTTL is how long a workload keeps a gone pod's addresses
+// when its pods retain without saying for how long.
+const defaultRetainTTL = 24 * time.Hour
+
+// retentionPolicy decides, for one kind of owner, whether the addresses of
+// a pod that is gone are kept, and under which key.
+type retentionPolicy interface {
+	// keeps reports whether held, the addresses of the gone pod key, are
+	// kept.
+	keeps(ctx context.Context, key string, held []holding) (bool, error)
+	// poolKey is the key kept addresses are held under.
+	poolKey(key string, held []holding) string
+}
+
+// policyFor is the policy of the owner of held.
+func (r *Reconciler) policyFor(held []holding) retentionPolicy {
+	if held[0].set != nil {
+		return statefulPolicy{r: r}
+	}
+	return workloadPolicy{}
+}
+
+// statefulPolicy keeps a StatefulSet pod's addresses for the pod of the same
+// ordinal.
+type statefulPolicy struct{ r *Reconciler }
+
+func (p statefulPolicy) keeps(ctx context.Context, key string, held []holding) (bool, error) {
+	return p.r.setWantsOrdinal(ctx, key, held[0].set)
+}
+
+func (statefulPolicy) poolKey(key string, _ []holding) string { return key }
+
+// workloadPolicy keeps the addresses of a pod that asked for retention for
+// the next pod of its workload.
+type workloadPolicy struct{}
+
+func (workloadPolicy) keeps(_ context.Context, _ string, held []holding) (bool, error) {
+	return held[0].retain != nil, nil
+}
+
+func (workloadPolicy) poolKey(key string, held []holding) string {
+	if held[0].owner.Kind == "" {
+		return key
+	}
+	return held[0].owner.Key()
+}
+
+// letGo handles a pod name with no live pod: reserved addresses go back to
+// their workload, the others are kept as the owner's policy says or
+// released. Kept addresses under the pod's own key are released once they
+// expire.
+func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctrl.Result, error) {
+	if len(held) == 0 {
+		return ctrl.Result{}, nil
+	}
+	var reserved, rest []holding
+	for _, hd := range held {
+		if hd.reserved && hd.owner.Kind != "" {
+			reserved = append(reserved, hd)
+		} else {
+			rest = append(rest, hd)
+		}
+	}
+	if len(reserved) > 0 {
+		if err := r.toPool(ctx, key, reserved, reserved[0].owner.Key(), estuaryv1.IPInstanceReserved, time.Time{}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if len(rest) == 0 {
+		return ctrl.Result{}, nil
+	}
+	p := r.policyFor(rest)
+	keep, err := p.keeps(ctx, key, rest)
+	if err != nil || !keep {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.release(ctx, key, rest)
+	}
+	if pk := p.poolKey(key, rest); pk != key {
+		return ctrl.Result{}, r.toPool(ctx, key, rest, pk, estuaryv1.IPInstanceRetained, rest[0].retain.until(time.Now()))
+	}
+	now := time.Now()
+	rest, err = r.retain(ctx, key, rest, rest[0].retain.until(now))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	left := expiresIn(rest, now)
+	if left < 0 {
+		log.FromContext(ctx).Info("retention expired", "pod", key, "addresses", addrs(rest))
+		return ctrl.Result{}, r.release(ctx, key, rest)
+	}
+	return ctrl.Result{RequeueAfter: left}, nil
+}
+
+// expiresIn is how long until the first of held expires: 0 when none has a
+// deadline, negative when one has passed.
+func expiresIn(held []holding, now time.Time) time.Duration {
+	var first time.Time
+	for _, hd := range held {
+		if !hd.expires.IsZero() && (first.IsZero() || hd.expires.Before(first)) {
+			first = hd.expires
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	if d := first.Sub(now); d != 0 {
+		return d
+	}
+	return -1
+}
+
+// setWantsOrdinal: the StatefulSet that owns the addresses still exists, is
+// not being deleted (or is being deleted with its pods orphaned, to be
+// re-created), still has the ordinal, and keeps addresses. A StatefulSet is
+// known by its namespace and name, not its UID: one deleted with
+// --cascade=orphan and created again adopts the same pods, and they keep
+// their addresses.
+func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
+	ns := key[:strings.IndexByte(key, '/')]
+	sts := &appsv1.StatefulSet{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get statefulset %s/%s: %w", ns, set.name, err)
+	}
+	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
+		return false, nil
+	}
+	if sts.Spec.Template.Annotations[estuaryv1.AnnotationIPRetain] == "false" {
+		return false, nil
+	}
+	return set.ordinal < ptr.Deref(sts.Spec.Replicas, 1), nil
+}
+
+// toPool hands the addresses held under key to poolKey in the given phase
+// (Retained or Reserved), expiring at until (zero: never): each record is
+// updated first, then memory.
+func (r *Reconciler) toPool(ctx context.Context, key string, hs []holding, poolKey string, phase estuaryv1.IPInstancePhase, until time.Time) error {
+	for _, hd := range hs {
+		hd.podUID, hd.node, hd.phase, hd.expires, hd.recorded = "", "", phase, until, time.Now()
+		if err := r.writeBinding(ctx, key, hd); err != nil {
+			return err
+		}
+		r.held.take(key, func(h holding, _ []holding) bool { return h.name == hd.name })
+		if err := r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, key, poolKey, ipam.Retained); err != nil {
+			if !errors.Is(err, ipam.ErrNotAllocated) {
+				return fmt.Errorf("keep %s of %s for %s: %w", hd.lease.Addr, key, poolKey, err)
+			}
+			if err := r.Alloc.Assign(hd.lease.Subnet, hd.lease.Addr, poolKey); err != nil {
+				return fmt.Errorf("keep %s of %s for %s: %w", hd.lease.Addr, key, poolKey, err)
+			}
+			_ = r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, poolKey)
+		}
+		r.held.add(poolKey, hd)
+		r.wake(hd.name)
+	}
+	r.kick(poolKey)
+	log.FromContext(ctx).V(1).Info("kept for the workload", "pod", key, "workload", poolKey, "phase", phase, "addresses", addrs(hs))
+	return nil
+}
