@@ -218,6 +218,14 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 		ours[estuaryv1.InstanceName(a)] = true
 	}
 	taken := r.held.take(pool, func(hd holding, _ []holding) bool { return ours[hd.name] })
+	if len(taken) != len(st.ours) {
+		// An address of the workload's is between the allocator and the
+		// pool's list (being adopted or handed back): look again shortly.
+		for _, hd := range taken {
+			r.held.add(pool, hd)
+		}
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	prior, err := r.handOver(ctx, pool, key, pod, f, taken, len(wanted))
 	if err != nil {
 		return ctrl.Result{}, err

@@ -177,18 +177,22 @@ func (r *Reconciler) releaseTaken(ctx context.Context, key string, hs []holding)
 // the families still to allocate.
 func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request) ([]holding, []family.Family, error) {
 	wanted := requestFamilies(req)
-	if f.owner.Kind == "" || f.set != nil {
+	if f.owner.Kind == "" {
 		return nil, wanted, nil
 	}
 	pool := f.owner.Key()
-	taken := r.held.take(pool, func(hd holding, chosen []holding) bool {
+	fits := func(hd holding, chosen []holding) bool {
 		fam := hd.lease.Family
 		if hd.lease.Network != req.Network || !slices.Contains(wanted, fam) ||
 			slices.ContainsFunc(chosen, func(c holding) bool { return c.lease.Family == fam }) {
 			return false
 		}
 		return len(req.Subnets[fam]) == 0 || slices.Contains(req.Subnets[fam], hd.lease.Subnet)
-	})
+	}
+	// What the pod of the same name used last comes first (a StatefulSet's
+	// ordinal gets its reserved address back), then anything that fits.
+	taken := r.held.take(pool, func(hd holding, chosen []holding) bool { return hd.pod == pod.Name && fits(hd, chosen) })
+	taken = append(taken, r.held.take(pool, func(hd holding, chosen []holding) bool { return fits(hd, append(taken, chosen...)) })...)
 	if len(taken) == 0 {
 		return nil, wanted, nil
 	}

@@ -3,6 +3,7 @@ package podipam
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,13 +13,19 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
-// writeCounter counts the manager's API writes by verb and kind.
+// writeCounter counts the manager's API writes by verb and kind, of
+// IPInstances only those whose name (their address) starts with prefix:
+// a new manager also settles records earlier tests left behind.
 type writeCounter struct {
-	mu sync.Mutex
-	n  map[string]int
+	prefix string
+	mu     sync.Mutex
+	n      map[string]int
 }
 
 func (w *writeCounter) add(verb string, obj client.Object) {
+	if _, ok := obj.(*estuaryv1.IPInstance); ok && !strings.HasPrefix(obj.GetName(), w.prefix) {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.n[fmt.Sprintf("%s %T", verb, obj)]++
@@ -60,7 +67,7 @@ func TestAllocationIsOneRecordWritePerPod(t *testing.T) {
 	const pods = 20
 	overlay(t, "ov-writes", "10.97.0.0/24")
 	ns := newNamespace(t, nil)
-	w := &writeCounter{n: map[string]int{}}
+	w := &writeCounter{prefix: "10.97.0.", n: map[string]int{}}
 	r, _ := startManagerWith(t, testManager{rc: cfg, client: w.wrap})
 	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
 	rs := deployment(t, ns, "w", "a")
