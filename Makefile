@@ -114,6 +114,7 @@ fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
 	go test -run '^$$' -fuzz FuzzOperations -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
 	go test -run '^$$' -fuzz FuzzParseRange -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
 	go test -run '^$$' -fuzz FuzzIfName -fuzztime $${FUZZTIME:-30s} ./internal/dataplane/ops/
+	go test -run '^$$' -fuzz FuzzFixedFor -fuzztime $${FUZZTIME:-30s} ./internal/netmodel/
 
 .PHONY: lab
 lab: ## Build the lab tool.

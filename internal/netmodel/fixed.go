@@ -12,6 +12,7 @@ package netmodel
 // ip-retain-ttl fall back to the namespace's, as the network annotations do.
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -128,8 +129,9 @@ func (f *Fixed) parsePool(v string) ([][]netip.Addr, error) {
 	pool := make([][]netip.Addr, 0, len(items))
 	for i, item := range items {
 		entry, err := f.parseEntry(key, item, "/")
-		if err != nil {
-			return nil, f.sel.deny(key, "entry %d: %s", i, err.(*Denial).Reason)
+		var d *Denial
+		if errors.As(err, &d) {
+			return nil, f.sel.deny(key, "entry %d: %s", i, d.Reason)
 		}
 		if i > 0 && !sameFamilies(entry, pool[0]) {
 			return nil, f.sel.deny(key, "mixes families: entry %d is %s but entry 0 is %s; every entry must name the same families",

@@ -101,7 +101,7 @@ func TestDeploymentRecreatedGetsItsAddresses(t *testing.T) {
 	})
 	eventually(t, "Deployment keep gone", time.Minute, func(ctx context.Context) error {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keep"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
@@ -121,7 +121,7 @@ func TestDeploymentRecreatedGetsItsAddresses(t *testing.T) {
 func TestExplicitAddressOnEveryNode(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "fixed")
-	want := e.overlayAddr(t, 250)
+	want := e.overlayAddr(t, 65250)
 	for _, node := range e.nodes {
 		p := netexecPod("fixed", node, map[string]string{"app": "fixed"})
 		p.Annotations = map[string]string{estuaryv1.AnnotationIPAddress: want}
@@ -143,7 +143,7 @@ func TestExplicitAddressOnEveryNode(t *testing.T) {
 func TestStatefulSetPoolEntryFollowsOrdinal(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "pool")
-	entries := []string{e.overlayAddr(t, 240), e.overlayAddr(t, 230), e.overlayAddr(t, 220)}
+	entries := []string{e.overlayAddr(t, 65240), e.overlayAddr(t, 65230), e.overlayAddr(t, 65220)}
 	sts := statefulSet(ns, "db", 3)
 	sts.Spec.Template.Annotations = map[string]string{estuaryv1.AnnotationIPPool: strings.Join(entries, ",")}
 	if err := e.c.Create(testCtx(t, time.Minute), sts); err != nil {
@@ -182,13 +182,13 @@ func TestCheckFindsAHandMadeLeakAndRepairFixesIt(t *testing.T) {
 	}
 	eventually(t, "the hand-made record released", time.Minute, func(ctx context.Context) error {
 		if err := e.c.Get(ctx, client.ObjectKey{Name: leak}, &estuaryv1.IPInstance{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ipinstance %s still there (%v)", leak, err)
+			return fmt.Errorf("ipinstance %s still there (%w)", leak, err)
 		}
 		return nil
 	})
 	eventually(t, "check clean", 2*time.Minute, func(context.Context) error {
 		if out, err := runPlugin(plugin, e.kubeconfig, "check", "--grace", "0s", "--interval", "1s"); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
 	})
@@ -221,7 +221,7 @@ func TestReleasedAddressIsNotReusedAtOnce(t *testing.T) {
 // interval; a record it released before check saw it is made again.
 func (e *labEnv) handMadeLeak(t *testing.T, ns, plugin string) (string, string) {
 	t.Helper()
-	leak, bits := e.overlayAddr(t, 210), e.overlayBits(t)
+	leak, bits := e.overlayAddr(t, 65210), e.overlayBits(t)
 	for attempt := 1; ; attempt++ {
 		ipi := &estuaryv1.IPInstance{
 			ObjectMeta: metav1.ObjectMeta{Name: leak, Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: "ghost", estuaryv1.LabelSubnet: overlaySubnet}},

@@ -37,8 +37,8 @@ import (
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
-// ReasonWaitingForAddress: the address a pod asks for is still held by
-// another pod of its workload.
+// ReasonWaitingForAddress is the event reason when the address a pod asks
+// for is still held by another pod of its workload.
 const ReasonWaitingForAddress = "WaitingForAddress"
 
 // waitRetry is how soon a waiting pod is looked at again if no release
