@@ -329,3 +329,54 @@ func TestReservationServesOnlyItsWorkload(t *testing.T) {
 	waitOwned(t, ns, "Deployment", "vip", 1, estuaryv1.IPInstanceReserved)
 	requireUnique(t, allInstances(t, ns))
 }
+
+// Addresses reserved for a StatefulSet go to its pods, and a pod re-created
+// under its name gets the same one back.
+func TestStatefulSetTakesItsReservations(t *testing.T) {
+	overlay(t, "ov-stsresv", "10.98.0.0/24")
+	ns := newNamespace(t, nil)
+	startManager(t)
+	for _, a := range []string{"10.98.0.200", "10.98.0.201"} {
+		resv := &estuaryv1.IPInstance{
+			ObjectMeta: metav1.ObjectMeta{Name: a, Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelSubnet: "ov-stsresv-0"}},
+			Spec: estuaryv1.IPInstanceSpec{Network: "ov-stsresv", Subnet: "ov-stsresv-0", Reserved: true,
+				Address: estuaryv1.InstanceAddress{IP: a + "/24", Version: 4},
+				Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: "StatefulSet", Name: "rs"}}},
+			Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
+		}
+		if err := k8s.Create(bg(), resv); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(bg(), resv) })
+	}
+	waitUsed(t, "ov-stsresv-0", 2)
+	sts := newStatefulSet(t, ns, "rs", 2, nil)
+	for i := range 2 {
+		newPod(t, ns, fmt.Sprintf("rs-%d", i), ownedBy(sts), onNetwork("ov-stsresv"))
+	}
+	got := map[string]string{}
+	for i := range 2 {
+		name := fmt.Sprintf("rs-%d", i)
+		ipi := waitInstances(t, ns, name, 1, estuaryv1.IPInstanceBound)[0]
+		got[name] = addrOf(t, ipi).String()
+		if !ipi.Spec.Reserved {
+			t.Errorf("%s got %s, not one of its reservations", name, got[name])
+		}
+	}
+	deletePod(t, podRef(ns, "rs-1"))
+	eventually(t, "rs-1's address Reserved again", func() error {
+		ipi := &estuaryv1.IPInstance{}
+		if err := k8s.Get(bg(), client.ObjectKey{Name: got["rs-1"]}, ipi); err != nil {
+			return err
+		}
+		if ipi.Status.Phase != estuaryv1.IPInstanceReserved {
+			return fmt.Errorf("%s is %s", ipi.Name, ipi.Status.Phase)
+		}
+		return nil
+	})
+	newPod(t, ns, "rs-1", ownedBy(sts), onNetwork("ov-stsresv"), onNode("node-y"))
+	ipi := waitInstances(t, ns, "rs-1", 1, estuaryv1.IPInstanceBound)[0]
+	if a := addrOf(t, ipi).String(); a != got["rs-1"] {
+		t.Fatalf("re-created rs-1 got %s, want its reservation %s back", a, got["rs-1"])
+	}
+}
