@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-lab.sh measures estuary against the reference bridge CNI on the lab and
 # prints markdown tables ready for docs/benchmarks.md:
-#   (a) time from creating a Deployment of PODS pause pods to all of them Running,
+#   (a) time from creating a Deployment of PODS pause pods to all of them Running
+#       (on estuary also a retaining Deployment created again, taking its kept addresses),
 #       in RUNS rounds, each on a fresh 3-node `--cni bridge` lab and then a fresh
 #       3-node `--cni estuary` lab (alternating, so load that builds up over the
 #       benchmark falls on both alike): medians and the estuary/bridge ratio;
@@ -41,7 +42,11 @@ count_bench() { kubectl get pods -l app=bench --no-headers "$@" 2>/dev/null | wc
 all_running() { [ "$(count_bench --field-selector=status.phase=Running)" -ge "$PODS" ]; }
 none_left() { [ "$(count_bench)" -eq 0 ]; }
 
+# deployment [retain]: the bench Deployment; with "retain" its pods keep
+# their addresses for it (networking.estuary.io/ip-retain).
 deployment() {
+  local meta="{labels: {app: bench}}"
+  [ "${1:-}" != retain ] || meta='{labels: {app: bench}, annotations: {networking.estuary.io/ip-retain: "true"}}'
   cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
@@ -50,7 +55,7 @@ spec:
   replicas: $PODS
   selector: {matchLabels: {app: bench}}
   template:
-    metadata: {labels: {app: bench}}
+    metadata: $meta
     spec:
       terminationGracePeriodSeconds: 1
       containers:
@@ -58,12 +63,12 @@ spec:
 YAML
 }
 
-# create_run: seconds from creating the Deployment to all its pods Running;
-# the pods are deleted again before it returns.
+# create_run [retain]: seconds from creating the Deployment to all its pods
+# Running; the pods are deleted again before it returns.
 create_run() {
   local start end
   start=$(date +%s.%N)
-  deployment | kubectl apply -f - >/dev/null
+  deployment "${1:-}" | kubectl apply -f - >/dev/null
   wait_until "$PODS bench pods Running" 900 all_running
   end=$(date +%s.%N)
   kubectl delete deployment bench --wait=true >/dev/null
@@ -83,7 +88,7 @@ datapath() {
   kubectl delete pod bench-a bench-b --wait=true >/dev/null
 }
 
-BRIDGE=() ESTUARY=()
+BRIDGE=() ESTUARY=() KEPT=()
 for ((i = 1; i <= RUNS; i++)); do
   up bridge
   BRIDGE+=("$(create_run)")
@@ -91,11 +96,17 @@ for ((i = 1; i <= RUNS; i++)); do
   up estuary
   ESTUARY+=("$(create_run)")
   echo "bench-lab: estuary run $i: ${ESTUARY[-1]} s" >&2
+  # A retaining Deployment, created (new addresses, kept when its pods go)
+  # and created again: the second run's pods take the kept addresses.
+  create_run retain >/dev/null
+  KEPT+=("$(create_run retain)")
+  echo "bench-lab: estuary re-created retaining Deployment, run $i: ${KEPT[-1]} s" >&2
 done
 datapath
 
 MB=$(median "${BRIDGE[@]}")
 ME=$(median "${ESTUARY[@]}")
+MK=$(median "${KEPT[@]}")
 cat <<MD
 
 ### estuary vs bridge on the lab
@@ -107,6 +118,7 @@ Command: \`PODS=$PODS RUNS=$RUNS hack/bench-lab.sh\`
 | what | bridge | estuary | estuary/bridge |
 | --- | --- | --- | --- |
 | Deployment of $PODS pause pods, create to all Running, median of $RUNS (s) | $MB (${BRIDGE[*]}) | $ME (${ESTUARY[*]}) | $(ratio "$ME" "$MB") |
+| the same with \`ip-retain: "true"\`, deleted and created again: every pod takes a kept address (s) | $MB | $MK (${KEPT[*]}) | $(ratio "$MK" "$MB") |
 
 | estuary lab, same run | pod on node-1 to pod on node-2 | node-1 to node-2 | pod/node |
 | --- | --- | --- | --- |

@@ -224,7 +224,7 @@ func usesAddr(pod *corev1.Pod, a netip.Addr) bool {
 // but does not hold, each from its own list of named subnets (tried in
 // order) when the pod names subnets.
 func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
-	req, f, err := r.requestFor(ctx, key, pod)
+	req, f, err := r.plan(ctx, key, pod)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 	}

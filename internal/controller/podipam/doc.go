@@ -1,7 +1,12 @@
 // Package podipam is the manager's pod address controller: it gives every
 // scheduled pod its addresses from pkg/ipam, records each one as an
-// IPInstance, releases them when the pod is gone, and keeps a StatefulSet
-// pod's addresses for the pod that replaces it.
+// IPInstance, and, when the pod is gone, releases them or keeps them for its
+// workload as the owner's retention policy says (retention.go): a
+// StatefulSet pod's for the pod of the same ordinal, a retaining pod's of any
+// other workload in the workload's pool (pool.go), with an expiry kept in
+// the record. Pods that name their addresses (ip-address, ip-pool) get
+// exactly those or wait for them (fixed.go); addresses an administrator
+// reserved go only to their workload.
 //
 // The allocator in memory is the source of truth while the manager leads. It
 // is rebuilt from a live list of IPInstances (never from the informer cache,

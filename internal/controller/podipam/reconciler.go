@@ -231,12 +231,6 @@ func refused(err error) bool {
 		apierrors.IsMethodNotSupported(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err)
 }
 
-// requestFor is the allocator request of a pod that passes the admission
-// rules (see plan), with its facts.
-func (r *Reconciler) requestFor(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, facts, error) {
-	return r.plan(ctx, key, pod)
-}
-
 // recover reassigns the addresses a pod reports in its status, if every one
 // of them lies in a known subnet and is free. It is all or nothing.
 func (r *Reconciler) recover(key string, pod *corev1.Pod) ([]ipam.Lease, bool) {
