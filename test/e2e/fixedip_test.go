@@ -246,9 +246,15 @@ func (e *labEnv) handMadeLeak(t *testing.T, ns, plugin string) (string, string) 
 	}
 }
 
+// runPlugin runs the plugin and returns what it wrote to stdout; a failure
+// carries what it wrote to stderr.
 func runPlugin(plugin, kubeconfig string, args ...string) (string, error) {
 	cmd := exec.Command(plugin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl estuary %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
 }
