@@ -4,6 +4,11 @@
 // recorded as IPInstances, and installs the plugin binary and its conflist
 // for the container runtime. --kubeconfig (registered by controller-runtime)
 // defaults to the in-cluster configuration.
+//
+// `estuary-daemon endpoints [--health-address ADDR]` instead prints, as
+// JSON, the endpoints the daemon running on this node plumbed, read from
+// its health server's /endpoints (kubectl estuary check runs it in each
+// daemon pod).
 package main
 
 import (
@@ -21,6 +26,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == daemon.EndpointsCommandName {
+		os.Exit(daemon.EndpointsMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var (
 		cfg     daemon.Config
 		zapOpts = zap.Options{}
@@ -57,7 +65,7 @@ func main() {
 		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
 	flag.BoolVar(&cfg.FastPath, "fast-path", true,
 		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
-	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz and /bgp (the BGP peers as JSON) bind to ("0" disables)`)
+	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables)`)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

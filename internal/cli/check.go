@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,12 +34,20 @@ func ExitCode(err error) int {
 	return 1
 }
 
+// checkFlags are check's options.
+type checkFlags struct {
+	output          string
+	grace, interval time.Duration
+	skipNodes       bool
+	daemonNamespace string
+	daemonSelector  string
+}
+
 func checkCmd(o *options) *cobra.Command {
-	var output string
-	var grace, interval time.Duration
+	var f checkFlags
 	c := &cobra.Command{
 		Use:   "check",
-		Short: "Cross-check address records, pods and Subnet counts; exit 3 when anything is wrong",
+		Short: "Cross-check address records, pods, Subnet counts and each node's plumbing; exit 3 when anything is wrong",
 		Long: `check reads every pod, IPInstance and Subnet (no lock: the cluster keeps serving
 pods), twice, interval apart, and reports what both reads show wrong: leaked records,
 retained records left more than 5 minutes past their expiry, pods holding two addresses
@@ -46,21 +55,31 @@ of one family, running pods whose address has no record, addresses two pods use,
 records not named after their address, and Subnet counts that differ from a recount.
 Reserved records, and Retained ones not yet expired, are not wrong. Objects younger
 than --grace are not judged. With -o json the report can be given to
-'repair --from-report'.`,
+'repair --from-report'.
+
+Unless --skip-nodes is given, each read also runs 'estuary-daemon endpoints' in every
+node's daemon pod (pods/exec: it needs create on pods/exec in --daemon-namespace) and
+reports addresses a node plumbed without or against their record, Bound records of
+running pods their node did not plumb, endpoints of pods that no longer exist, and
+nodes whose daemon could not be read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("check: -o must be text or json, not %q", output)
+			if f.output != "text" && f.output != "json" {
+				return fmt.Errorf("check: -o must be text or json, not %q", f.output)
 			}
 			k, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			r, err := ipamcheck.CheckTwice(cmd.Context(), k, grace, interval)
+			nodes, err := f.nodes(o, k)
 			if err != nil {
 				return fmt.Errorf("check: %w", err)
 			}
-			if err := printReport(o.streams, r, output); err != nil {
+			r, err := ipamcheck.CheckTwiceNodes(cmd.Context(), k, nodes, f.grace, f.interval)
+			if err != nil {
+				return fmt.Errorf("check: %w", err)
+			}
+			if err := printReport(o.streams, r, f.output); err != nil {
 				return err
 			}
 			if len(r.Findings) > 0 {
@@ -69,10 +88,25 @@ than --grace are not judged. With -o json the report can be given to
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
-	c.Flags().DurationVar(&grace, "grace", 30*time.Second, "do not judge pods and records younger than this")
-	c.Flags().DurationVar(&interval, "interval", 5*time.Second, "time between the two reads that must agree")
+	c.Flags().StringVarP(&f.output, "output", "o", "text", "text or json")
+	c.Flags().DurationVar(&f.grace, "grace", 30*time.Second, "do not judge pods, records and node endpoints younger than this")
+	c.Flags().DurationVar(&f.interval, "interval", 5*time.Second, "time between the two reads that must agree")
+	c.Flags().BoolVar(&f.skipNodes, "skip-nodes", false, "do not read the daemons' endpoints (no pods/exec)")
+	c.Flags().StringVar(&f.daemonNamespace, "daemon-namespace", defaultDaemonNamespace, "namespace of the estuary-daemon pods")
+	c.Flags().StringVar(&f.daemonSelector, "daemon-selector", defaultDaemonSelector, "label selector of the estuary-daemon pods")
 	return c
+}
+
+// nodes reads the daemons' endpoints, or nil with --skip-nodes.
+func (f checkFlags) nodes(o *options, k client.Reader) (ipamcheck.NodeEndpoints, error) {
+	if f.skipNodes {
+		return nil, nil
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	return newDaemonEndpoints(cfg, k, f.daemonNamespace, f.daemonSelector)
 }
 
 func printReport(s Streams, r ipamcheck.Report, output string) error {
@@ -81,7 +115,8 @@ func printReport(s Streams, r ipamcheck.Report, output string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	if err := say(s.Out, "checked %d records, %d pods, %d subnets: %d problems", r.Records, r.Pods, r.Subnets, len(r.Findings)); err != nil {
+	if err := say(s.Out, "checked %d records, %d pods, %d subnets, %d endpoints on %d nodes: %d problems",
+		r.Records, r.Pods, r.Subnets, r.Endpoints, r.Nodes, len(r.Findings)); err != nil {
 		return err
 	}
 	if len(r.Findings) == 0 {
@@ -100,7 +135,7 @@ func repairCmd(o *options) *cobra.Command {
 	var yes bool
 	c := &cobra.Command{
 		Use:   "repair --from-report FILE",
-		Short: "Release the leaked, expired and extra records a check reported, and nothing else",
+		Short: "Release the leaked, expired and extra records a check reported, and nothing else (never for node findings)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from == "" {
@@ -111,7 +146,9 @@ func repairCmd(o *options) *cobra.Command {
 				return fmt.Errorf("repair: read report: %w", err)
 			}
 			var r ipamcheck.Report
-			if err := json.Unmarshal(b, &r); err != nil {
+			// The report is the first JSON value: a report captured with
+			// 2>&1 ends with the plugin's exit message.
+			if err := json.NewDecoder(bytes.NewReader(b)).Decode(&r); err != nil {
 				return fmt.Errorf("repair: %s is not a check report: %w", from, err)
 			}
 			k, err := o.newClient()
@@ -130,7 +167,8 @@ func repairCmd(o *options) *cobra.Command {
 // (same UID, its pod still gone or finished, nothing keeping it), a
 // retained record still past its expiry, and, of a pod's two records of
 // one family, the one it does not use. Other findings are left to the
-// manager and reported as such.
+// manager and reported as such; node findings (what a node plumbed) are
+// never acted on: no record can be released safely for them.
 func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report, yes bool) error {
 	plan, notes := planRepair(ctx, k, r)
 	for _, n := range notes {
@@ -169,8 +207,11 @@ func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*es
 	var plan []*estuaryv1.IPInstance
 	var notes []string
 	for _, f := range r.Findings {
-		switch f.Kind {
-		case ipamcheck.Leaked, ipamcheck.ExpiredRetention, ipamcheck.TwoAddresses:
+		switch {
+		case ipamcheck.IsNodeKind(f.Kind):
+			notes = append(notes, fmt.Sprintf("left alone: %s (a node finding: repair releases nothing for it; see docs/ipam-tools.md)", f))
+			continue
+		case f.Kind == ipamcheck.Leaked, f.Kind == ipamcheck.ExpiredRetention, f.Kind == ipamcheck.TwoAddresses:
 		default:
 			notes = append(notes, fmt.Sprintf("left alone: %s (the manager repairs it, or there is nothing to release)", f))
 			continue

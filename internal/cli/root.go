@@ -2,9 +2,10 @@
 // address and what a workload holds, how full each subnet is, reserves
 // addresses for a workload, releases an address an operator names, and
 // checks (and repairs) the agreement of the cluster's address records with
-// its pods and Subnet counts. It talks only to the API server, with the
-// user's own credentials, and never takes a lock: the cluster keeps serving
-// pods while it runs.
+// its pods, Subnet counts and what each node's daemon plumbed. It talks only
+// to the API server, with the user's own credentials (check reaches the
+// daemons through pods/exec), and never takes a lock: the cluster keeps
+// serving pods while it runs.
 package cli
 
 import (
@@ -37,6 +38,8 @@ type options struct {
 	namespace  string
 	// newClient makes the API client; tests replace it.
 	newClient func() (client.Client, error)
+	// config is the API server's configuration newClient uses.
+	config func() (*rest.Config, error)
 }
 
 // NewRoot returns the `kubectl estuary` command. newConfig, when not nil,
@@ -56,8 +59,9 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	o.config = func() (*rest.Config, error) { return o.restConfig(newConfig) }
 	o.newClient = func() (client.Client, error) {
-		cfg, err := o.restConfig(newConfig)
+		cfg, err := o.config()
 		if err != nil {
 			return nil, err
 		}

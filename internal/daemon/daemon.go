@@ -9,8 +9,8 @@
 // underlay's VLAN interfaces, routes, rules, neighbours, FDB and NAT in line
 // with the API and the store and runs the BGP speakers; then it installs the
 // estuary-cni binary, the reference plugins and the conflist the container
-// runtime reads, and serves /healthz and the BGP peers' status as JSON on
-// /bgp. When its context ends it stops the server (the socket is removed,
+// runtime reads, and serves /healthz, the BGP peers' status as JSON on
+// /bgp and the endpoint store, read-only, as JSON on /endpoints. When its context ends it stops the server (the socket is removed,
 // the store closed), the loop (its BGP speakers without deconfiguring their
 // sessions) and the cache; the kernel state stays, so pods keep their
 // connectivity while the daemon restarts. The installed binary and conflist
@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
-	stopErr := run(ctx, cfg, parts, syncer.BGPPeers, fp)
+	stopErr := run(ctx, cfg, parts, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
 }
@@ -193,12 +193,19 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
+// healthSources are what the health server reports besides health.
+type healthSources struct {
+	peers     bgpPeers
+	fp        *fastPath
+	endpoints endpointStore
+}
+
 // run installs the plugin, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running, peers bgpPeers, fp *fastPath) error {
+func run(ctx context.Context, cfg Config, parts *running, src healthSources) error {
 	if err := install(cfg); err != nil {
 		return err
 	}
-	if err := startHealth(ctx, cfg, parts, peers, fp); err != nil {
+	if err := startHealth(ctx, cfg, parts, src); err != nil {
 		return err
 	}
 	select {
@@ -309,8 +316,9 @@ func install(cfg Config) error {
 	return nil
 }
 
-// startHealth serves /healthz and /bgp when an address is configured.
-func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers, fp *fastPath) error {
+// startHealth serves /healthz, /bgp and /endpoints when an address is
+// configured.
+func startHealth(ctx context.Context, cfg Config, parts *running, src healthSources) error {
 	if cfg.HealthAddr == "" || cfg.HealthAddr == "0" {
 		return nil
 	}
@@ -318,9 +326,9 @@ func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers
 	if err != nil {
 		return err
 	}
-	h.bgp = peers
-	if fp != nil {
-		h.fastpath = fp.prog
+	h.bgp, h.endpoints, h.node = src.peers, src.endpoints, cfg.NodeName
+	if src.fp != nil {
+		h.fastpath = src.fp.prog
 	}
 	go func() {
 		<-ctx.Done()
@@ -338,7 +346,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, peers bgpPeers
 		return err
 	}
 	parts.goFunc("health probe", func() error { return <-done })
-	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/metrics"})
+	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/endpoints", "/metrics"})
 	return nil
 }
 

@@ -35,6 +35,10 @@ type health struct {
 	bgp bgpPeers
 	// fastpath's verdict counters go to /metrics; nil exports none.
 	fastpath *fastpath.Program
+	// endpoints is the endpoint store /endpoints serves for node; nil
+	// serves none.
+	endpoints endpointStore
+	node      string
 }
 
 // bgpPeers returns the status of the BGP speakers' peers, per network.
@@ -99,29 +103,17 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintln(w, "ok")
 }
 
-// serveHealth listens on addr and serves /healthz, /bgp and /metrics (the
-// BGP peers' session states, Go and process metrics) until ctx ends. It
-// returns once listening, with the bound address and a channel that yields
-// Serve's outcome.
+// serveHealth listens on addr and serves /healthz, /bgp, /endpoints (the
+// endpoint store as JSON) and /metrics (the BGP peers' session states, Go
+// and process metrics) until ctx ends. It returns once listening, with the
+// bound address and a channel that yields Serve's outcome.
 func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan error, error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("health probe listener on %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", h)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if h.bgp != nil {
-		mux.HandleFunc("/bgp", h.serveBGP)
-		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
-	}
-	if h.fastpath != nil {
-		reg.MustRegister(newFastPathCollector(h.fastpath))
-	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h.mux(), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(lis)
@@ -137,4 +129,24 @@ func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan er
 		_ = srv.Shutdown(sctx)
 	}()
 	return lis.Addr().String(), done, nil
+}
+
+// mux routes the health server's paths.
+func (h *health) mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", h)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if h.bgp != nil {
+		mux.HandleFunc("/bgp", h.serveBGP)
+		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
+	}
+	if h.fastpath != nil {
+		reg.MustRegister(newFastPathCollector(h.fastpath))
+	}
+	if h.endpoints != nil {
+		mux.HandleFunc("GET /endpoints", h.serveEndpoints)
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
 }

@@ -3,7 +3,12 @@
 // what is wrong: leaked records, retained records kept past their expiry,
 // pods holding two addresses of one family, running pods whose address has
 // no record, addresses used by two pods, records not named after their
-// address, and Subnet counts that differ from a recount.
+// address, and Subnet counts that differ from a recount. Given a way to
+// read every node's daemon endpoints (NodeEndpoints), it also compares what
+// each node plumbed with the records and pods: addresses plumbed without or
+// against their record, Bound records of running pods their node did not
+// plumb, endpoints of pods that no longer exist, and nodes whose daemon
+// could not be read.
 //
 // A record no pod uses is not wrong by itself: a Reserved record holds an
 // administrator's reservation until it is released by hand, and a Retained
@@ -74,7 +79,11 @@ type Finding struct {
 	Pod    string `json:"pod,omitempty"`
 	PodUID string `json:"podUID,omitempty"`
 	Subnet string `json:"subnet,omitempty"`
-	Detail string `json:"detail"`
+	// Node is the node concerned (node findings), and Endpoint the daemon
+	// endpoint (containerID/ifname) concerned.
+	Node     string `json:"node,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Detail   string `json:"detail"`
 }
 
 func (f Finding) String() string { return fmt.Sprintf("%s: %s", f.Kind, f.Detail) }
@@ -88,14 +97,21 @@ type Snapshot struct {
 	// Grace before it are not judged.
 	Taken time.Time
 	Grace time.Duration
+	// Nodes are the daemon endpoints of every node read, by node name;
+	// nil skips the node pass.
+	Nodes map[string]NodeRead
 }
 
 // Report is the result of a check.
 type Report struct {
-	Records  int       `json:"records"`
-	Pods     int       `json:"pods"`
-	Subnets  int       `json:"subnets"`
-	Findings []Finding `json:"findings"`
+	Records int `json:"records"`
+	Pods    int `json:"pods"`
+	Subnets int `json:"subnets"`
+	// Nodes and Endpoints count the nodes whose daemon endpoints were read
+	// and their endpoints (0 when the node pass was skipped).
+	Nodes     int       `json:"nodes,omitempty"`
+	Endpoints int       `json:"endpoints,omitempty"`
+	Findings  []Finding `json:"findings"`
 }
 
 // Count returns how many findings are of kind k.
@@ -117,8 +133,18 @@ func Check(s Snapshot) Report {
 	r.Findings = append(r.Findings, checkRecords(s, pods)...)
 	r.Findings = append(r.Findings, checkPods(s, pods)...)
 	r.Findings = append(r.Findings, checkCounts(s)...)
+	if s.Nodes != nil {
+		for _, n := range s.Nodes {
+			if n.Err == nil {
+				r.Nodes++
+				r.Endpoints += len(n.Endpoints)
+			}
+		}
+		r.Findings = append(r.Findings, checkNodes(s, pods)...)
+	}
 	slices.SortStableFunc(r.Findings, func(a, b Finding) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Address, b.Address), cmp.Compare(a.Pod, b.Pod))
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Address, b.Address), cmp.Compare(a.Pod, b.Pod),
+			cmp.Compare(a.Node, b.Node), cmp.Compare(a.Endpoint, b.Endpoint))
 	})
 	return r
 }
@@ -359,7 +385,8 @@ func checkCounts(s Snapshot) []Finding {
 
 // Stable keeps the findings of later that first also had, about the same
 // objects: what a check reports only after it has seen it twice, some time
-// apart, is not an allocation or release caught half done.
+// apart, is not an allocation or release caught half done. A node later
+// could not read is kept whatever first saw: its plumbing went unchecked.
 func Stable(first, later Report) Report {
 	seen := map[Finding]bool{}
 	for _, f := range first.Findings {
@@ -368,7 +395,7 @@ func Stable(first, later Report) Report {
 	out := later
 	out.Findings = nil
 	for _, f := range later.Findings {
-		if seen[identity(f)] {
+		if seen[identity(f)] || f.Kind == NodeUnreadable {
 			out.Findings = append(out.Findings, f)
 		}
 	}

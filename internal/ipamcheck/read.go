@@ -15,6 +15,14 @@ import (
 // listed before records, so a record whose pod is missing from the list was
 // created after the pod list began (and is young) or is really left over.
 func Read(ctx context.Context, r client.Reader, grace time.Duration) (Snapshot, error) {
+	return ReadNodes(ctx, r, nil, grace)
+}
+
+// ReadNodes takes a snapshot as Read does and then, when nodes is not nil,
+// reads the daemon endpoints of every node a pod is scheduled to. They are
+// read last: a pod listed running was plumbed before the list, and a
+// record listed was made before its address was plumbed.
+func ReadNodes(ctx context.Context, r client.Reader, nodes NodeEndpoints, grace time.Duration) (Snapshot, error) {
 	s := Snapshot{Grace: grace}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods); err != nil {
@@ -30,13 +38,21 @@ func Read(ctx context.Context, r client.Reader, grace time.Duration) (Snapshot, 
 		return s, fmt.Errorf("list subnets: %w", err)
 	}
 	s.Pods, s.Records, s.Subnets = pods.Items, records.Items, subnets.Items
+	if nodes != nil {
+		s.Nodes = readNodes(ctx, nodes, s)
+	}
 	return s, nil
 }
 
 // CheckTwice reads and checks twice, interval apart, and reports what both
-// checks found (Stable).
+// checks found (Stable). It does not read the nodes.
 func CheckTwice(ctx context.Context, r client.Reader, grace, interval time.Duration) (Report, error) {
-	s, err := Read(ctx, r, grace)
+	return CheckTwiceNodes(ctx, r, nil, grace, interval)
+}
+
+// CheckTwiceNodes is CheckTwice with the node pass when nodes is not nil.
+func CheckTwiceNodes(ctx context.Context, r client.Reader, nodes NodeEndpoints, grace, interval time.Duration) (Report, error) {
+	s, err := ReadNodes(ctx, r, nodes, grace)
 	if err != nil {
 		return Report{}, err
 	}
@@ -49,7 +65,7 @@ func CheckTwice(ctx context.Context, r client.Reader, grace, interval time.Durat
 		return Report{}, ctx.Err()
 	case <-time.After(interval):
 	}
-	if s, err = Read(ctx, r, grace); err != nil {
+	if s, err = ReadNodes(ctx, r, nodes, grace); err != nil {
 		return Report{}, err
 	}
 	return Stable(first, Check(s)), nil

@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/ipamcheck"
 )
 
 // overlayBits is the prefix length of the lab's overlay subnet.
@@ -160,9 +162,10 @@ func TestStatefulSetPoolEntryFollowsOrdinal(t *testing.T) {
 }
 
 // TestCheckFindsAHandMadeLeakAndRepairFixesIt runs the built kubectl
-// estuary plugin: check exits non-zero and names a record made by hand for
-// a pod that does not exist; repair --from-report releases it, and a check
-// after that is clean.
+// estuary plugin: check, which also reads every node's daemon endpoints,
+// exits non-zero and reports a record made by hand for a pod that does not
+// exist as leaked; repair --from-report releases it, and a check after that
+// no longer reports it.
 func TestCheckFindsAHandMadeLeakAndRepairFixesIt(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "leak")
@@ -186,12 +189,29 @@ func TestCheckFindsAHandMadeLeakAndRepairFixesIt(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "check clean", 2*time.Minute, func(context.Context) error {
-		if out, err := runPlugin(plugin, e.kubeconfig, "check", "--grace", "0s", "--interval", "1s"); err != nil {
-			return fmt.Errorf("%w: %s", err, out)
+	// The lab has run other tests (pods force-deleted, daemons killed), so
+	// the check may have findings of their own; this one's must be gone,
+	// and every node's daemon must have been read.
+	after := e.readCheck(t, plugin)
+	if after.Nodes != len(e.nodes) || after.Count(ipamcheck.NodeUnreadable) > 0 {
+		t.Errorf("check read the endpoints of %d of %d nodes: %s", after.Nodes, len(e.nodes), findingLines(after))
+	}
+	for _, f := range after.Findings {
+		if f.Address == leak {
+			t.Errorf("after repair, check still reports %s", f)
 		}
-		return nil
-	})
+	}
+}
+
+// readCheck runs check -o json and parses its report.
+func (e *labEnv) readCheck(t *testing.T, plugin string) ipamcheck.Report {
+	t.Helper()
+	out, err := runPlugin(plugin, e.kubeconfig, "check", "-o", "json", "--grace", "0s", "--interval", "1s")
+	var r ipamcheck.Report
+	if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		t.Fatalf("check: %v; its report does not parse: %v\n%s", err, jerr, out)
+	}
+	return r
 }
 
 // TestReleasedAddressIsNotReusedAtOnce: the address a deleted pod
@@ -235,7 +255,14 @@ func (e *labEnv) handMadeLeak(t *testing.T, ns, plugin string) (string, string) 
 			t.Fatal(err)
 		}
 		out, err := runPlugin(plugin, e.kubeconfig, "check", "-o", "json", "--grace", "0s", "--interval", "1s")
-		if err != nil && strings.Contains(out, leak) {
+		var r ipamcheck.Report
+		if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+			t.Fatalf("check: %v; its report does not parse: %v\n%s", err, jerr, out)
+		}
+		if r.Nodes != len(e.nodes) || r.Count(ipamcheck.NodeUnreadable) > 0 {
+			t.Errorf("check read the endpoints of %d of %d nodes: %s", r.Nodes, len(e.nodes), findingLines(r))
+		}
+		if err != nil && slices.ContainsFunc(r.Findings, func(f ipamcheck.Finding) bool { return f.Address == leak && f.Kind == ipamcheck.Leaked }) {
 			return leak, out
 		}
 		getErr := e.c.Get(testCtx(t, time.Minute), client.ObjectKey{Name: leak}, &estuaryv1.IPInstance{})

@@ -1,0 +1,130 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/ipamcheck"
+)
+
+// EndpointsCommandName is the estuary-daemon subcommand that prints the
+// running daemon's endpoints.
+const EndpointsCommandName = "endpoints"
+
+// DefaultEndpointsAddress is where `estuary-daemon endpoints` reads the
+// health server by default: the chart's daemon.bindAddress and healthPort.
+const DefaultEndpointsAddress = "127.0.0.1:8082"
+
+// serveEndpoints writes the endpoint store, read-only, as JSON: the node
+// and every endpoint's pod, container, interface and addresses.
+func (h *health) serveEndpoints(w http.ResponseWriter, _ *http.Request) {
+	eps, err := h.endpoints.List()
+	if err != nil {
+		http.Error(w, "read endpoint store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	list := ipamcheck.NodeEndpointList{Node: h.node, Endpoints: make([]ipamcheck.Endpoint, 0, len(eps))}
+	for _, ep := range eps {
+		list.Endpoints = append(list.Endpoints, endpointView(ep))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+func endpointView(ep store.Endpoint) ipamcheck.Endpoint {
+	return ipamcheck.Endpoint{PodNamespace: ep.PodNamespace, PodName: ep.PodName, PodUID: ep.PodUID,
+		ContainerID: ep.ContainerID, IfName: ep.IfName, Network: ep.Network, IPs: ep.IPs,
+		Created: ep.Created, Recovered: ep.Recovered}
+}
+
+// EndpointsMain runs `estuary-daemon endpoints [--health-address ADDR]`:
+// it reads /endpoints from the daemon's health server on this node and
+// writes the JSON to out. It returns the process exit code.
+func EndpointsMain(args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet(EndpointsCommandName, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.Usage = func() {
+		_, _ = fmt.Fprintf(errOut, "usage: estuary-daemon %s [flags]: print the endpoints the daemon on this node plumbed, as JSON\n", EndpointsCommandName)
+		fs.PrintDefaults()
+	}
+	addr := fs.String("health-address", DefaultEndpointsAddress,
+		"the daemon's --health-probe-bind-address; an unspecified host (\":8082\", \"0.0.0.0:8082\") is read on loopback")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's answer")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		_, _ = fmt.Fprintf(errOut, "estuary-daemon %s: unexpected arguments %q\n", EndpointsCommandName, fs.Args())
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	list, err := FetchEndpoints(ctx, *addr)
+	if err == nil {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(list)
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(errOut, "estuary-daemon %s: %v\n", EndpointsCommandName, err)
+		return 1
+	}
+	return 0
+}
+
+// FetchEndpoints reads /endpoints from the health server bound to addr.
+func FetchEndpoints(ctx context.Context, addr string) (ipamcheck.NodeEndpointList, error) {
+	var list ipamcheck.NodeEndpointList
+	host, err := loopbackFor(addr)
+	if err != nil {
+		return list, err
+	}
+	url := "http://" + host + "/endpoints"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return list, fmt.Errorf("request %s: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return list, fmt.Errorf("read the daemon's endpoints: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return list, fmt.Errorf("get %s: %s: %s", url, resp.Status, body)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return list, fmt.Errorf("decode %s: %w", url, err)
+	}
+	return list, nil
+}
+
+// loopbackFor is the address to dial for a server bound to addr: an
+// unspecified host becomes the loopback of its family.
+func loopbackFor(addr string) (string, error) {
+	if addr == "" || addr == "0" {
+		return "", fmt.Errorf("health address %q: the daemon serves no health endpoint", addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("health address %q: %w", addr, err)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port), nil
+}

@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/ipamcheck"
+)
+
+// endpointsServer serves the health paths of a daemon on node-a whose
+// store holds two endpoints.
+func endpointsServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	created := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	for _, ep := range []store.Endpoint{
+		{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, Netns: "/var/run/netns/c1", PodNamespace: "a", PodName: "web",
+			PodUID: "u1", Network: "overlay", IPs: []string{"10.0.0.2/32", "fd00::2/128"}, Result: []byte(`{"secret":1}`), Created: created},
+		{Key: store.Key{ContainerID: "c2", IfName: "net1"}, Netns: "/var/run/netns/c2", PodNamespace: "b", PodName: "db",
+			PodUID: "u2", IPs: []string{"10.1.0.3/32"}, Created: created, Recovered: true},
+	} {
+		if err := st.Put(ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &health{endpoints: st, node: "node-a"}
+	srv := httptest.NewServer(h.mux())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// /endpoints serves the node and every endpoint's pod, container,
+// interface and addresses, without the stored CNI result, and only to GET.
+func TestEndpointsHandler(t *testing.T) {
+	srv := endpointsServer(t)
+	resp, err := http.Get(srv.URL + "/endpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var raw bytes.Buffer
+	if _, err := raw.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /endpoints: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var got ipamcheck.NodeEndpointList
+	if err := json.Unmarshal(raw.Bytes(), &got); err != nil {
+		t.Fatalf("decode %s: %v", raw.String(), err)
+	}
+	if got.Node != "node-a" || len(got.Endpoints) != 2 {
+		t.Fatalf("/endpoints = %+v", got)
+	}
+	web, db := got.Endpoints[0], got.Endpoints[1]
+	if web.Pod() != "a/web" || web.PodUID != "u1" || web.Key() != "c1/eth0" || web.Network != "overlay" ||
+		strings.Join(web.IPs, ",") != "10.0.0.2/32,fd00::2/128" || web.Created.IsZero() {
+		t.Errorf("first endpoint = %+v", web)
+	}
+	if db.Pod() != "b/db" || db.Key() != "c2/net1" || !db.Recovered {
+		t.Errorf("second endpoint = %+v", db)
+	}
+	if strings.Contains(raw.String(), "secret") || strings.Contains(raw.String(), "netns") {
+		t.Errorf("/endpoints exposes the stored result or netns: %s", raw.String())
+	}
+	post, err := http.Post(srv.URL+"/endpoints", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = post.Body.Close()
+	if post.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /endpoints: %s, want 405", post.Status)
+	}
+}
+
+// `estuary-daemon endpoints` prints what /endpoints serves, and fails
+// with the reason when the daemon does not answer.
+func TestEndpointsCommand(t *testing.T) {
+	srv := endpointsServer(t)
+	var out, errOut bytes.Buffer
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if code := EndpointsMain([]string{"--health-address", addr}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var got ipamcheck.NodeEndpointList
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("output is not the endpoint list: %v\n%s", err, out.String())
+	}
+	if got.Node != "node-a" || len(got.Endpoints) != 2 || got.Endpoints[1].Key() != "c2/net1" {
+		t.Errorf("printed %+v", got)
+	}
+
+	srv.Close()
+	out.Reset()
+	if code := EndpointsMain([]string{"--health-address", addr, "--timeout", "2s"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "read the daemon's endpoints") || out.Len() != 0 {
+		t.Errorf("daemon gone: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+// An unspecified host is read on loopback; "0" (disabled) is an error.
+func TestEndpointsAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		":8082": "127.0.0.1:8082", "0.0.0.0:8082": "127.0.0.1:8082", "[::]:8082": "[::1]:8082", "127.0.0.1:9": "127.0.0.1:9",
+	} {
+		if got, err := loopbackFor(in); err != nil || got != want {
+			t.Errorf("loopbackFor(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := FetchEndpoints(context.Background(), "0"); err == nil || !strings.Contains(err.Error(), "serves no health endpoint") {
+		t.Errorf("FetchEndpoints on a disabled health server: %v", err)
+	}
+}
