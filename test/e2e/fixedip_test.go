@@ -197,7 +197,7 @@ func TestCheckFindsAHandMadeLeakAndRepairFixesIt(t *testing.T) {
 		t.Errorf("check read the endpoints of %d of %d nodes: %s", after.Nodes, len(e.nodes), findingLines(after))
 	}
 	for _, f := range after.Findings {
-		if f.Address == leak {
+		if f.Record == leak {
 			t.Errorf("after repair, check still reports %s", f)
 		}
 	}
@@ -262,7 +262,7 @@ func (e *labEnv) handMadeLeak(t *testing.T, ns, plugin string) (string, string) 
 		if r.Nodes != len(e.nodes) || r.Count(ipamcheck.NodeUnreadable) > 0 {
 			t.Errorf("check read the endpoints of %d of %d nodes: %s", r.Nodes, len(e.nodes), findingLines(r))
 		}
-		if err != nil && slices.ContainsFunc(r.Findings, func(f ipamcheck.Finding) bool { return f.Address == leak && f.Kind == ipamcheck.Leaked }) {
+		if err != nil && slices.ContainsFunc(r.Findings, func(f ipamcheck.Finding) bool { return f.Record == leak && f.Kind == ipamcheck.Leaked }) {
 			return leak, out
 		}
 		getErr := e.c.Get(testCtx(t, time.Minute), client.ObjectKey{Name: leak}, &estuaryv1.IPInstance{})
