@@ -77,20 +77,8 @@ func recordsOwnedBy(t *testing.T, ns, kind, name string) []estuaryv1.IPInstance 
 // waitOwned waits until kind/name owns n records, all in phase.
 func waitOwned(t *testing.T, ns, kind, name string, n int, phase estuaryv1.IPInstancePhase) []estuaryv1.IPInstance {
 	t.Helper()
-	var got []estuaryv1.IPInstance
-	eventually(t, fmt.Sprintf("%d %s records of %s %s", n, phase, kind, name), func() error {
-		got = recordsOwnedBy(t, ns, kind, name)
-		if len(got) != n {
-			return fmt.Errorf("%d records", len(got))
-		}
-		for _, ipi := range got {
-			if ipi.Status.Phase != phase {
-				return fmt.Errorf("%s is %s", ipi.Name, ipi.Status.Phase)
-			}
-		}
-		return nil
-	})
-	return got
+	return waitRecords(t, fmt.Sprintf("%d %s records of %s %s", n, phase, kind, name), n, phase,
+		func() []estuaryv1.IPInstance { return recordsOwnedBy(t, ns, kind, name) })
 }
 
 // A Deployment whose pods retain: its pods' addresses are kept for the

@@ -235,9 +235,17 @@ func instancesOf(t *testing.T, ns, pod string) []estuaryv1.IPInstance {
 // returns them.
 func waitInstances(t *testing.T, ns, pod string, n int, phase estuaryv1.IPInstancePhase) []estuaryv1.IPInstance {
 	t.Helper()
+	return waitRecords(t, fmt.Sprintf("%d %s address(es) for %s/%s", n, phase, ns, pod), n, phase,
+		func() []estuaryv1.IPInstance { return instancesOf(t, ns, pod) })
+}
+
+// waitRecords waits until list returns n records, all in phase, and
+// returns them.
+func waitRecords(t *testing.T, what string, n int, phase estuaryv1.IPInstancePhase, list func() []estuaryv1.IPInstance) []estuaryv1.IPInstance {
+	t.Helper()
 	var got []estuaryv1.IPInstance
-	eventually(t, fmt.Sprintf("%d %s address(es) for %s/%s", n, phase, ns, pod), func() error {
-		got = instancesOf(t, ns, pod)
+	eventually(t, what, func() error {
+		got = list()
 		if len(got) != n {
 			return fmt.Errorf("%d records", len(got))
 		}
