@@ -282,17 +282,7 @@ func TestReservationServesOnlyItsWorkload(t *testing.T) {
 	overlay(t, "ov-resv", "10.96.0.0/29") // .1 to .6
 	ns := newNamespace(t, nil)
 	startManager(t)
-	resv := &estuaryv1.IPInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: "10.96.0.3", Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelSubnet: "ov-resv-0"}},
-		Spec: estuaryv1.IPInstanceSpec{Network: "ov-resv", Subnet: "ov-resv-0", Reserved: true,
-			Address: estuaryv1.InstanceAddress{IP: "10.96.0.3/29", Version: 4},
-			Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: "Deployment", Name: "vip"}}},
-		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
-	}
-	if err := k8s.Create(bg(), resv); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(bg(), resv) })
+	reserve(t, ns, "ov-resv", "10.96.0.3/29", "Deployment", "vip")
 	waitUsed(t, "ov-resv-0", 1)
 	for i := range 6 {
 		newPod(t, ns, fmt.Sprintf("filler-%d", i), onNetwork("ov-resv"))
@@ -324,18 +314,8 @@ func TestStatefulSetTakesItsReservations(t *testing.T) {
 	overlay(t, "ov-stsresv", "10.98.0.0/24")
 	ns := newNamespace(t, nil)
 	startManager(t)
-	for _, a := range []string{"10.98.0.200", "10.98.0.201"} {
-		resv := &estuaryv1.IPInstance{
-			ObjectMeta: metav1.ObjectMeta{Name: a, Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelSubnet: "ov-stsresv-0"}},
-			Spec: estuaryv1.IPInstanceSpec{Network: "ov-stsresv", Subnet: "ov-stsresv-0", Reserved: true,
-				Address: estuaryv1.InstanceAddress{IP: a + "/24", Version: 4},
-				Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: "StatefulSet", Name: "rs"}}},
-			Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
-		}
-		if err := k8s.Create(bg(), resv); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8s.Delete(bg(), resv) })
+	for _, a := range []string{"10.98.0.200/24", "10.98.0.201/24"} {
+		reserve(t, ns, "ov-stsresv", a, "StatefulSet", "rs")
 	}
 	waitUsed(t, "ov-stsresv-0", 2)
 	sts := newStatefulSet(t, ns, "rs", 2, nil)
@@ -367,4 +347,24 @@ func TestStatefulSetTakesItsReservations(t *testing.T) {
 	if a := addrOf(t, ipi).String(); a != got["rs-1"] {
 		t.Fatalf("re-created rs-1 got %s, want its reservation %s back", a, got["rs-1"])
 	}
+}
+
+// reserve writes a Reserved record of prefix (address/length) in the first
+// subnet of overlay network, for workload kind/name of ns, as kubectl
+// estuary reserve does, and removes it when the test ends.
+func reserve(t *testing.T, ns, network, prefix, kind, name string) {
+	t.Helper()
+	subnet := network + "-0"
+	addr := netip.MustParsePrefix(prefix).Addr()
+	resv := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(addr), Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelSubnet: subnet}},
+		Spec: estuaryv1.IPInstanceSpec{Network: network, Subnet: subnet, Reserved: true,
+			Address: estuaryv1.InstanceAddress{IP: prefix, Version: 4},
+			Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: kind, Name: name}}},
+		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
+	}
+	if err := k8s.Create(bg(), resv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(bg(), resv) })
 }

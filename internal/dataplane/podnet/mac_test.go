@@ -20,8 +20,8 @@ func pinned(s string, mac state.MAC) Address {
 	return a
 }
 
-// linkMAC reads the MAC of link name in the namespace at ns over netlink.
-func linkMAC(t *testing.T, ns, name string) state.MAC {
+// readLink reads link name in the namespace at ns over netlink.
+func readLink(t *testing.T, ns, name string) ops.Link {
 	t.Helper()
 	h, err := ops.Open(ns)
 	if err != nil {
@@ -32,6 +32,13 @@ func linkMAC(t *testing.T, ns, name string) state.MAC {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// linkMAC reads the MAC of link name in the namespace at ns over netlink.
+func linkMAC(t *testing.T, ns, name string) state.MAC {
+	t.Helper()
+	l := readLink(t, ns, name)
 	m, err := state.MACFrom(l.MAC)
 	if err != nil {
 		t.Fatalf("link %s: %v", name, err)
@@ -148,16 +155,7 @@ func TestAddKernelMAC(t *testing.T) {
 
 func linkAlias(t *testing.T, ns, name string) string {
 	t.Helper()
-	h, err := ops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.Link(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Alias
+	return readLink(t, ns, name).Alias
 }
 
 // TestAddDisagreeingMACsLeavesNothing: addresses that pin different MACs
