@@ -12,22 +12,23 @@ import (
 	"github.com/estuary-cni/estuary/internal/workload"
 )
 
-// validateFixed checks a pod's fixed-address annotations (see
-// netmodel.FixedFor): every value parses, every address lies and is
-// assignable in a subnet of the pod's network, and no address the pod names
-// with ip-address is recorded for another workload. A pod whose network
-// does not resolve is left to netmodel.ValidatePod's denial.
-func validateFixed(ctx context.Context, r client.Reader, pod *corev1.Pod, in podInputs) error {
+// validatePod applies netmodel's pod rules (the selection parses and
+// resolves, see netmodel.ValidatePod) and checks the pod's fixed-address
+// annotations (see netmodel.FixedFor): every value parses, every address
+// lies and is assignable in a subnet of the pod's network, and no address
+// the pod names with ip-address is recorded for another workload. The
+// selection is read and resolved once for both.
+func validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podInputs) error {
 	sel, err := netmodel.SelectionFor(pod, in.ns)
 	if err != nil {
 		return err
 	}
-	fx, err := netmodel.FixedFor(&sel, pod, in.ns)
-	if err != nil || !fx.Wants() {
+	n, err := netmodel.ResolveNetwork(&sel, in.networks, in.subnets)
+	if err != nil {
 		return err
 	}
-	n, err := netmodel.ResolveNetwork(&sel, in.networks, in.subnets)
-	if err != nil || n == nil {
+	fx, err := netmodel.FixedFor(&sel, pod, in.ns)
+	if err != nil || !fx.Wants() || n == nil {
 		return err
 	}
 	if _, err := fx.CheckAddresses(n, in.subnets); err != nil {

@@ -141,7 +141,7 @@ type PodValidator struct {
 	Live   client.Reader
 }
 
-// ValidateCreate applies ValidatePod.
+// ValidateCreate applies validatePod.
 func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
 	if pod.Spec.HostNetwork {
 		return nil, nil
@@ -152,10 +152,7 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		if err != nil {
 			return err
 		}
-		if err := netmodel.ValidatePod(pod, in.ns, in.networks, in.subnets); err != nil {
-			return err
-		}
-		return validateFixed(ctx, r, pod, in)
+		return validatePod(ctx, r, pod, in)
 	}
 	return nil, confirm(check(v.Reader), v.Live, check)
 }
