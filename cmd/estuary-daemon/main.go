@@ -56,6 +56,8 @@ func main() {
 	flag.StringVar((*string)(&cfg.Bandwidth), "cni-bandwidth", string(daemon.BandwidthAuto),
 		"chain the reference bandwidth plugin, which shapes pods by their kubernetes.io/ingress-bandwidth and egress-bandwidth annotations: "+
 			"auto (when --cni-extra-plugins installs a binary named bandwidth), on (it is in the CNI bin dir), off")
+	flag.StringVar((*string)(&cfg.PortmapBackend), "cni-portmap-backend", string(daemon.PortmapIPTables),
+		"firewall the portmap plugin writes hostPort rules with: iptables, or nftables on nodes without iptables")
 	flag.StringVar(&cfg.CNIVersion, "cni-version", daemon.CNIVersion, "cniVersion of the installed conflist: 1.1.0, or 1.0.0 for runtimes that cannot parse 1.1 results (containerd 1.6)")
 	flag.IntVar(&cfg.VXLANPort, "vxlan-port", daemon.DefaultVXLANPort, "UDP port of the overlay's VXLAN tunnel")
 	flag.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")

@@ -75,6 +75,9 @@ type Config struct {
 	// Bandwidth says whether the conflist chains the reference bandwidth
 	// plugin (--cni-bandwidth); BandwidthAuto if empty.
 	Bandwidth BandwidthMode
+	// PortmapBackend is the firewall the portmap plugin writes hostPort
+	// rules with (--cni-portmap-backend); PortmapIPTables if empty.
+	PortmapBackend PortmapBackend
 	// CNIVersion is the conflist's cniVersion (--cni-version): 1.1.0, or
 	// 1.0.0 for runtimes whose CNI library predates 1.1 (containerd 1.6
 	// fails to parse a 1.1.0 result). CNIVersion if empty.
@@ -119,6 +122,20 @@ const (
 	BandwidthOn BandwidthMode = "on"
 	// BandwidthOff never chains it.
 	BandwidthOff BandwidthMode = "off"
+)
+
+// PortmapBackend is the value of portmap's backend field: the firewall its
+// hostPort rules are written with.
+type PortmapBackend string
+
+// The values of --cni-portmap-backend.
+const (
+	// PortmapIPTables writes hostPort rules with the iptables binary, what
+	// portmap picks itself on a node where iptables works.
+	PortmapIPTables PortmapBackend = "iptables"
+	// PortmapNFTables writes them through nftables, for nodes without
+	// iptables.
+	PortmapNFTables PortmapBackend = "nftables"
 )
 
 // chainsBandwidth reports whether the conflist chains the bandwidth plugin.
@@ -216,6 +233,9 @@ func (c Config) Validate() error {
 	}
 	if c.Bandwidth != BandwidthAuto && c.Bandwidth != BandwidthOn && c.Bandwidth != BandwidthOff {
 		errs = append(errs, fmt.Errorf("--cni-bandwidth: %q is none of auto, on, off", c.Bandwidth))
+	}
+	if c.PortmapBackend != "" && c.PortmapBackend != PortmapIPTables && c.PortmapBackend != PortmapNFTables {
+		errs = append(errs, fmt.Errorf("--cni-portmap-backend: %q is neither iptables nor nftables", c.PortmapBackend))
 	}
 	if c.VXLANPort < 1 || c.VXLANPort > 65535 {
 		errs = append(errs, fmt.Errorf("--vxlan-port: %d is outside 1..65535", c.VXLANPort))

@@ -41,6 +41,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"uplink", func(c *Config) { c.UnderlayUplink = "a-very-long-link-name" }, `--underlay-uplink: "a-very-long-link-name" is not a link name`},
 		{"cni version", func(c *Config) { c.CNIVersion = "0.4.0" }, `--cni-version: "0.4.0" is neither 1.0.0 nor 1.1.0`},
 		{"bandwidth", func(c *Config) { c.Bandwidth = "yes" }, `--cni-bandwidth: "yes" is none of auto, on, off`},
+		{"portmap backend", func(c *Config) { c.PortmapBackend = "ipvs" }, `--cni-portmap-backend: "ipvs" is neither iptables nor nftables`},
 		{"two parents", func(c *Config) { c.VXLANParent, c.VXLANParentRegex = "eth0", "eth.*" }, "set at most one"},
 		{"bad regex", func(c *Config) { c.VXLANParentRegex = "eth[" }, "--vxlan-parent-regex: error parsing regexp"},
 		{"no kube", func(c *Config) { c.Kube = nil }, "--kubeconfig:"},

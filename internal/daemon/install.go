@@ -31,6 +31,9 @@ const (
 	// BandwidthPluginType is the reference bandwidth plugin's type in the
 	// conflist and its binary's name in the CNI bin dir.
 	BandwidthPluginType = "bandwidth"
+	// PortmapPluginType is the reference portmap plugin's type, chained
+	// after estuary for hostPorts.
+	PortmapPluginType = "portmap"
 	// BandwidthCapability is the capability through which the runtime
 	// passes a pod's kubernetes.io/ingress-bandwidth and
 	// kubernetes.io/egress-bandwidth annotations as runtimeConfig.bandwidth.
@@ -60,12 +63,14 @@ type Plugin struct {
 	TimeoutSeconds int             `json:"timeoutSeconds,omitempty"`
 	Capabilities   map[string]bool `json:"capabilities,omitempty"`
 	SNAT           *bool           `json:"snat,omitempty"`
+	Backend        PortmapBackend  `json:"backend,omitempty"`
 }
 
 // NewConflist returns the conflist for a daemon on socket whose ADDs wait
 // at most addressTimeout for a pod's addresses: estuary, then portmap for
-// hostPorts. The runtime brings up the pod's lo itself (containerd's and
-// CRI-O's CRI do), so no loopback plugin is listed.
+// hostPorts, with the iptables backend named (see WithPortmapBackend). The
+// runtime brings up the pod's lo itself (containerd's and CRI-O's CRI do),
+// so no loopback plugin is listed.
 func NewConflist(socket string, addressTimeout time.Duration) Conflist {
 	snat := true
 	return Conflist{
@@ -73,9 +78,24 @@ func NewConflist(socket string, addressTimeout time.Duration) Conflist {
 		Name:       NetworkName,
 		Plugins: []Plugin{
 			{Type: PluginType, DaemonSocket: socket, TimeoutSeconds: pluginTimeout(addressTimeout)},
-			{Type: "portmap", Capabilities: map[string]bool{"portMappings": true}, SNAT: &snat},
+			{Type: PortmapPluginType, Capabilities: map[string]bool{"portMappings": true}, SNAT: &snat, Backend: PortmapIPTables},
 		},
 	}
+}
+
+// WithPortmapBackend returns c with portmap's backend set to b. portmap
+// without a backend probes for iptables on every call, ADD and DEL alike,
+// by running the iptables binary twice; named, it runs nothing for a pod
+// without hostPorts.
+func (c Conflist) WithPortmapBackend(b PortmapBackend) Conflist {
+	plugins := slices.Clone(c.Plugins)
+	for i := range plugins {
+		if plugins[i].Type == PortmapPluginType {
+			plugins[i].Backend = b
+		}
+	}
+	c.Plugins = plugins
+	return c
 }
 
 // WithBandwidth returns c with the reference bandwidth plugin chained last,
@@ -142,6 +162,9 @@ func (c Conflist) PluginConfig(pluginType string) ([]byte, error) {
 func conflistFor(cfg Config) (Conflist, error) {
 	list := NewConflist(cfg.SocketPath, cfg.AddressTimeout)
 	list.CNIVersion = cfg.CNIVersion
+	if cfg.PortmapBackend != "" {
+		list = list.WithPortmapBackend(cfg.PortmapBackend)
+	}
 	if !cfg.chainsBandwidth() {
 		return list, nil
 	}

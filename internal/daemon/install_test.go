@@ -32,7 +32,8 @@ func TestConflistContent(t *testing.T) {
       "capabilities": {
         "portMappings": true
       },
-      "snat": true
+      "snat": true,
+      "backend": "iptables"
     }
   ]
 }
@@ -64,7 +65,8 @@ func TestConflistWithBandwidthContent(t *testing.T) {
       "capabilities": {
         "portMappings": true
       },
-      "snat": true
+      "snat": true,
+      "backend": "iptables"
     },
     {
       "type": "bandwidth",
@@ -312,5 +314,29 @@ func TestInstallRTTablesNamesTablesForIP(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "1001:\tfrom all lookup estuary-overlay") {
 		t.Fatalf("ip rule does not name table 1001:\n%s", out)
+	}
+}
+
+// TestConflistForPortmapBackend: portmap's backend is always named, so that
+// it never probes for iptables per call: iptables unless nftables is asked for.
+func TestConflistForPortmapBackend(t *testing.T) {
+	base := Config{SocketPath: "/run/estuary/cni.sock", AddressTimeout: 30 * time.Second, CNIVersion: "1.1.0", Bandwidth: BandwidthOff}
+	for _, c := range []struct {
+		set  PortmapBackend
+		want string
+	}{{"", `"backend":"iptables"`}, {PortmapIPTables, `"backend":"iptables"`}, {PortmapNFTables, `"backend":"nftables"`}} {
+		cfg := base
+		cfg.PortmapBackend = c.set
+		list, err := conflistFor(cfg)
+		if err != nil {
+			t.Fatalf("backend %q: %v", c.set, err)
+		}
+		b, err := list.PluginConfig(PortmapPluginType)
+		if err != nil {
+			t.Fatalf("backend %q: %v", c.set, err)
+		}
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("backend %q: portmap config %s, want %s", c.set, b, c.want)
+		}
 	}
 }

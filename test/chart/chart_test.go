@@ -155,7 +155,7 @@ func TestDaemonSet(t *testing.T) {
 			port = "4789"
 		}
 		for _, a := range []string{"--node-name=$(NODE_NAME)", "--cni-binary-source=/estuary-cni",
-			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth", "--cni-bandwidth=auto", "--vxlan-port=" + port,
+			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth", "--cni-bandwidth=auto", "--cni-portmap-backend=iptables", "--vxlan-port=" + port,
 			"--health-probe-bind-address=127.0.0.1:8082", "--rt-tables-dir=/etc/iproute2/rt_tables.d"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
@@ -198,6 +198,24 @@ func TestDaemonBandwidth(t *testing.T) {
 		n := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cni-bandwidth=") })
 		if n < 0 || args[n] != c.want || !slices.Contains(args, "--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth") {
 			t.Errorf("%v: args %v, want %s and /plugins/bandwidth installed", c.args, args, c.want)
+		}
+	}
+}
+
+// TestDaemonPortmapBackend: daemon.portmapBackend becomes
+// --cni-portmap-backend, iptables by default.
+func TestDaemonPortmapBackend(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--cni-portmap-backend=iptables"},
+		{[]string{"--set", "daemon.portmapBackend=nftables"}, "--cni-portmap-backend=nftables"},
+	} {
+		var ds appsv1.DaemonSet
+		convert(t, find(t, render(t, c.args...), "DaemonSet", "estuary-daemon"), &ds)
+		if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, c.want) {
+			t.Errorf("%v: args %v, want %s", c.args, args, c.want)
 		}
 	}
 }

@@ -11,7 +11,9 @@
 //
 // # Design
 //
-// Level-triggered. Every event only pokes a one-slot trigger; the loop then
+// Level-triggered. Every add or delete, and every update that can change a
+// pass's result (changesDataPath: not a Node's heartbeat, a Subnet's usage
+// or an IPInstance's retention), only pokes a one-slot trigger; the loop then
 // recomputes the whole input from the cache and the state DB and hands it to
 // the data plane, which diffs it against the kernel. After a trigger the
 // loop waits until triggers stop for a short quiet window (Options.Quiet),
@@ -197,8 +199,12 @@ func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w clien
 	empty := map[netip.Addr]state.MAC{}
 	s.neigh.Store(&empty)
 	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.Trigger() },
-		UpdateFunc: func(any, any) { s.Trigger() },
+		AddFunc: func(any) { s.Trigger() },
+		UpdateFunc: func(old, updated any) {
+			if changesDataPath(old, updated) {
+				s.Trigger()
+			}
+		},
 		DeleteFunc: func(any) { s.Trigger() },
 	}
 	for _, obj := range []client.Object{&corev1.Node{}, &estuaryv1.Network{}, &estuaryv1.Subnet{}, &estuaryv1.IPInstance{}} {

@@ -1,0 +1,57 @@
+package netsync
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+// changesDataPath reports whether an update of a cached object from old to
+// updated can change what a pass computes, so that updates which cannot
+// (a Node's heartbeat and image list, a Subnet's or Network's usage
+// counts, an IPInstance's retention fields) do not cost a reconcile each.
+// Under a burst of pod starts those are most of the events the loop sees.
+// What it compares must stay in step with what translate and sync read:
+//
+//   - Node: labels (domains, BGP), annotations (tunnel endpoints, BGP
+//     peers) and status addresses (node IPs, the BGP router id);
+//   - Network, Subnet: metadata.generation (their spec; status is a
+//     subresource and never read), labels, annotations and whether they
+//     are being deleted;
+//   - IPInstance: the address, the node label and whether it is Bound,
+//     which is all translate.NeighTable reads.
+//
+// Any other type, or a pair of different types, counts as a change.
+// Adds and deletes always trigger; so does every resync.
+func changesDataPath(old, updated any) bool {
+	switch n := updated.(type) {
+	case *corev1.Node:
+		o, ok := old.(*corev1.Node)
+		return !ok || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+			!slices.Equal(o.Status.Addresses, n.Status.Addresses)
+	case *estuaryv1.Network:
+		o, ok := old.(*estuaryv1.Network)
+		return !ok || specChanged(o, n)
+	case *estuaryv1.Subnet:
+		o, ok := old.(*estuaryv1.Subnet)
+		return !ok || specChanged(o, n)
+	case *estuaryv1.IPInstance:
+		o, ok := old.(*estuaryv1.IPInstance)
+		return !ok || o.Spec.Address.IP != n.Spec.Address.IP ||
+			o.Labels[estuaryv1.LabelNode] != n.Labels[estuaryv1.LabelNode] ||
+			(o.Status.Phase == estuaryv1.IPInstanceBound) != (n.Status.Phase == estuaryv1.IPInstanceBound)
+	}
+	return true
+}
+
+// specChanged: the object's spec (generation), labels, annotations or
+// deletion state differ.
+func specChanged(o, n client.Object) bool {
+	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+}

@@ -1,0 +1,68 @@
+package netsync
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+)
+
+func TestChangesDataPath(t *testing.T) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"},
+			Annotations: map[string]string{estuaryv1.AnnotationVTEPIP: "10.0.0.1"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}},
+	}
+	subnet := &estuaryv1.Subnet{ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 1}}
+	network := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "net", Generation: 3}}
+	ipi := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "10-0-0-5", Labels: map[string]string{estuaryv1.LabelNode: "n1"}},
+		Spec:       estuaryv1.IPInstanceSpec{Address: estuaryv1.InstanceAddress{IP: "10.0.0.5/24"}},
+		Status:     estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
+	}
+	for _, c := range []struct {
+		name string
+		old  any
+		edit func() any
+		want bool
+	}{
+		{"node heartbeat", node, func() any {
+			n := node.DeepCopy()
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, LastHeartbeatTime: metav1.Now()}}
+			n.ResourceVersion = "9"
+			return n
+		}, false},
+		{"node label", node, func() any { n := node.DeepCopy(); n.Labels["zone"] = "b"; return n }, true},
+		{"node annotation", node, func() any {
+			n := node.DeepCopy()
+			n.Annotations[estuaryv1.AnnotationVTEPMAC] = "aa:bb:cc:dd:ee:ff"
+			return n
+		}, true},
+		{"node address", node, func() any { n := node.DeepCopy(); n.Status.Addresses[0].Address = "10.0.0.2"; return n }, true},
+		{"subnet status", subnet, func() any {
+			s := subnet.DeepCopy()
+			s.Status.Used = 7
+			return s
+		}, false},
+		{"subnet spec", subnet, func() any { s := subnet.DeepCopy(); s.Generation = 2; return s }, true},
+		{"subnet deleted", subnet, func() any { s := subnet.DeepCopy(); now := metav1.Now(); s.DeletionTimestamp = &now; return s }, true},
+		{"network status", network, func() any { n := network.DeepCopy(); n.ResourceVersion = "5"; return n }, false},
+		{"network label", network, func() any { n := network.DeepCopy(); n.Labels = map[string]string{"a": "b"}; return n }, true},
+		{"ipinstance retention", ipi, func() any {
+			i := ipi.DeepCopy()
+			i.Spec.Retention = &estuaryv1.Retention{TTL: &metav1.Duration{}}
+			return i
+		}, false},
+		{"ipinstance kept", ipi, func() any { i := ipi.DeepCopy(); i.Status.Phase = estuaryv1.IPInstanceRetained; return i }, true},
+		{"ipinstance moved", ipi, func() any { i := ipi.DeepCopy(); i.Labels[estuaryv1.LabelNode] = "n2"; return i }, true},
+		{"ipinstance address", ipi, func() any { i := ipi.DeepCopy(); i.Spec.Address.IP = "10.0.0.6/24"; return i }, true},
+		{"type changed", node, func() any { return subnet }, true},
+		{"other type", &corev1.Pod{}, func() any { return &corev1.Pod{} }, true},
+	} {
+		if got := changesDataPath(c.old, c.edit()); got != c.want {
+			t.Errorf("%s: changesDataPath = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
