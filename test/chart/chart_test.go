@@ -181,9 +181,10 @@ func TestDaemonSet(t *testing.T) {
 	}
 }
 
-// TestDaemonBandwidth: the bandwidth plugin is installed and chained by
-// default; daemon.bandwidth=false turns the chaining off.
-func TestDaemonBandwidth(t *testing.T) {
+// TestDaemonChainFlags: the bandwidth plugin is installed and chained by
+// default and daemon.bandwidth=false turns the chaining off;
+// daemon.portmapBackend becomes --cni-portmap-backend, iptables by default.
+func TestDaemonChainFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
@@ -191,31 +192,16 @@ func TestDaemonBandwidth(t *testing.T) {
 		{nil, "--cni-bandwidth=auto"},
 		{[]string{"--set", "daemon.bandwidth=true"}, "--cni-bandwidth=auto"},
 		{[]string{"--set", "daemon.bandwidth=false"}, "--cni-bandwidth=off"},
-	} {
-		var ds appsv1.DaemonSet
-		convert(t, find(t, render(t, c.args...), "DaemonSet", "estuary-daemon"), &ds)
-		args := ds.Spec.Template.Spec.Containers[0].Args
-		n := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cni-bandwidth=") })
-		if n < 0 || args[n] != c.want || !slices.Contains(args, "--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth") {
-			t.Errorf("%v: args %v, want %s and /plugins/bandwidth installed", c.args, args, c.want)
-		}
-	}
-}
-
-// TestDaemonPortmapBackend: daemon.portmapBackend becomes
-// --cni-portmap-backend, iptables by default.
-func TestDaemonPortmapBackend(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
 		{nil, "--cni-portmap-backend=iptables"},
 		{[]string{"--set", "daemon.portmapBackend=nftables"}, "--cni-portmap-backend=nftables"},
 	} {
 		var ds appsv1.DaemonSet
 		convert(t, find(t, render(t, c.args...), "DaemonSet", "estuary-daemon"), &ds)
-		if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, c.want) {
-			t.Errorf("%v: args %v, want %s", c.args, args, c.want)
+		flag, _, _ := strings.Cut(c.want, "=")
+		args := ds.Spec.Template.Spec.Containers[0].Args
+		n := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+		if n < 0 || args[n] != c.want || !slices.Contains(args, "--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth") {
+			t.Errorf("%v: args %v, want %s and /plugins/bandwidth installed", c.args, args, c.want)
 		}
 	}
 }
