@@ -26,6 +26,8 @@ PAUSE=estuary-lab.local/pause:lab
 die() { echo "bench-lab: $*" >&2; exit 1; }
 # shellcheck source=hack/lib/bench.sh
 source hack/lib/bench.sh
+# shellcheck source=hack/lib/podstorm.sh
+source hack/lib/podstorm.sh
 bench_setup
 LOG=$(mktemp /tmp/estuary-bench-log.XXXXXX)
 trap '"${LAB[@]}" down >/dev/null 2>&1 || true' EXIT
@@ -36,61 +38,6 @@ up() {
   "${LAB[@]}" up --cni "$1" --nodes "$NODES" >"$LOG" 2>&1 || { cat "$LOG" >&2; die "up --cni $1 failed"; }
   KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
   [ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
-}
-
-# containers: how many containers the nodes' containerd holds (k8s.io).
-containers() {
-  local n c=0
-  for ((n = 1; n <= NODES; n++)); do
-    c=$((c + $("${LAB[@]}" exec "node-$n" -- ctr -n k8s.io containers ls -q | wc -l)))
-  done
-  echo "$c"
-}
-# torn_down: the nodes hold no more containers than before the run: the
-# kubelets have removed the deleted pods' sandboxes (and run their CNI DELs),
-# which goes on for a minute after the API shows the pods gone.
-torn_down() { [ "$(containers)" -le "$BASE_CONTAINERS" ]; }
-
-count_bench() { kubectl get pods -l app=bench --no-headers "$@" 2>/dev/null | wc -l; }
-all_running() { [ "$(count_bench --field-selector=status.phase=Running)" -ge "$PODS" ]; }
-none_left() { [ "$(count_bench)" -eq 0 ]; }
-
-# deployment [retain]: the bench Deployment; with "retain" its pods keep
-# their addresses for it (networking.estuary.io/ip-retain).
-deployment() {
-  local meta="{labels: {app: bench}}"
-  [ "${1:-}" != retain ] || meta='{labels: {app: bench}, annotations: {networking.estuary.io/ip-retain: "true"}}'
-  cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: bench, namespace: default}
-spec:
-  replicas: $PODS
-  selector: {matchLabels: {app: bench}}
-  template:
-    metadata: $meta
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - {name: pause, image: $PAUSE, imagePullPolicy: Never}
-YAML
-}
-
-# create_run [retain]: seconds from creating the Deployment to all its pods
-# Running; the pods are deleted again, and their sandboxes removed from the
-# nodes, before it returns, so that the next run does not share the machine
-# with this one's teardown.
-create_run() {
-  local start end
-  BASE_CONTAINERS=$(containers)
-  start=$(date +%s.%N)
-  deployment "${1:-}" | kubectl apply -f - >/dev/null
-  wait_until "$PODS bench pods Running" 900 all_running
-  end=$(date +%s.%N)
-  kubectl delete deployment bench --wait=true >/dev/null
-  wait_until "bench pods deleted" 600 none_left
-  wait_until "bench sandboxes removed from the nodes" 600 torn_down
-  printf '%.1f\n' "$(echo "$end - $start" | bc -l)"
 }
 
 datapath() {
