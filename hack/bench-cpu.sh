@@ -15,10 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PODS=${PODS:-100}
 TOP=${TOP:-25}
-NODES=3
-PAUSE=estuary-lab.local/pause:lab
 HZ=199
 
 die() { echo "bench-cpu: $*" >&2; exit 1; }

@@ -18,10 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PODS=${PODS:-100}
 RUNS=${RUNS:-3}
-NODES=3
-PAUSE=estuary-lab.local/pause:lab
 
 die() { echo "bench-lab: $*" >&2; exit 1; }
 # shellcheck source=hack/lib/bench.sh

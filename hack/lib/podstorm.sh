@@ -5,6 +5,10 @@
 # waited for until the nodes have removed their sandboxes. Sourced after
 # hack/lib/bench.sh (LAB, kubectl, wait_until).
 
+PODS=${PODS:-100}
+NODES=3
+PAUSE=estuary-lab.local/pause:lab
+
 # containers: how many containers the nodes' containerd holds (k8s.io).
 containers() {
   local n c=0
