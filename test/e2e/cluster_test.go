@@ -185,6 +185,9 @@ func podReady(p *corev1.Pod) bool {
 // describePod says why a pod is not ready.
 func describePod(p *corev1.Pod) string {
 	s := fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+	if p.Status.Reason != "" {
+		s += fmt.Sprintf(" (%s: %s)", p.Status.Reason, p.Status.Message)
+	}
 	for _, c := range p.Status.ContainerStatuses {
 		if w := c.State.Waiting; w != nil {
 			s += fmt.Sprintf(" (%s: %s)", w.Reason, w.Message)

@@ -5,6 +5,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -54,6 +55,67 @@ func (e *labEnv) labelNodes(t *testing.T, key, value string, nodes ...string) {
 			t.Fatalf("label %s %s=%s: %v", node, key, value, err)
 		}
 	}
+	e.waitKubeletsAdmit(t, key, value, nodes)
+}
+
+// waitKubeletsAdmit waits until the kubelet of each node admits a pod that
+// needs label key=value. A kubelet checks a bound pod's node selector and
+// affinity against its own copy of its node, which can be older than the
+// label; a pod it sees first is failed for good (reason NodeAffinity). The
+// probe is a host-network pause pod, made again while it is refused.
+func (e *labEnv) waitKubeletsAdmit(t *testing.T, key, value string, nodes []string) {
+	t.Helper()
+	probes := map[string]*corev1.Pod{}
+	remove := func(p *corev1.Pod) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.c.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete probe pod %s: %v", p.Name, err)
+		}
+	}
+	defer func() {
+		for _, p := range probes {
+			remove(p)
+		}
+	}()
+	eventually(t, fmt.Sprintf("the kubelets of %v admit a pod that needs %s=%s", nodes, key, value), 2*time.Minute, func(ctx context.Context) error {
+		for _, node := range nodes {
+			if err := e.probeAdmits(ctx, probes, node, key, value, remove); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// probeAdmits returns nil once node's probe pod runs; it makes the probe,
+// or makes it again after the kubelet failed it.
+func (e *labEnv) probeAdmits(ctx context.Context, probes map[string]*corev1.Pod, node, key, value string, remove func(*corev1.Pod)) error {
+	p := probes[node]
+	if p == nil {
+		p = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "label-probe-", Namespace: metav1.NamespaceDefault},
+			Spec:       podTemplate(node, pauseContainer()),
+		}
+		p.Spec.HostNetwork = true
+		p.Spec.NodeSelector = map[string]string{key: value}
+		if err := e.c.Create(ctx, p); err != nil {
+			return fmt.Errorf("create probe pod on %s: %w", node, err)
+		}
+		probes[node] = p
+	}
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		return err
+	}
+	switch p.Status.Phase {
+	case corev1.PodRunning:
+		return nil
+	case corev1.PodFailed:
+		remove(p)
+		delete(probes, node)
+		return fmt.Errorf("kubelet of %s refused %s: %s: %s", node, p.Name, p.Status.Reason, p.Status.Message)
+	}
+	return errors.New(describePod(p))
 }
 
 // createUnderlay creates the Underlay network (mode VLAN, netID 0, domain
