@@ -228,32 +228,39 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 	}
-	wanted := req.Families
-	if len(wanted) == 0 {
-		for _, f := range []family.Family{family.IPv4, family.IPv6} {
-			if len(req.Subnets[f]) > 0 {
-				wanted = append(wanted, f)
-			}
-		}
-	}
-	req.Families = nil
-	for _, f := range wanted {
-		if !slices.ContainsFunc(held, func(hd holding) bool { return hd.lease.Family == f }) {
-			req.Families = append(req.Families, f)
-		}
-	}
-	if len(req.Families) == 0 {
+	missing := missingFamilies(req, held)
+	if len(missing) == 0 {
 		return ctrl.Result{}, nil
 	}
-	for f := range req.Subnets {
-		if !slices.Contains(req.Families, f) {
-			delete(req.Subnets, f)
+	var leases []ipam.Lease
+	if f.fixed.Wants() {
+		if leases, missing, err = r.completeNamed(key, f, held, missing); err != nil {
+			if ref, denied := asRefusal(err); denied {
+				r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ref.reason, "Allocate", "cannot complete the addresses of pod %s: %v", key, err)
+				return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 		}
 	}
-	leases, err := r.Alloc.Allocate(req)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s (%v): %w", key, req.Families, err)
+	if len(missing) > 0 {
+		more, err := r.Alloc.Allocate(narrow(req, missing))
+		if err != nil {
+			r.abandon(ctx, key, leases, nil)
+			return ctrl.Result{}, fmt.Errorf("complete the addresses of %s (%v): %w", key, missing, err)
+		}
+		leases = append(leases, more...)
 	}
-	log.FromContext(ctx).Info("completing a partly recorded pod", "pod", key, "held", addrs(held), "families", req.Families)
+	log.FromContext(ctx).Info("completing a partly recorded pod", "pod", key, "held", addrs(held), "families", familiesOfLeases(leases))
 	return r.recordLeases(ctx, key, pod, leases, held[0].count, held, f)
+}
+
+// missingFamilies lists the families req asks for that held lacks.
+func missingFamilies(req ipam.Request, held []holding) []family.Family {
+	var out []family.Family
+	for _, f := range requestFamilies(req) {
+		if !slices.ContainsFunc(held, func(hd holding) bool { return hd.lease.Family == f }) {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -73,27 +73,14 @@ func TestHalfRecordedDualStackIsCompleted(t *testing.T) {
 	overlay(t, "ov-half", "10.66.0.0/24", "fd00:66::/64")
 	ns := newNamespace(t, nil)
 	p := newPod(t, ns, "half")
-	v4 := netip.MustParsePrefix("10.66.0.9/24")
-	half := &estuaryv1.IPInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(v4.Addr()),
-			Labels:      map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelPod: p.Name, estuaryv1.LabelSubnet: "ov-half-0", estuaryv1.LabelNode: p.Spec.NodeName},
-			Annotations: map[string]string{estuaryv1.AnnotationAddresses: "2"}},
-		Spec: estuaryv1.IPInstanceSpec{Network: "ov-half", Subnet: "ov-half-0",
-			Address: estuaryv1.InstanceAddress{IP: v4.String(), Version: 4},
-			Binding: estuaryv1.Binding{Namespace: ns, PodName: p.Name, PodUID: string(p.UID), NodeName: p.Spec.NodeName,
-				Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: p.Name, UID: string(p.UID)}}},
-		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
-	}
-	if err := k8s.Create(bg(), half); err != nil {
-		t.Fatal(err)
-	}
+	half := halfRecord(t, p, "ov-half", netip.MustParsePrefix("10.66.0.9/24"))
 	startManager(t)
 	got := waitInstances(t, ns, p.Name, 2, estuaryv1.IPInstanceBound)
 	var families []int32
 	for _, ipi := range got {
 		families = append(families, ipi.Spec.Address.Version)
 		if ipi.Spec.Address.Version == 4 && ipi.Name != half.Name {
-			t.Errorf("the IPv4 address changed: %s, want %s", ipi.Spec.Address.IP, v4)
+			t.Errorf("the IPv4 address changed: %s, want %s", ipi.Spec.Address.IP, half.Spec.Address.IP)
 		}
 		if n, _ := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses]); n != 2 {
 			t.Errorf("record %s says the pod has %q addresses, want 2", ipi.Name, ipi.Annotations[estuaryv1.AnnotationAddresses])
@@ -101,6 +88,67 @@ func TestHalfRecordedDualStackIsCompleted(t *testing.T) {
 	}
 	if len(families) != 2 || families[0] == families[1] {
 		t.Errorf("families %v, want one IPv4 and one IPv6", families)
+	}
+}
+
+// halfRecord writes the IPv4 record of dual-stack pod p on network's first
+// subnet, saying the pod has 2 addresses, as a manager stopped between the
+// two creates leaves it.
+func halfRecord(t *testing.T, p *corev1.Pod, network string, v4 netip.Prefix) *estuaryv1.IPInstance {
+	t.Helper()
+	subnet := network + "-0"
+	half := &estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(v4.Addr()),
+			Labels:      map[string]string{estuaryv1.LabelNamespace: p.Namespace, estuaryv1.LabelPod: p.Name, estuaryv1.LabelSubnet: subnet, estuaryv1.LabelNode: p.Spec.NodeName},
+			Annotations: map[string]string{estuaryv1.AnnotationAddresses: "2"}},
+		Spec: estuaryv1.IPInstanceSpec{Network: network, Subnet: subnet,
+			Address: estuaryv1.InstanceAddress{IP: v4.String(), Version: 4},
+			Binding: estuaryv1.Binding{Namespace: p.Namespace, PodName: p.Name, PodUID: string(p.UID), NodeName: p.Spec.NodeName,
+				Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: p.Name, UID: string(p.UID)}}},
+		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
+	}
+	if err := k8s.Create(bg(), half); err != nil {
+		t.Fatal(err)
+	}
+	return half
+}
+
+// TestHalfRecordedFixedPodGetsItsNamedAddresses: a dual-stack pod that
+// names both its addresses and was stopped half-recorded gets the IPv6
+// address it names, not any free one. Two such pods naming the same IPv6
+// address: one gets it, the other is refused with an event naming the
+// address and is given no other.
+func TestHalfRecordedFixedPodGetsItsNamedAddresses(t *testing.T) {
+	overlay(t, "ov-named", "10.67.0.0/24", "fd00:67::/64")
+	ns := newNamespace(t, nil)
+	named := netip.MustParseAddr("fd00:67::9")
+	a := newPod(t, ns, "a", onNetwork("ov-named"), annotated(estuaryv1.AnnotationIPAddress, "10.67.0.9,"+named.String()))
+	b := newPod(t, ns, "b", onNetwork("ov-named"), annotated(estuaryv1.AnnotationIPAddress, "10.67.0.10,"+named.String()))
+	halfRecord(t, a, "ov-named", netip.MustParsePrefix("10.67.0.9/24"))
+	halfRecord(t, b, "ov-named", netip.MustParsePrefix("10.67.0.10/24"))
+	startManager(t)
+	var winner, loser *corev1.Pod
+	eventually(t, "one pod completed with "+named.String(), func() error {
+		for _, p := range []*corev1.Pod{a, b} {
+			if len(instancesOf(t, ns, p.Name)) == 2 {
+				winner = p
+				return nil
+			}
+		}
+		return fmt.Errorf("neither pod has 2 records")
+	})
+	loser = b
+	if winner == b {
+		loser = a
+	}
+	if got := addrsOf(t, instancesOf(t, ns, winner.Name)); got[1] != named {
+		t.Errorf("pod %s completed with %v, want the IPv6 address it names, %s", winner.Name, got, named)
+	}
+	eventually(t, "pod "+loser.Name+" refused", func() error {
+		return eventNote(ns, loser.Name, ReasonAllocationFailed, named.String())
+	})
+	if n := len(instancesOf(t, ns, loser.Name)); n != 1 {
+		t.Errorf("the refused pod %s has %d records, want only its IPv4 one", loser.Name, n)
 	}
 }
 

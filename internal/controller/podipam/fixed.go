@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -203,14 +204,19 @@ func (r *Reconciler) allocateFixed(ctx context.Context, key string, pod *corev1.
 }
 
 // claim takes the addresses of an entry whose state st is all free or the
-// workload's own: own ones are handed over, free ones assigned and
-// recorded, with the families the entry lacks allocated alongside.
+// workload's own: free ones are assigned first (in memory only, so a lost
+// race changes nothing), then own ones handed over, and the families the
+// entry lacks allocated alongside; all are recorded together.
 func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request, st entryState) (ctrl.Result, error) {
 	wanted := requestFamilies(req)
 	for _, a := range append(st.free, st.ours...) {
 		if fam := family.Of(a); !containsFam(wanted, fam) {
 			wanted = append(wanted, fam)
 		}
+	}
+	leases, err := r.assignNamed(key, f, st.free)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	pool := f.owner.Key()
 	ours := map[string]bool{}
@@ -224,23 +230,13 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 		for _, hd := range taken {
 			r.held.add(pool, hd)
 		}
+		r.abandon(ctx, key, leases, nil)
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	prior, err := r.handOver(ctx, pool, key, pod, f, taken, len(wanted))
 	if err != nil {
+		r.abandon(ctx, key, leases, nil)
 		return ctrl.Result{}, err
-	}
-	var leases []ipam.Lease
-	for _, a := range st.free {
-		l, ok := r.Topology.leaseIn(f.places[a], a)
-		if !ok {
-			return ctrl.Result{}, fmt.Errorf("fixed address %s of pod %s: subnet %s is not installed", a, key, f.places[a])
-		}
-		if err := r.Alloc.Assign(l.Subnet, a, key); err != nil {
-			r.abandon(ctx, key, leases, nil)
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		leases = append(leases, l)
 	}
 	var rest []family.Family
 	for _, fam := range wanted {
@@ -257,6 +253,77 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 		leases = append(leases, more...)
 	}
 	return r.recordLeases(ctx, key, pod, leases, len(wanted), prior, f)
+}
+
+// assignNamed assigns the free named addresses to pod key in the
+// allocator, all or none.
+func (r *Reconciler) assignNamed(key string, f facts, free []netip.Addr) ([]ipam.Lease, error) {
+	var leases []ipam.Lease
+	for _, a := range free {
+		l, ok := r.Topology.leaseIn(f.places[a], a)
+		if !ok {
+			r.abandon(context.Background(), key, leases, nil)
+			return nil, fmt.Errorf("fixed address %s of pod %s: subnet %s is not installed", a, key, f.places[a])
+		}
+		if err := r.Alloc.Assign(l.Subnet, a, key); err != nil {
+			r.abandon(context.Background(), key, leases, nil)
+			return nil, fmt.Errorf("fixed address %s of pod %s: %w", a, key, err)
+		}
+		leases = append(leases, l)
+	}
+	return leases, nil
+}
+
+// completeNamed is completion for a pod with fixed addresses: of the
+// families fams it still lacks, those its entry names (the entry holding
+// what the pod has) are assigned now, so an interrupted claim still ends
+// with the named addresses. It returns the leases and the families left
+// for ordinary allocation. A named address another workload holds is a
+// refusal; one its own workload still holds, an error to retry.
+func (r *Reconciler) completeNamed(key string, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []family.Family, error) {
+	entry, err := heldEntry(f, held)
+	if err != nil {
+		return nil, nil, &refusal{reason: ReasonAllocationFailed, err: err}
+	}
+	var named []netip.Addr
+	var rest []family.Family
+	for _, fam := range fams {
+		if i := slices.IndexFunc(entry, func(a netip.Addr) bool { return family.Of(a) == fam }); i >= 0 {
+			named = append(named, entry[i])
+		} else {
+			rest = append(rest, fam)
+		}
+	}
+	st := r.inspect(key, f, named)
+	switch {
+	case len(st.taken) > 0:
+		return nil, nil, &refusal{reason: ReasonAllocationFailed,
+			err: f.fixed.Deny("asks for addresses held by other workloads: %s", strings.Join(st.taken, ", "))}
+	case len(st.free) < len(named):
+		return nil, nil, fmt.Errorf("pod %s: named addresses %v are not free yet", key, named)
+	}
+	leases, err := r.assignNamed(key, f, st.free)
+	return leases, rest, err
+}
+
+// heldEntry is the entry of f's fixed addresses that holds an address of
+// held (the one entry for ip-address or a StatefulSet's ordinal).
+func heldEntry(f facts, held []holding) ([]netip.Addr, error) {
+	entries, _, err := fixedEntries(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 1 {
+		return entries[0], nil
+	}
+	for _, e := range entries {
+		for _, hd := range held {
+			if slices.Contains(e, hd.lease.Addr) {
+				return e, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // macFor is the MAC a pod taking entry i of its ip-pool gets.
