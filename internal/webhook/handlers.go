@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/workload"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // NetworkValidator admits Networks. Reader is the manager's cache; Live,
@@ -203,17 +206,29 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	AddDomainAffinity(pod, netmodel.DomainSelector(n))
-	held, err := holdsAddresses(ctx, d.Reader, namespace, pod)
-	if err != nil {
+	fams := netmodel.FamiliesNeeded(&sel, n, in.subnets)
+	need, err := d.needsFree(ctx, namespace, pod, &sel, in, fams)
+	if err != nil || !need {
 		return err
 	}
-	if fx, err := netmodel.FixedFor(&sel, pod, in.ns); err == nil && fx.Wants() {
-		held = true // its addresses are named: it needs no free one
-	}
-	if !held {
-		AddRequirements(pod, AvailabilityRequirements(n.Name, netmodel.FamiliesNeeded(&sel, n, in.subnets)))
-	}
+	AddRequirements(pod, AvailabilityRequirements(n.Name, fams))
 	return nil
+}
+
+// needsFree reports whether the pod takes new addresses of fams, and so
+// must wait for a node with capacity. It does not when its addresses are
+// named (ip-address, ip-pool), kept for it under its name (a
+// StatefulSet's), or kept or reserved for its workload in every family.
+func (d *PodDefaulter) needsFree(ctx context.Context, namespace string, pod *corev1.Pod, sel *netmodel.Selection, in podInputs, fams []family.Family) (bool, error) {
+	if fx, err := netmodel.FixedFor(sel, pod, in.ns); err == nil && fx.Wants() {
+		return false, nil
+	}
+	held, err := holdsAddresses(ctx, d.Reader, namespace, pod)
+	if err != nil || held {
+		return !held, err
+	}
+	kept, err := keptForWorkload(ctx, d.Reader, namespace, pod, fams)
+	return !kept, err
 }
 
 type podInputs struct {
@@ -260,6 +275,33 @@ func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod 
 
 // podNamespace is the pod's namespace, taken from the admission request when
 // the object does not carry it.
+// keptForWorkload reports whether the pod's workload has an address of
+// each family of fams in its pool (Retained for it, or Reserved): its next
+// pod takes those before any free one.
+func keptForWorkload(ctx context.Context, r client.Reader, namespace string, pod *corev1.Pod, fams []family.Family) (bool, error) {
+	if metav1.GetControllerOf(pod) == nil || len(fams) == 0 {
+		return false, nil
+	}
+	p := pod.DeepCopy()
+	p.Namespace = namespace
+	owner, err := workload.Of(ctx, r, p)
+	if err != nil {
+		return false, internal("find the pod's workload", err)
+	}
+	var instances estuaryv1.IPInstanceList
+	if err := r.List(ctx, &instances, client.MatchingFields{IndexIPInstanceWorkload: owner.Key()}); err != nil {
+		return false, internal("list ipinstances", err)
+	}
+	for _, f := range fams {
+		if !slices.ContainsFunc(instances.Items, func(ipi estuaryv1.IPInstance) bool {
+			return int(ipi.Spec.Address.Version) == f.Version()
+		}) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func podNamespace(ctx context.Context, pod *corev1.Pod) string {
 	if pod.Namespace == "" {
 		if req, err := admission.RequestFromContext(ctx); err == nil {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 )
 
 // Paths the webhook server serves.
@@ -36,6 +37,9 @@ const (
 	// IndexIPInstancePod indexes IPInstances by the namespace/name of the
 	// pod in their binding.
 	IndexIPInstancePod = "spec.binding.pod"
+	// IndexIPInstanceWorkload indexes the IPInstances in a workload's pool
+	// (see workload.PoolOf) by the workload's key.
+	IndexIPInstanceWorkload = "spec.binding.workload"
 )
 
 // +kubebuilder:webhook:path=/validate-networking-estuary-io-v1-network,mutating=false,failurePolicy=fail,sideEffects=None,groups=networking.estuary.io,resources=networks,verbs=create;update;delete,versions=v1,name=network.validate.estuary.io,admissionReviewVersions=v1
@@ -85,10 +89,16 @@ var fieldIndexes = []fieldIndex{
 		b := o.(*estuaryv1.IPInstance).Spec.Binding
 		return []string{b.Namespace + "/" + b.PodName}
 	}},
+	{&estuaryv1.IPInstance{}, IndexIPInstanceWorkload, func(o client.Object) []string {
+		if pool, ok := workload.PoolOf(o.(*estuaryv1.IPInstance)); ok {
+			return []string{pool.Key()}
+		}
+		return nil
+	}},
 }
 
-// AddIndexes registers IndexSubnetNetwork, IndexIPInstanceSubnet and
-// IndexIPInstancePod. It must be called before mgr's cache starts.
+// AddIndexes registers IndexSubnetNetwork, IndexIPInstanceSubnet,
+// IndexIPInstancePod and IndexIPInstanceWorkload. It must be called before mgr's cache starts.
 func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, ix := range fieldIndexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {

@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
 // Kinds with a meaning of their own.
@@ -103,4 +105,21 @@ func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
 		return Ref{Namespace: pod.Namespace, Kind: parent.Kind, Name: parent.Name, UID: string(parent.UID)}, nil
 	}
 	return own, nil
+}
+
+// Pooled reports whether an address in phase, of an owner of kind, is held
+// in its workload's pool (under the workload's key) rather than by a pod:
+// every Reserved address, and a Retained one of any workload but a
+// StatefulSet, whose addresses stay with each pod's name.
+func Pooled(phase estuaryv1.IPInstancePhase, kind string) bool {
+	return phase == estuaryv1.IPInstanceReserved || phase == estuaryv1.IPInstanceRetained && kind != KindStatefulSet
+}
+
+// PoolOf is the workload whose pool holds ipi, if it is Pooled.
+func PoolOf(ipi *estuaryv1.IPInstance) (Ref, bool) {
+	b := &ipi.Spec.Binding
+	if b.Owner.Kind == "" || b.Owner.Name == "" || !Pooled(ipi.Status.Phase, b.Owner.Kind) {
+		return Ref{}, false
+	}
+	return Ref{Namespace: b.Namespace, Kind: b.Owner.Kind, Name: b.Owner.Name, UID: b.Owner.UID}, true
 }

@@ -31,17 +31,10 @@ func record(ipi *estuaryv1.IPInstance) (ipam.Record, error) {
 // for the pod of the same name; its workload's (namespace/Kind/name) while
 // it is kept for, or reserved for, any pod of the workload.
 func recordKey(ipi *estuaryv1.IPInstance) string {
-	b := &ipi.Spec.Binding
-	if pooled(ipi.Status.Phase, b.Owner.Kind) {
-		return workload.Ref{Namespace: b.Namespace, Kind: b.Owner.Kind, Name: b.Owner.Name}.Key()
+	if pool, ok := workload.PoolOf(ipi); ok {
+		return pool.Key()
 	}
-	return ownerKey(b.Namespace, b.PodName)
-}
-
-// pooled: an address in this phase, of an owner of this kind, is held
-// under its workload's key rather than a pod's.
-func pooled(phase estuaryv1.IPInstancePhase, ownerKind string) bool {
-	return phase == estuaryv1.IPInstanceReserved || phase == estuaryv1.IPInstanceRetained && ownerKind != workload.KindStatefulSet
+	return ownerKey(ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName)
 }
 
 // ownerKey is the allocator owner of a pod's addresses: namespace/name, which

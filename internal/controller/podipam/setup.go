@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -109,7 +110,7 @@ func instanceToPod(_ context.Context, o client.Object) []reconcile.Request {
 	if b.PodName != "" {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.PodName}})
 	}
-	if b.Owner.Kind != "" && b.Owner.Name != "" && (ipi.Spec.Reserved || pooled(ipi.Status.Phase, b.Owner.Kind)) {
+	if b.Owner.Kind != "" && b.Owner.Name != "" && (ipi.Spec.Reserved || workload.Pooled(ipi.Status.Phase, b.Owner.Kind)) {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Owner.Kind + "/" + b.Owner.Name}})
 	}
 	return reqs
