@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,6 +25,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // overlayBits is the prefix length of the lab's overlay subnet.
@@ -66,55 +69,158 @@ func podIPs(pods []corev1.Pod) []string {
 func TestDeploymentRecreatedGetsItsAddresses(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "redeploy")
+	before, after := e.redeploy(t, ns, 5, nil, nil)
+	if !slices.Equal(before, after) {
+		t.Fatalf("re-created Deployment runs on %v, want its old addresses %v", after, before)
+	}
+	e.checkNoDuplicates(t)
+}
+
+// TestFullNetworkRecreatedDeploymentRuns: a retaining Deployment that
+// fills its Underlay network, deleted and created again while the
+// domain's nodes are labelled full (its kept addresses are not free), is
+// scheduled and runs on the same addresses: the webhook adds no capacity
+// requirement for a pod whose workload keeps an address for it.
+func TestFullNetworkRecreatedDeploymentRuns(t *testing.T) {
+	e := needLab(t)
+	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
+	e.createUnderlayRange(t, 240, 241)
+	var ns string
+	t.Cleanup(func() { e.releaseKept(t, ns) }) // after the namespace is gone, before the subnet goes
+	ns = e.newNamespace(t, "full-redeploy")
+	full := func() { e.waitAvailable(t, underlayNetwork, "false", underlayNodes) }
+	before, after := e.redeploy(t, ns, 2, map[string]string{estuaryv1.AnnotationNetwork: underlayNetwork}, full)
+	if !slices.Equal(before, after) {
+		t.Fatalf("re-created Deployment runs on %v, want its old addresses %v", after, before)
+	}
+}
+
+// waitAvailable waits until nodes carry the IPv4 availability label of
+// network with value.
+func (e *labEnv) waitAvailable(t *testing.T, network, value string, nodes []string) {
+	t.Helper()
+	key := netmodel.AvailableKey(network, family.IPv4)
+	eventually(t, fmt.Sprintf("nodes %v labelled %s=%s", nodes, key, value), 2*time.Minute, func(ctx context.Context) error {
+		for _, name := range nodes {
+			var n corev1.Node
+			if err := e.c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+				return err
+			}
+			if n.Labels[key] != value {
+				return fmt.Errorf("node %s: %s=%q", name, key, n.Labels[key])
+			}
+		}
+		return nil
+	})
+}
+
+// redeploy creates Deployment keep of n retaining netexec pods (template
+// annotations ann added) in ns, deletes it, waits until its n addresses
+// are Retained, calls between (if not nil), creates it again and returns
+// the addresses of its pods before and after, each sorted.
+func (e *labEnv) redeploy(t *testing.T, ns string, n int, ann map[string]string, between func()) (before, after []string) {
+	t.Helper()
 	labels := map[string]string{"app": "keep"}
 	deploy := func() *appsv1.Deployment {
 		tmpl := corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{estuaryv1.AnnotationIPRetain: "true"}},
 			Spec:       podTemplate("", netexecContainer()),
 		}
+		maps.Copy(tmpl.Annotations, ann)
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keep"},
-			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](5), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(int32(n)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
 		}
 	}
 	if err := e.c.Create(testCtx(t, time.Minute), deploy()); err != nil {
 		t.Fatal(err)
 	}
-	before := podIPs(e.waitReady(t, ns, labels, 5, 4*time.Minute))
+	before = podIPs(e.waitReady(t, ns, labels, n, 4*time.Minute))
 	if err := e.c.Delete(testCtx(t, time.Minute), deploy(), client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
 	e.waitNoPods(t, ns, labels, 3*time.Minute)
-	eventually(t, "5 records Retained for Deployment keep", 2*time.Minute, func(ctx context.Context) error {
-		l, err := e.instances(ctx, ns, nil)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, ipi := range l {
-			if ipi.Status.Phase == estuaryv1.IPInstanceRetained && ipi.Spec.Binding.Owner.Name == "keep" && ipi.Status.ExpiresAt != nil {
-				n++
-			}
-		}
-		if n != 5 {
-			return fmt.Errorf("%d of %d records retained with an expiry", n, len(l))
-		}
-		return nil
-	})
+	e.waitRetained(t, ns, "keep", n)
 	eventually(t, "Deployment keep gone", time.Minute, func(ctx context.Context) error {
 		if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keep"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
+	if between != nil {
+		between()
+	}
 	if err := e.c.Create(testCtx(t, time.Minute), deploy()); err != nil {
 		t.Fatal(err)
 	}
-	after := podIPs(e.waitReady(t, ns, labels, 5, 4*time.Minute))
-	if !slices.Equal(before, after) {
-		t.Fatalf("re-created Deployment runs on %v, want its old addresses %v", after, before)
+	return before, podIPs(e.waitReady(t, ns, labels, n, 4*time.Minute))
+}
+
+// plugin builds kubectl-estuary from the tree, once per lab, and returns
+// its path.
+func (e *labEnv) plugin(t *testing.T) string {
+	t.Helper()
+	plugin := filepath.Join(e.tmp, "kubectl-estuary")
+	if _, err := os.Stat(plugin); err == nil {
+		return plugin
 	}
-	e.checkNoDuplicates(t)
+	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-estuary")
+	build.Dir = e.repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-estuary: %v\n%s", err, out)
+	}
+	return plugin
+}
+
+// releaseKept releases, with kubectl estuary release, the addresses kept
+// for the workloads of ns, a namespace whose pods are gone, and waits
+// until ns has no record left.
+func (e *labEnv) releaseKept(t *testing.T, ns string) {
+	t.Helper()
+	var kept []string
+	eventually(t, "every record of "+ns+" kept", 2*time.Minute, func(ctx context.Context) error {
+		l, err := e.instances(ctx, ns, nil)
+		if err != nil {
+			return err
+		}
+		kept = kept[:0]
+		for i := range l {
+			if l[i].Status.Phase != estuaryv1.IPInstanceRetained {
+				return fmt.Errorf("record %s is %s", l[i].Name, l[i].Status.Phase)
+			}
+			kept = append(kept, instanceAddr(&l[i]))
+		}
+		return nil
+	})
+	plugin := e.plugin(t)
+	for _, a := range kept {
+		if out, err := runPlugin(plugin, e.kubeconfig, "release", a, "--yes"); err != nil {
+			t.Errorf("release %s: %v\n%s", a, err, out)
+		}
+	}
+	e.waitNoInstances(t, ns)
+}
+
+// waitRetained waits until n records of ns are Retained, with an expiry,
+// for the workload named owner.
+func (e *labEnv) waitRetained(t *testing.T, ns, owner string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d records Retained for %s", n, owner), 2*time.Minute, func(ctx context.Context) error {
+		l, err := e.instances(ctx, ns, nil)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, ipi := range l {
+			if ipi.Status.Phase == estuaryv1.IPInstanceRetained && ipi.Spec.Binding.Owner.Name == owner && ipi.Status.ExpiresAt != nil {
+				got++
+			}
+		}
+		if got != n {
+			return fmt.Errorf("%d of %d records retained with an expiry", got, len(l))
+		}
+		return nil
+	})
 }
 
 // TestExplicitAddressOnEveryNode: a pod asking for an address with
@@ -169,12 +275,7 @@ func TestStatefulSetPoolEntryFollowsOrdinal(t *testing.T) {
 func TestCheckFindsAHandMadeLeakAndRepairFixesIt(t *testing.T) {
 	e := needLab(t)
 	ns := e.newNamespace(t, "leak")
-	plugin := filepath.Join(e.tmp, "kubectl-estuary")
-	build := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-estuary")
-	build.Dir = e.repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-estuary: %v\n%s", err, out)
-	}
+	plugin := e.plugin(t)
 	report := filepath.Join(e.tmp, "leak-report.json")
 	leak, out := e.handMadeLeak(t, ns, plugin)
 	if err := os.WriteFile(report, []byte(out), 0o600); err != nil {

@@ -21,8 +21,6 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // TestUnderlayStatefulSetKeepsAddressAcrossDomainNodes: the pod of a
@@ -124,19 +122,7 @@ func TestUnderlayFullNetworkPodStaysPending(t *testing.T) {
 	if first.Status.PodIP != only {
 		t.Fatalf("pod first has address %q, want the subnet's only one %s", first.Status.PodIP, only)
 	}
-	key := netmodel.AvailableKey(underlayNetwork, family.IPv4)
-	eventually(t, fmt.Sprintf("domain nodes labelled %s=false", key), 2*time.Minute, func(ctx context.Context) error {
-		for _, name := range underlayNodes {
-			var n corev1.Node
-			if err := e.c.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-				return err
-			}
-			if n.Labels[key] != "false" {
-				return fmt.Errorf("node %s: %s=%q", name, key, n.Labels[key])
-			}
-		}
-		return nil
-	})
+	e.waitAvailable(t, underlayNetwork, "false", underlayNodes)
 	e.mustCreate(t, ns, underlayPod("second", ""))
 	eventually(t, "pod second unschedulable for node affinity", 2*time.Minute, func(ctx context.Context) error {
 		var p corev1.Pod
