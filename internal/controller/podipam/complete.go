@@ -234,7 +234,7 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 	}
 	var leases []ipam.Lease
 	if f.fixed.Wants() {
-		if leases, missing, err = r.completeNamed(key, f, held, missing); err != nil {
+		if leases, missing, err = r.completeNamed(ctx, key, f, held, missing); err != nil {
 			if ref, denied := asRefusal(err); denied {
 				r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ref.reason, "Allocate", "cannot complete the addresses of pod %s: %v", key, err)
 				return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil

@@ -214,9 +214,13 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 			wanted = append(wanted, fam)
 		}
 	}
-	leases, err := r.assignNamed(key, f, st.free)
-	if err != nil {
+	leases, err := r.assignNamed(ctx, key, f, st.free)
+	if errors.Is(err, ipam.ErrInUse) {
+		// Taken since inspect: look again shortly, nothing was written.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	pool := f.owner.Key()
 	ours := map[string]bool{}
@@ -257,16 +261,16 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 
 // assignNamed assigns the free named addresses to pod key in the
 // allocator, all or none.
-func (r *Reconciler) assignNamed(key string, f facts, free []netip.Addr) ([]ipam.Lease, error) {
+func (r *Reconciler) assignNamed(ctx context.Context, key string, f facts, free []netip.Addr) ([]ipam.Lease, error) {
 	var leases []ipam.Lease
 	for _, a := range free {
 		l, ok := r.Topology.leaseIn(f.places[a], a)
 		if !ok {
-			r.abandon(context.Background(), key, leases, nil)
+			r.abandon(ctx, key, leases, nil)
 			return nil, fmt.Errorf("fixed address %s of pod %s: subnet %s is not installed", a, key, f.places[a])
 		}
 		if err := r.Alloc.Assign(l.Subnet, a, key); err != nil {
-			r.abandon(context.Background(), key, leases, nil)
+			r.abandon(ctx, key, leases, nil)
 			return nil, fmt.Errorf("fixed address %s of pod %s: %w", a, key, err)
 		}
 		leases = append(leases, l)
@@ -280,7 +284,7 @@ func (r *Reconciler) assignNamed(key string, f facts, free []netip.Addr) ([]ipam
 // with the named addresses. It returns the leases and the families left
 // for ordinary allocation. A named address another workload holds is a
 // refusal; one its own workload still holds, an error to retry.
-func (r *Reconciler) completeNamed(key string, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []family.Family, error) {
+func (r *Reconciler) completeNamed(ctx context.Context, key string, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []family.Family, error) {
 	entry, err := heldEntry(f, held)
 	if err != nil {
 		return nil, nil, &refusal{reason: ReasonAllocationFailed, err: err}
@@ -302,7 +306,7 @@ func (r *Reconciler) completeNamed(key string, f facts, held []holding, fams []f
 	case len(st.free) < len(named):
 		return nil, nil, fmt.Errorf("pod %s: named addresses %v are not free yet", key, named)
 	}
-	leases, err := r.assignNamed(key, f, st.free)
+	leases, err := r.assignNamed(ctx, key, f, st.free)
 	return leases, rest, err
 }
 
