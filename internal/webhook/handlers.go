@@ -273,8 +273,6 @@ func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod 
 	return false, nil
 }
 
-// podNamespace is the pod's namespace, taken from the admission request when
-// the object does not carry it.
 // keptForWorkload reports whether the pod's workload has an address of
 // each family of fams in its pool (Retained for it, or Reserved): its next
 // pod takes those before any free one.
@@ -302,6 +300,8 @@ func keptForWorkload(ctx context.Context, r client.Reader, namespace string, pod
 	return true, nil
 }
 
+// podNamespace is the pod's namespace, taken from the admission request when
+// the object does not carry it.
 func podNamespace(ctx context.Context, pod *corev1.Pod) string {
 	if pod.Namespace == "" {
 		if req, err := admission.RequestFromContext(ctx); err == nil {

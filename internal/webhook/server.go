@@ -98,7 +98,8 @@ var fieldIndexes = []fieldIndex{
 }
 
 // AddIndexes registers IndexSubnetNetwork, IndexIPInstanceSubnet,
-// IndexIPInstancePod and IndexIPInstanceWorkload. It must be called before mgr's cache starts.
+// IndexIPInstancePod and IndexIPInstanceWorkload. It must be called before
+// mgr's cache starts.
 func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	for _, ix := range fieldIndexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
