@@ -51,12 +51,7 @@ func (e *labEnv) createBGP(t *testing.T) *estuaryv1.Subnet {
 			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
 		}},
 	}
-	for _, o := range []client.Object{nw, sn} {
-		t.Cleanup(func() { e.deleteAndWait(t, o) })
-		if err := e.c.Create(testCtx(t, time.Minute), o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	e.createNetwork(t, nw, sn, bgpNodes)
 	return sn
 }
 

@@ -200,12 +200,7 @@ func TestUnderlayTaggedVLAN(t *testing.T) {
 			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
 		}},
 	}
-	for _, o := range []client.Object{nw, sn} {
-		t.Cleanup(func() { e.deleteAndWait(t, o) })
-		if err := e.c.Create(ctx, o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	e.createNetwork(t, nw, sn, underlayNodes)
 	ns := e.newNamespace(t, "underlay-tagged")
 	p := netexecPod("tagged", "node-1", nil)
 	p.Annotations = map[string]string{estuaryv1.AnnotationNetwork: nw.Name}

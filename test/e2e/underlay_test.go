@@ -24,6 +24,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The untagged VLAN underlay network the tests create: the lab's underlay
@@ -55,15 +57,15 @@ func (e *labEnv) labelNodes(t *testing.T, key, value string, nodes ...string) {
 			t.Fatalf("label %s %s=%s: %v", node, key, value, err)
 		}
 	}
-	e.waitKubeletsAdmit(t, key, value, nodes)
+	e.waitKubeletsAdmit(t, map[string]string{key: value}, nodes)
 }
 
-// waitKubeletsAdmit waits until the kubelet of each node admits a pod that
-// needs label key=value. A kubelet checks a bound pod's node selector and
+// waitKubeletsAdmit waits until the kubelet of each node admits a pod whose
+// node selector is sel. A kubelet checks a bound pod's node selector and
 // affinity against its own copy of its node, which can be older than the
 // label; a pod it sees first is failed for good (reason NodeAffinity). The
 // probe is a host-network pause pod, made again while it is refused.
-func (e *labEnv) waitKubeletsAdmit(t *testing.T, key, value string, nodes []string) {
+func (e *labEnv) waitKubeletsAdmit(t *testing.T, sel map[string]string, nodes []string) {
 	t.Helper()
 	probes := map[string]*corev1.Pod{}
 	remove := func(p *corev1.Pod) {
@@ -78,9 +80,9 @@ func (e *labEnv) waitKubeletsAdmit(t *testing.T, key, value string, nodes []stri
 			remove(p)
 		}
 	}()
-	eventually(t, fmt.Sprintf("the kubelets of %v admit a pod that needs %s=%s", nodes, key, value), 2*time.Minute, func(ctx context.Context) error {
+	eventually(t, fmt.Sprintf("the kubelets of %v admit a pod that needs %v", nodes, sel), 2*time.Minute, func(ctx context.Context) error {
 		for _, node := range nodes {
-			if err := e.probeAdmits(ctx, probes, node, key, value, remove); err != nil {
+			if err := e.probeAdmits(ctx, probes, node, sel, remove); err != nil {
 				return err
 			}
 		}
@@ -90,7 +92,7 @@ func (e *labEnv) waitKubeletsAdmit(t *testing.T, key, value string, nodes []stri
 
 // probeAdmits returns nil once node's probe pod runs; it makes the probe,
 // or makes it again after the kubelet failed it.
-func (e *labEnv) probeAdmits(ctx context.Context, probes map[string]*corev1.Pod, node, key, value string, remove func(*corev1.Pod)) error {
+func (e *labEnv) probeAdmits(ctx context.Context, probes map[string]*corev1.Pod, node string, sel map[string]string, remove func(*corev1.Pod)) error {
 	p := probes[node]
 	if p == nil {
 		p = &corev1.Pod{
@@ -98,7 +100,7 @@ func (e *labEnv) probeAdmits(ctx context.Context, probes map[string]*corev1.Pod,
 			Spec:       podTemplate(node, pauseContainer()),
 		}
 		p.Spec.HostNetwork = true
-		p.Spec.NodeSelector = map[string]string{key: value}
+		p.Spec.NodeSelector = sel
 		if err := e.c.Create(ctx, p); err != nil {
 			return fmt.Errorf("create probe pod on %s: %w", node, err)
 		}
@@ -146,13 +148,26 @@ func (e *labEnv) createUnderlayRange(t *testing.T, first, last int) *estuaryv1.S
 			Start: estuaryv1.IPAddress(nthAddr(prefix, first).String()), End: estuaryv1.IPAddress(nthAddr(prefix, last).String()),
 		}},
 	}
+	e.createNetwork(t, nw, sn, underlayNodes)
+	return sn
+}
+
+// createNetwork creates nw and its IPv4 subnet sn, deleted (waiting until
+// they are gone) when the test ends, and waits until each of nodes is
+// labelled with the network's free IPv4 capacity and its kubelet admits a
+// pod that needs the label. The webhook requires that label not be false,
+// and a network is labelled full on its nodes until its subnet exists: a
+// kubelet that still sees that false fails a pod bound to its node.
+func (e *labEnv) createNetwork(t *testing.T, nw *estuaryv1.Network, sn *estuaryv1.Subnet, nodes []string) {
+	t.Helper()
 	for _, o := range []client.Object{nw, sn} {
 		t.Cleanup(func() { e.deleteAndWait(t, o) })
 		if err := e.c.Create(testCtx(t, time.Minute), o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	return sn
+	e.waitAvailable(t, nw.Name, netmodel.ValueTrue, nodes)
+	e.waitKubeletsAdmit(t, map[string]string{netmodel.AvailableKey(nw.Name, family.IPv4): netmodel.ValueTrue}, nodes)
 }
 
 func nthAddr(p netip.Prefix, n int) netip.Addr {
