@@ -216,10 +216,16 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // needsFree reports whether the pod takes new addresses of fams, and so
-// must wait for a node with capacity. It does not when its addresses are
-// named (ip-address, ip-pool), kept for it under its name (a
-// StatefulSet's), or kept or reserved for its workload in every family.
+// must wait for a node with capacity. It does not when it is bound to a
+// node already (spec.nodeName: no scheduler places it, and a kubelet would
+// fail it outright on a full, or not yet counted, network instead of
+// letting it wait for an address), or when its addresses are named
+// (ip-address, ip-pool), kept for it under its name (a StatefulSet's), or
+// kept or reserved for its workload in every family.
 func (d *PodDefaulter) needsFree(ctx context.Context, namespace string, pod *corev1.Pod, sel *netmodel.Selection, in podInputs, fams []family.Family) (bool, error) {
+	if pod.Spec.NodeName != "" {
+		return false, nil
+	}
 	if fx, err := netmodel.FixedFor(sel, pod, in.ns); err == nil && fx.Wants() {
 		return false, nil
 	}

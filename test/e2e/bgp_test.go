@@ -51,7 +51,7 @@ func (e *labEnv) createBGP(t *testing.T) *estuaryv1.Subnet {
 			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
 		}},
 	}
-	e.createNetwork(t, nw, sn, bgpNodes)
+	e.createNetwork(t, nw, sn)
 	return sn
 }
 

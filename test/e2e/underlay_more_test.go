@@ -200,7 +200,7 @@ func TestUnderlayTaggedVLAN(t *testing.T) {
 			Start: estuaryv1.IPAddress(nthAddr(prefix, 10).String()), End: estuaryv1.IPAddress(nthAddr(prefix, 200).String()),
 		}},
 	}
-	e.createNetwork(t, nw, sn, underlayNodes)
+	e.createNetwork(t, nw, sn)
 	ns := e.newNamespace(t, "underlay-tagged")
 	p := netexecPod("tagged", "node-1", nil)
 	p.Annotations = map[string]string{estuaryv1.AnnotationNetwork: nw.Name}

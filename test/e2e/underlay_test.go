@@ -24,8 +24,6 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The untagged VLAN underlay network the tests create: the lab's underlay
@@ -148,17 +146,13 @@ func (e *labEnv) createUnderlayRange(t *testing.T, first, last int) *estuaryv1.S
 			Start: estuaryv1.IPAddress(nthAddr(prefix, first).String()), End: estuaryv1.IPAddress(nthAddr(prefix, last).String()),
 		}},
 	}
-	e.createNetwork(t, nw, sn, underlayNodes)
+	e.createNetwork(t, nw, sn)
 	return sn
 }
 
-// createNetwork creates nw and its IPv4 subnet sn, deleted (waiting until
-// they are gone) when the test ends, and waits until each of nodes is
-// labelled with the network's free IPv4 capacity and its kubelet admits a
-// pod that needs the label. The webhook requires that label not be false,
-// and a network is labelled full on its nodes until its subnet exists: a
-// kubelet that still sees that false fails a pod bound to its node.
-func (e *labEnv) createNetwork(t *testing.T, nw *estuaryv1.Network, sn *estuaryv1.Subnet, nodes []string) {
+// createNetwork creates nw and its subnet sn, and deletes both, waiting
+// until they are gone, when the test ends.
+func (e *labEnv) createNetwork(t *testing.T, nw *estuaryv1.Network, sn *estuaryv1.Subnet) {
 	t.Helper()
 	for _, o := range []client.Object{nw, sn} {
 		t.Cleanup(func() { e.deleteAndWait(t, o) })
@@ -166,8 +160,6 @@ func (e *labEnv) createNetwork(t *testing.T, nw *estuaryv1.Network, sn *estuaryv
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	e.waitAvailable(t, nw.Name, netmodel.ValueTrue, nodes)
-	e.waitKubeletsAdmit(t, map[string]string{netmodel.AvailableKey(nw.Name, family.IPv4): netmodel.ValueTrue}, nodes)
 }
 
 func nthAddr(p netip.Prefix, n int) netip.Addr {

@@ -106,6 +106,8 @@ func TestMutation(t *testing.T) {
 		{"StatefulSet pod without kept addresses", podObj("default", "db-1", sel(annNet, "u1"), ownedBy("db")),
 			required(term(u1Pool...))},
 		{"host network pod unchanged", podObj("default", "host", sel(annNet, "u1"), hostNet()), nil},
+		{"pod bound to a node: domain only", podObj("default", "bound", sel(annNet, "u1"), boundTo("n1")), required(term(domain...))},
+		{"overlay pod bound to a node unchanged", podObj("default", "bound-overlay", sel(annNet, "ov"), boundTo("n1")), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,6 +188,10 @@ func ownedBy(set string) podOpt {
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set,
 			UID: types.UID("u-" + set), Controller: ptr.To(true)}}
 	}
+}
+
+func boundTo(node string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.NodeName = node }
 }
 
 func hostNet() podOpt {

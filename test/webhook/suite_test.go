@@ -149,7 +149,8 @@ func seed(t *testing.T, objs ...client.Object) {
 // namespace is only marked for deletion: no controller finishes it here).
 func remove(t *testing.T, obj client.Object) {
 	t.Helper()
-	if err := k8s.Delete(ctx(t), obj); err != nil && !apierrors.IsNotFound(err) {
+	// A pod bound to a node is gone only at once: no kubelet confirms it.
+	if err := k8s.Delete(ctx(t), obj, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete %T %s: %v", obj, obj.GetName(), err)
 		return
 	}
