@@ -234,13 +234,15 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 	}
 	var leases []ipam.Lease
 	if f.fixed.Wants() {
-		if leases, missing, err = r.completeNamed(ctx, key, f, held, missing); err != nil {
+		var prior []holding
+		if leases, prior, missing, err = r.completeNamed(ctx, key, pod, f, held, missing); err != nil {
 			if ref, denied := asRefusal(err); denied {
 				r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ref.reason, "Allocate", "cannot complete the addresses of pod %s: %v", key, err)
 				return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 		}
+		held = append(held, prior...)
 	}
 	if len(missing) > 0 {
 		more, err := r.Alloc.Allocate(narrow(req, missing))

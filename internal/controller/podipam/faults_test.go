@@ -93,8 +93,8 @@ func TestHalfRecordedDualStackIsCompleted(t *testing.T) {
 
 // halfRecord writes the IPv4 record of dual-stack pod p on network's first
 // subnet, saying the pod has 2 addresses, as a manager stopped between the
-// two creates leaves it.
-func halfRecord(t *testing.T, p *corev1.Pod, network string, v4 netip.Prefix) *estuaryv1.IPInstance {
+// two creates leaves it; opts change the record before it is written.
+func halfRecord(t *testing.T, p *corev1.Pod, network string, v4 netip.Prefix, opts ...func(*estuaryv1.IPInstance)) *estuaryv1.IPInstance {
 	t.Helper()
 	subnet := network + "-0"
 	half := &estuaryv1.IPInstance{
@@ -106,6 +106,9 @@ func halfRecord(t *testing.T, p *corev1.Pod, network string, v4 netip.Prefix) *e
 			Binding: estuaryv1.Binding{Namespace: p.Namespace, PodName: p.Name, PodUID: string(p.UID), NodeName: p.Spec.NodeName,
 				Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: p.Name, UID: string(p.UID)}}},
 		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
+	}
+	for _, o := range opts {
+		o(half)
 	}
 	if err := k8s.Create(bg(), half); err != nil {
 		t.Fatal(err)
@@ -149,6 +152,28 @@ func TestHalfRecordedFixedPodGetsItsNamedAddresses(t *testing.T) {
 	})
 	if n := len(instancesOf(t, ns, loser.Name)); n != 1 {
 		t.Errorf("the refused pod %s has %d records, want only its IPv4 one", loser.Name, n)
+	}
+}
+
+// TestHalfRecordedFixedPodTakesItsKeptAddress: a pod of a Deployment that
+// names two addresses reserved for the Deployment, stopped after the first
+// was handed over, is completed by handing it the second, still in the
+// Deployment's pool: not left waiting, not given another.
+func TestHalfRecordedFixedPodTakesItsKeptAddress(t *testing.T) {
+	overlay(t, "ov-kept", "10.68.0.0/24", "fd00:68::/64")
+	ns := newNamespace(t, nil)
+	named := netip.MustParseAddr("fd00:68::9")
+	rs := deployment(t, ns, "db", "a")
+	p := newPod(t, ns, "db-a-0", rs, onNetwork("ov-kept"), annotated(estuaryv1.AnnotationIPAddress, "10.68.0.9,"+named.String()))
+	reserve(t, ns, "ov-kept", named.String()+"/64", "Deployment", "db")
+	halfRecord(t, p, "ov-kept", netip.MustParsePrefix("10.68.0.9/24"), func(ipi *estuaryv1.IPInstance) {
+		ipi.Spec.Reserved = true
+		ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: "Deployment", Name: "db"}
+	})
+	startManager(t)
+	got := addrsOf(t, waitInstances(t, ns, p.Name, 2, estuaryv1.IPInstanceBound))
+	if got[1] != named {
+		t.Errorf("pod %s completed with %v, want the reserved IPv6 address it names, %s", p.Name, got, named)
 	}
 }
 

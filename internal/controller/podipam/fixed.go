@@ -222,24 +222,12 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pool := f.owner.Key()
-	ours := map[string]bool{}
-	for _, a := range st.ours {
-		ours[estuaryv1.InstanceName(a)] = true
-	}
-	taken := r.held.take(pool, func(hd holding, _ []holding) bool { return ours[hd.name] })
-	if len(taken) != len(st.ours) {
-		// An address of the workload's is between the allocator and the
-		// pool's list (being adopted or handed back): look again shortly.
-		for _, hd := range taken {
-			r.held.add(pool, hd)
-		}
-		r.abandon(ctx, key, leases, nil)
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	}
-	prior, err := r.handOver(ctx, pool, key, pod, f, taken, len(wanted))
+	prior, err := r.takeKept(ctx, key, pod, f, st.ours, len(wanted))
 	if err != nil {
 		r.abandon(ctx, key, leases, nil)
+		if errors.Is(err, errInFlux) {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	var rest []family.Family
@@ -257,6 +245,33 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 		leases = append(leases, more...)
 	}
 	return r.recordLeases(ctx, key, pod, leases, len(wanted), prior, f)
+}
+
+// errInFlux: an address of the workload's is between the allocator and the
+// pool's list (being adopted or handed back); look again shortly.
+var errInFlux = errors.New("a kept address is being adopted or handed back")
+
+// takeKept hands the addresses ours, kept in the pool of f's workload, over
+// to pod key, which then holds count addresses; all or none: it fails with
+// errInFlux, changing nothing, when one of them is not in the pool's list.
+// It returns the holdings handed over, recorded already.
+func (r *Reconciler) takeKept(ctx context.Context, key string, pod *corev1.Pod, f facts, ours []netip.Addr, count int) ([]holding, error) {
+	if len(ours) == 0 {
+		return nil, nil
+	}
+	pool := f.owner.Key()
+	names := map[string]bool{}
+	for _, a := range ours {
+		names[estuaryv1.InstanceName(a)] = true
+	}
+	taken := r.held.take(pool, func(hd holding, _ []holding) bool { return names[hd.name] })
+	if len(taken) != len(ours) {
+		for _, hd := range taken {
+			r.held.add(pool, hd)
+		}
+		return nil, fmt.Errorf("pod %s, addresses %v of %s: %w", key, ours, pool, errInFlux)
+	}
+	return r.handOver(ctx, pool, key, pod, f, taken, count)
 }
 
 // assignNamed assigns the free named addresses to pod key in the
@@ -280,14 +295,16 @@ func (r *Reconciler) assignNamed(ctx context.Context, key string, f facts, free 
 
 // completeNamed is completion for a pod with fixed addresses: of the
 // families fams it still lacks, those its entry names (the entry holding
-// what the pod has) are assigned now, so an interrupted claim still ends
-// with the named addresses. It returns the leases and the families left
-// for ordinary allocation. A named address another workload holds is a
-// refusal; one its own workload still holds, an error to retry.
-func (r *Reconciler) completeNamed(ctx context.Context, key string, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []family.Family, error) {
+// what the pod has) are taken now, free ones assigned and ones its
+// workload keeps handed over, so an interrupted claim still ends with the
+// named addresses. It returns the new leases, the holdings handed over
+// (recorded already) and the families left for ordinary allocation. A
+// named address another workload holds is a refusal; one a pod of its own
+// workload still holds, an error to retry.
+func (r *Reconciler) completeNamed(ctx context.Context, key string, pod *corev1.Pod, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []holding, []family.Family, error) {
 	entry, err := heldEntry(f, held)
 	if err != nil {
-		return nil, nil, &refusal{reason: ReasonAllocationFailed, err: err}
+		return nil, nil, nil, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
 	var named []netip.Addr
 	var rest []family.Family
@@ -301,13 +318,21 @@ func (r *Reconciler) completeNamed(ctx context.Context, key string, f facts, hel
 	st := r.inspect(key, f, named)
 	switch {
 	case len(st.taken) > 0:
-		return nil, nil, &refusal{reason: ReasonAllocationFailed,
+		return nil, nil, nil, &refusal{reason: ReasonAllocationFailed,
 			err: f.fixed.Deny("asks for addresses held by other workloads: %s", strings.Join(st.taken, ", "))}
-	case len(st.free) < len(named):
-		return nil, nil, fmt.Errorf("pod %s: named addresses %v are not free yet", key, named)
+	case len(st.busy) > 0:
+		return nil, nil, nil, fmt.Errorf("pod %s: named addresses %s are still held", key, strings.Join(st.busy, ", "))
 	}
 	leases, err := r.assignNamed(ctx, key, f, st.free)
-	return leases, rest, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prior, err := r.takeKept(ctx, key, pod, f, st.ours, held[0].count)
+	if err != nil {
+		r.abandon(ctx, key, leases, nil)
+		return nil, nil, nil, err
+	}
+	return leases, prior, rest, nil
 }
 
 // heldEntry is the entry of f's fixed addresses that holds an address of

@@ -214,6 +214,7 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 // back to the pool, with every later one.
 func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1.Pod, f facts, taken []holding, count int) ([]holding, error) {
 	var got []holding
+	had := slices.Clone(r.held.get(key)) // a pod being completed holds some already
 	for i, hd := range taken {
 		hd.podUID, hd.node, hd.pod, hd.phase = string(pod.UID), pod.Spec.NodeName, pod.Name, estuaryv1.IPInstanceBound
 		hd.owner, hd.retain, hd.expires, hd.count = f.owner, f.retain, time.Time{}, count
@@ -230,12 +231,12 @@ func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1
 			for _, back := range taken[i:] {
 				r.held.add(pool, back)
 			}
-			r.held.set(key, got)
+			r.held.set(key, append(slices.Clone(had), got...))
 			return nil, fmt.Errorf("hand %s kept by %s to pod %s: %w", hd.lease.Addr, pool, key, err)
 		}
 		hd.recorded = time.Now()
 		got = append(got, hd)
-		r.held.set(key, got)
+		r.held.set(key, append(slices.Clone(had), got...))
 	}
 	log.FromContext(ctx).V(1).Info("took addresses kept by the workload", "pod", key, "workload", pool, "addresses", addrs(got))
 	return got, nil

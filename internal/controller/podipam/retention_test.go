@@ -349,17 +349,21 @@ func TestStatefulSetTakesItsReservations(t *testing.T) {
 	}
 }
 
-// reserve writes a Reserved record of prefix (address/length) in the first
-// subnet of overlay network, for workload kind/name of ns, as kubectl
-// estuary reserve does, and removes it when the test ends.
+// reserve writes a Reserved record of prefix (address/length) in overlay
+// network's subnet of its family (the first for IPv4, the second for IPv6),
+// for workload kind/name of ns, as kubectl estuary reserve does, and
+// removes it when the test ends.
 func reserve(t *testing.T, ns, network, prefix, kind, name string) {
 	t.Helper()
-	subnet := network + "-0"
 	addr := netip.MustParsePrefix(prefix).Addr()
+	subnet, version := network+"-0", int32(4)
+	if addr.Is6() { // the second subnet of a dual-stack overlay
+		subnet, version = network+"-1", 6
+	}
 	resv := &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: estuaryv1.InstanceName(addr), Labels: map[string]string{estuaryv1.LabelNamespace: ns, estuaryv1.LabelSubnet: subnet}},
 		Spec: estuaryv1.IPInstanceSpec{Network: network, Subnet: subnet, Reserved: true,
-			Address: estuaryv1.InstanceAddress{IP: prefix, Version: 4},
+			Address: estuaryv1.InstanceAddress{IP: prefix, Version: version},
 			Binding: estuaryv1.Binding{Namespace: ns, Owner: estuaryv1.OwnerReference{Kind: kind, Name: name}}},
 		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
 	}
