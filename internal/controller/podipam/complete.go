@@ -4,16 +4,22 @@ package podipam
 // records on every pass, so that an interrupted or uncertain allocation
 // ends in exactly one recorded address per family the pod asks for:
 //
-//   - confirm: every held address must have a record that names this pod.
-//     A record missing from the cache is created again; a create that finds
-//     the record already there reads it live. A record that names another
-//     pod means the address is that pod's: it is held for its owner and
-//     dropped from this pod (a split brain, or an unknown create outcome
-//     that turned out to be someone else's).
+//   - confirm: every held address must have a record that binds this pod
+//     (Bound, its name and UID, its address count). A record missing from
+//     the cache is created again; a create that finds the record already
+//     there reads it live. A record still held under the pod's name, or
+//     still kept by its workload (a write whose answer was lost), is
+//     written to bind the pod, conditionally (records.go). A record that
+//     another holder has means the address is that holder's: memory
+//     follows the record (giveTo) and the pod drops it (a split brain, or
+//     an unknown outcome that turned out to be someone else's).
 //   - one per family: a pod holding two addresses of one family keeps the
 //     one it uses (status.podIPs) or else the lowest, and releases the rest.
 //     The choice depends only on the pod and the addresses, so two managers
-//     that both see the pair (a split brain) keep the same one.
+//     that both see the pair (a split brain) keep the same one. While the
+//     pod reports no address, nothing is released: its node may have set
+//     up either one (the node takes the lowest it sees of a family, see
+//     package ipwait), and the kubelet's report says which.
 //   - complete: a pod whose records say it has more addresses than it holds
 //     (a manager stopped between the creates of a dual-stack pod) gets the
 //     missing families, allocated and recorded now.
@@ -34,6 +40,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,7 +67,9 @@ func (r *Reconciler) complete(ctx context.Context, key string, pod *corev1.Pod, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if held, err = r.onePerFamily(ctx, key, pod, held); err != nil {
+	if held, err = r.onePerFamily(ctx, key, pod, held); errors.Is(err, errUseUnknown) {
+		return ctrl.Result{RequeueAfter: useRetry}, nil
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(held) == 0 {
@@ -81,9 +90,10 @@ func (r *Reconciler) followOwner(ctx context.Context, key string, pod *corev1.Po
 		return held, nil
 	}
 	for i := range held {
+		was := held[i]
 		held[i].set = set
-		if err := r.writeBinding(ctx, key, held[i]); err != nil {
-			return nil, err
+		if err := r.writeBinding(ctx, key, held[i], heldBy(key)); err != nil {
+			return nil, r.afterFailedWrite(ctx, key, was, err)
 		}
 	}
 	r.held.set(key, held)
@@ -91,90 +101,113 @@ func (r *Reconciler) followOwner(ctx context.Context, key string, pod *corev1.Po
 	return held, nil
 }
 
-// confirm keeps the holdings whose records name this pod, creating the
-// records that are missing.
+// confirm keeps the holdings whose records bind this pod, creating the
+// records that are missing and finishing the writes whose outcome was
+// unknown; a holding whose record another holder has goes to that holder.
 func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
 	kept := make([]holding, 0, len(held))
-	for _, hd := range held {
+	for i, hd := range held {
 		if !hd.recorded.IsZero() && time.Since(hd.recorded) < cacheLag {
 			kept = append(kept, hd)
 			continue
 		}
-		ipi := &estuaryv1.IPInstance{}
-		err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
-		if err == nil && names(ipi, pod) {
-			hd.recorded = time.Now()
-			kept = append(kept, hd)
-			continue
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
-		}
+		ok, err := r.confirmOne(ctx, key, pod, &hd)
 		if err != nil {
-			err = r.Client.Create(ctx, r.instance(pod, hd))
-			if err == nil {
-				hd.recorded = time.Now()
-				kept = append(kept, hd)
-				continue
-			}
-			if !apierrors.IsAlreadyExists(err) {
-				r.held.set(key, held)
-				return nil, fmt.Errorf("re-record %s for pod %s: %w", hd.lease.Addr, key, err)
-			}
-		}
-		// The record exists and the cache says it is not this pod's (or
-		// has not seen it): the API server decides.
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
-			r.held.set(key, held)
-			return nil, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
-		}
-		if names(ipi, pod) {
-			hd.recorded = time.Now()
-			kept = append(kept, hd)
-			continue
-		}
-		if err := r.yield(ctx, key, pod, hd, ipi); err != nil {
-			r.held.set(key, held)
+			r.held.set(key, append(kept, held[i:]...))
 			return nil, err
+		}
+		if ok {
+			kept = append(kept, hd)
 		}
 	}
 	r.held.set(key, kept)
 	return kept, nil
 }
 
-// names: the record binds its address to pod's name.
-func names(ipi *estuaryv1.IPInstance, pod *corev1.Pod) bool {
-	b := ipi.Spec.Binding
-	return b.Namespace == pod.Namespace && b.PodName == pod.Name
+// confirmOne makes the record of hd bind pod: it reports false when the
+// record turned out to be another holder's (memory follows it).
+func (r *Reconciler) confirmOne(ctx context.Context, key string, pod *corev1.Pod, hd *holding) (bool, error) {
+	ipi := &estuaryv1.IPInstance{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+	if err == nil && bindsPod(ipi, pod) && countOf(ipi) == hd.count {
+		hd.recorded = time.Now()
+		return true, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
+	}
+	if err != nil {
+		err = r.Client.Create(ctx, r.instance(pod, *hd))
+		if err == nil {
+			hd.recorded = time.Now()
+			return true, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("re-record %s for pod %s: %w", hd.lease.Addr, key, err)
+		}
+	}
+	// The record exists and the cache says it does not bind this pod as
+	// held (or has not seen it): write what this pod holds, if the record
+	// is this pod's name's, already binds it, or is still kept by the pod's
+	// workload (a hand-over whose answer was lost); else it is another's.
+	exp := heldBy(key)
+	if hd.owner.Kind != "" {
+		exp = exp.or(hd.owner.Key(), estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceReserved)
+	}
+	hd.podUID, hd.node, hd.phase, hd.pod = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, pod.Name
+	err = r.writeBinding(ctx, key, *hd, exp)
+	if he, ok := asHeldElsewhere(err); ok {
+		return false, r.giveTo(ctx, key, *hd, he.record)
+	}
+	if err != nil {
+		return false, err
+	}
+	hd.recorded = time.Now()
+	return true, nil
 }
 
-// yield gives up an address this pod held in memory but another pod's
-// record holds: the address is held for that record's owner instead.
-func (r *Reconciler) yield(ctx context.Context, key string, pod *corev1.Pod, hd holding, other *estuaryv1.IPInstance) error {
+// bindsPod: the record binds its address to pod: Bound, to pod's name and
+// UID.
+func bindsPod(ipi *estuaryv1.IPInstance, pod *corev1.Pod) bool {
+	b := ipi.Spec.Binding
+	return ipi.Status.Phase == estuaryv1.IPInstanceBound && b.Namespace == pod.Namespace && b.PodName == pod.Name && b.PodUID == string(pod.UID)
+}
+
+// giveTo hands an address held in memory under key to the holder its
+// record names: the allocator moves it in one step, and the holder's next
+// reconcile adopts the record.
+func (r *Reconciler) giveTo(ctx context.Context, key string, hd holding, other *estuaryv1.IPInstance) error {
 	rec, err := record(other)
 	if err != nil {
 		return err
 	}
-	if err := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); err != nil && !isNotHeld(err) {
-		return fmt.Errorf("give up %s of %s: %w", hd.lease.Addr, key, err)
+	if rec.Owner != key {
+		err = r.Alloc.Transfer(rec.Subnet, rec.Addr, key, rec.Owner, rec.State)
+		if errors.Is(err, ipam.ErrNotAllocated) {
+			if err = r.Alloc.Assign(rec.Subnet, rec.Addr, rec.Owner); err == nil && rec.State == ipam.Retained {
+				err = r.Alloc.Retain(rec.Subnet, rec.Addr, rec.Owner)
+			}
+		}
+		if err != nil && !errors.Is(err, ipam.ErrInUse) {
+			return fmt.Errorf("hand %s of %s to %s, which its record names: %w", hd.lease.Addr, key, rec.Owner, err)
+		}
 	}
-	if err := r.Alloc.Assign(rec.Subnet, rec.Addr, rec.Owner); err != nil && !isNotHeld(err) {
-		return fmt.Errorf("hold recorded address %s for %s: %w", rec.Addr, rec.Owner, err)
+	for _, h := range fromInstances([]estuaryv1.IPInstance{*other})[rec.Owner] {
+		r.pending.add(rec.Owner, h)
 	}
-	r.Events.Eventf(pod, other, corev1.EventTypeWarning, "AddressConflict", "Allocate",
-		"address %s is recorded for %s; pod %s no longer holds it", hd.lease.Addr, rec.Owner, key)
-	log.FromContext(ctx).Info("address recorded for another pod; given up", "pod", key, "address", hd.lease.Addr, "holder", rec.Owner)
+	r.kick(rec.Owner)
+	if ns, name := splitKey(key); !isPoolKey(key) {
+		r.Events.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, other, corev1.EventTypeWarning, "AddressConflict", "Allocate",
+			"address %s is recorded for %s; %s no longer holds it", hd.lease.Addr, rec.Owner, key)
+	}
+	log.FromContext(ctx).Info("address recorded for another holder; handed to it", "from", key, "address", hd.lease.Addr, "holder", rec.Owner)
 	return nil
 }
 
-// isNotHeld: the allocator already agrees (the address is held by someone
-// else, or not by this owner).
-func isNotHeld(err error) bool {
-	return errors.Is(err, ipam.ErrInUse) || errors.Is(err, ipam.ErrNotAllocated)
-}
-
-// onePerFamily releases every address of a family but one: the one the pod
-// uses, else the lowest.
+// onePerFamily releases every address of a family but one: the one the
+// pod uses (status.podIPs), else the lowest. While the pod reports no
+// address it waits (errUseUnknown): the node may have set up either one
+// already, and the kubelet reports which.
 func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.Pod, held []holding) ([]holding, error) {
 	var kept, extra []holding
 	for _, hd := range held {
@@ -191,6 +224,10 @@ func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.P
 	if len(extra) == 0 {
 		return held, nil
 	}
+	if len(pod.Status.PodIPs) == 0 {
+		log.FromContext(ctx).Info("pod holds two addresses of one family; waiting for the one it uses", "pod", key, "addresses", addrs(held))
+		return nil, errUseUnknown
+	}
 	r.held.set(key, kept)
 	if err := r.release(ctx, key, extra); err != nil {
 		r.held.set(key, append(kept, extra...))
@@ -201,6 +238,14 @@ func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.P
 		"pod %s held %d addresses of one family; released %v, kept %v", key, len(extra)+1, addrs(extra), addrs(kept))
 	return kept, nil
 }
+
+// errUseUnknown: a pod holds two addresses of one family and does not
+// report yet which one it uses.
+var errUseUnknown = errors.New("the pod does not report the address it uses yet")
+
+// useRetry is how soon a pod holding two addresses of one family is looked
+// at again if no status update of its own comes first.
+const useRetry = 5 * time.Second
 
 // better: a is the one to keep rather than b, the one the pod uses or else
 // the lower.

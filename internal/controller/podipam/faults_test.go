@@ -208,29 +208,33 @@ func TestAuditReleasesRecordsNoEventExplains(t *testing.T) {
 }
 
 // TestSplitBrainEndsWithOneAddressPerPod: two managers that both see every
-// pod serve them at once, so pods may get one record from each. Once one
-// manager stops, the other's audit adopts the records it did not write and
-// every pod is left with one recorded address, the one it uses or the
-// lowest, and no address is recorded twice.
+// pod serve them at once, so pods may get one record from each, and each
+// pod's node sets up what it sees first (the daemon's own wait, package
+// ipwait) and reports it. Once one manager stops, the other's audit adopts
+// the records it did not write, and every pod is left with one recorded
+// address, the one its node set up, in no other pod.
 func TestSplitBrainEndsWithOneAddressPerPod(t *testing.T) {
 	overlay(t, "ov-brain", "10.68.0.0/25")
 	ns := newNamespace(t, nil)
 	survivor, _ := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
 	_, stopOther := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
 	eventually(t, "allocator rebuilt", func() error { return survivor.Ready() })
+	nodes := startNodes(t, "node-a")
+	errs := make(chan error, 20)
 	var wg sync.WaitGroup
 	for i := range 20 {
-		wg.Go(func() { newPod(t, ns, fmt.Sprintf("b%d", i)) })
+		wg.Go(func() {
+			_, err := nodes.tryAdd(newPod(t, ns, fmt.Sprintf("b%d", i)), 30*time.Second, true)
+			errs <- err
+		})
 	}
 	wg.Wait()
-	eventually(t, "every pod recorded", func() error {
-		for i := range 20 {
-			if len(instancesOf(t, ns, fmt.Sprintf("b%d", i))) == 0 {
-				return fmt.Errorf("b%d has no address", i)
-			}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
 		}
-		return nil
-	})
+	}
 	stopOther()
 	eventually(t, "one address per pod after the split brain", func() error {
 		for i := range 20 {
@@ -241,6 +245,7 @@ func TestSplitBrainEndsWithOneAddressPerPod(t *testing.T) {
 		return nil
 	})
 	requireUnique(t, allInstances(t, ns))
+	nodes.check(t, ns)
 }
 
 // TestStatefulSetOrphanDeleteAndRecreateKeepsAddresses: a StatefulSet

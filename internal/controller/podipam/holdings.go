@@ -230,3 +230,20 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 	}
 	return out
 }
+
+// recordKey is the key hd's record is held under once it says what hd says
+// (see recordKey of an IPInstance); key is the pod key hd is written for.
+func (hd holding) recordKey(key string) string {
+	ns, pod := splitKey(key)
+	kind, name := hd.owner.Kind, hd.owner.Name
+	if hd.set != nil {
+		kind, name = workload.KindStatefulSet, hd.set.name
+	}
+	if kind != "" && name != "" && workload.Pooled(hd.phase, kind) {
+		return workload.Ref{Namespace: ns, Kind: kind, Name: name}.Key()
+	}
+	if hd.pod != "" {
+		pod = hd.pod
+	}
+	return ownerKey(ns, pod)
+}

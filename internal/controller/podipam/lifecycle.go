@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -21,15 +20,24 @@ import (
 )
 
 // release deletes the records and frees the addresses. A record is deleted
-// before its address is freed, so an address is never free while recorded.
+// before its address is freed, so an address is never free while recorded;
+// a record that another holder took meanwhile is not deleted, and memory
+// follows it instead (giveTo).
 func (r *Reconciler) release(ctx context.Context, key string, held []holding) error {
 	for i, hd := range held {
-		if err := r.deleteInstance(ctx, key, hd); err != nil {
+		err := r.deleteRecord(ctx, key, hd)
+		if he, ok := asHeldElsewhere(err); ok {
+			err = r.giveTo(ctx, key, hd, he.record)
+		} else if err == nil {
+			err = r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key)
+			if err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
+				log.FromContext(ctx).Error(err, "release", "pod", key, "address", hd.lease.Addr)
+			}
+			err = nil
+		}
+		if err != nil {
 			r.held.set(key, held[i:])
 			return err
-		}
-		if err := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
-			log.FromContext(ctx).Error(err, "release", "pod", key, "address", hd.lease.Addr)
 		}
 		r.wake(hd.name)
 	}
@@ -38,85 +46,74 @@ func (r *Reconciler) release(ctx context.Context, key string, held []holding) er
 	return nil
 }
 
-func (r *Reconciler) deleteInstance(ctx context.Context, key string, hd holding) error {
-	ipi := &estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Name: hd.name}}
-	if err := r.Client.Delete(ctx, ipi); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ipinstance %s of %s: %w", ipi.Name, key, err)
-	}
-	return nil
-}
-
 // retain keeps the addresses for the pod that will replace this one: the
 // records lose their node binding and turn Retained, expiring at until
-// (zero: never). It returns the holdings as kept.
+// (zero: never); then the allocator keeps them. It returns the holdings as
+// kept.
 func (r *Reconciler) retain(ctx context.Context, key string, held []holding, until time.Time) ([]holding, error) {
+	held = slices.Clone(held)
 	for i := range held {
-		hd := &held[i]
+		hd := held[i]
 		if hd.phase == estuaryv1.IPInstanceRetained {
 			continue
+		}
+		hd.podUID, hd.node, hd.phase, hd.expires = "", "", estuaryv1.IPInstanceRetained, until
+		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceBound)); err != nil {
+			return nil, r.afterFailedWrite(ctx, key, held[i], err)
 		}
 		if err := r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, key); err != nil {
 			return nil, fmt.Errorf("retain %s for %s: %w", hd.lease.Addr, key, err)
 		}
-		hd.podUID, hd.node, hd.phase, hd.expires = "", "", estuaryv1.IPInstanceRetained, until
-		if err := r.writeBinding(ctx, key, *hd); err != nil {
-			return nil, err
-		}
+		held[i] = hd
+		r.held.set(key, held)
 	}
-	r.held.set(key, held)
 	return held, nil
 }
 
-// rebind hands a StatefulSet pod the addresses held for its name.
+// rebind hands a StatefulSet pod the addresses held for its name: each
+// record first, then memory.
 func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, held []holding) error {
+	held = slices.Clone(held)
 	for i := range held {
-		hd := &held[i]
-		if hd.phase == estuaryv1.IPInstanceRetained {
+		hd := held[i]
+		hd.podUID, hd.node, hd.phase, hd.expires = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, time.Time{}
+		hd.set = statefulOwner(pod)
+		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceBound)); err != nil {
+			return r.afterFailedWrite(ctx, key, held[i], err)
+		}
+		if held[i].phase == estuaryv1.IPInstanceRetained {
 			if err := r.Alloc.Assign(hd.lease.Subnet, hd.lease.Addr, key); err != nil {
 				return fmt.Errorf("reclaim retained %s for %s: %w", hd.lease.Addr, key, err)
 			}
 		}
-		hd.podUID, hd.node, hd.phase, hd.expires = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, time.Time{}
-		hd.set = statefulOwner(pod)
-		if err := r.writeBinding(ctx, key, *hd); err != nil {
-			return err
-		}
+		hd.recorded = time.Now()
+		held[i] = hd
+		r.held.set(key, held)
 	}
-	r.held.set(key, held)
 	log.FromContext(ctx).V(1).Info("rebound", "pod", key, "node", pod.Spec.NodeName, "addresses", addrs(held))
 	return nil
 }
 
-// writeBinding updates a record to say what hd says: binding, retention,
-// phase and expiry (one write: the status is not a subresource). It writes
-// over the cached record and reads the record live only when the cache is
-// behind (a conflict, or a record it does not show yet).
-func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding) error {
-	ipi := &estuaryv1.IPInstance{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
-	if err == nil {
-		applyHolding(ipi, hd)
-		if err = r.Client.Update(ctx, ipi); err == nil {
-			return nil
+// afterFailedWrite settles memory after a write of hd's record, held
+// under key, failed: a record held elsewhere takes the address with it
+// (giveTo); otherwise memory stays as it was, and the next pass reads the
+// record again. It returns err.
+func (r *Reconciler) afterFailedWrite(ctx context.Context, key string, hd holding, err error) error {
+	if he, ok := asHeldElsewhere(err); ok {
+		r.held.take(key, func(h holding, _ []holding) bool { return h.name == hd.name })
+		if gerr := r.giveTo(ctx, key, hd, he.record); gerr != nil {
+			r.held.add(key, hd)
+			return errors.Join(err, gerr)
 		}
 	}
-	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("update ipinstance %s of %s to %s: %w", hd.name, key, hd.phase, err)
-	}
-	ipi = &estuaryv1.IPInstance{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
-		return fmt.Errorf("get ipinstance %s of %s: %w", hd.name, key, err)
-	}
-	applyHolding(ipi, hd)
-	if err := r.Client.Update(ctx, ipi); err != nil {
-		return fmt.Errorf("update ipinstance %s of %s to %s: %w", hd.name, key, hd.phase, err)
-	}
-	return nil
+	return err
 }
 
 // applyHolding writes what hd says into ipi: the pod, node, owner,
-// retention, reservation, MAC, phase and expiry. The address, network and
-// subnet are the record's own and never change.
+// retention, reservation, MAC, phase and expiry, and, on a Bound record, the
+// pod's address count, so that the node waits for every family the pod is
+// given and for no other. The address, network and subnet are the record's
+// own and never change.
 func applyHolding(ipi *estuaryv1.IPInstance, hd holding) {
 	b := &ipi.Spec.Binding
 	if hd.pod != "" {
@@ -140,6 +137,12 @@ func applyHolding(ipi *estuaryv1.IPInstance, hd holding) {
 			ipi.Spec.Retention.TTL = &metav1.Duration{Duration: *hd.retain.ttl}
 		}
 	}
+	if hd.count > 0 && hd.phase == estuaryv1.IPInstanceBound {
+		if ipi.Annotations == nil {
+			ipi.Annotations = map[string]string{}
+		}
+		ipi.Annotations[estuaryv1.AnnotationAddresses] = strconv.Itoa(hd.count)
+	}
 	ipi.Spec.Reserved = hd.reserved
 	ipi.Spec.Address.MAC = hd.mac
 	ipi.Status.Phase = hd.phase
@@ -159,7 +162,6 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding) *estuaryv1.IPInstance
 				estuaryv1.LabelNamespace: pod.Namespace,
 				estuaryv1.LabelSubnet:    l.Subnet,
 			},
-			Annotations: map[string]string{estuaryv1.AnnotationAddresses: strconv.Itoa(hd.count)},
 		},
 		Spec: estuaryv1.IPInstanceSpec{
 			Network: l.Network,

@@ -108,6 +108,14 @@ func (r *Reconciler) reconcilePool(ctx context.Context, key string) (ctrl.Result
 			r.adoptPooled(ctx, key, hd)
 		}
 	}
+	if gone, err := r.namespaceGone(ctx, key); err != nil || gone {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		all := r.held.take(key, func(holding, []holding) bool { return true })
+		log.FromContext(ctx).Info("namespace deleted: releasing what its workload kept", "workload", key, "addresses", addrs(all))
+		return ctrl.Result{}, r.releaseTaken(ctx, key, all)
+	}
 	now := time.Now()
 	gone := r.held.take(key, func(hd holding, _ []holding) bool {
 		return !recorded[hd.name] && now.Sub(hd.recorded) > cacheLag
@@ -156,14 +164,19 @@ func (r *Reconciler) adoptPooled(ctx context.Context, key string, hd holding) {
 // goes back to key.
 func (r *Reconciler) releaseTaken(ctx context.Context, key string, hs []holding) error {
 	for i, hd := range hs {
-		if err := r.deleteInstance(ctx, key, hd); err != nil {
+		err := r.deleteRecord(ctx, key, hd)
+		if he, ok := asHeldElsewhere(err); ok {
+			err = r.giveTo(ctx, key, hd, he.record)
+		} else if err == nil {
+			if rerr := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); rerr != nil && !errors.Is(rerr, ipam.ErrNotAllocated) {
+				log.FromContext(ctx).Error(rerr, "release", "workload", key, "address", hd.lease.Addr)
+			}
+		}
+		if err != nil {
 			for _, back := range hs[i:] {
 				r.held.add(key, back)
 			}
 			return err
-		}
-		if err := r.Alloc.Release(hd.lease.Subnet, hd.lease.Addr, key); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
-			log.FromContext(ctx).Error(err, "release", "workload", key, "address", hd.lease.Addr)
 		}
 		r.wake(hd.name)
 	}
@@ -209,34 +222,55 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 	return got, rest, nil
 }
 
-// handOver binds holdings taken out of pool to pod: the record first (one
-// update each), then the allocator. A holding whose update fails goes
-// back to the pool, with every later one.
+// handOver binds holdings taken out of pool to pod key, the record first
+// (one conditional update each: the record must still be kept by pool),
+// memory after. A refused update hands the address back to the pool, or to
+// the holder its record names, with every later one back to the pool. An
+// update whose outcome is unknown leaves the address held for the pod,
+// unconfirmed, so nobody else takes it before the next pass reads the
+// record back (confirm): a node may have set it up already.
 func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1.Pod, f facts, taken []holding, count int) ([]holding, error) {
 	var got []holding
 	had := slices.Clone(r.held.get(key)) // a pod being completed holds some already
-	for i, hd := range taken {
+	giveBack := func(rest []holding, err error) ([]holding, error) {
+		for _, back := range rest {
+			r.held.add(pool, back)
+		}
+		r.held.set(key, append(slices.Clone(had), got...))
+		return nil, err
+	}
+	for i, kept := range taken {
+		if rec, err := r.Alloc.Lookup(kept.lease.Subnet, kept.lease.Addr); err != nil || rec.Owner != pool {
+			return giveBack(taken[i:], fmt.Errorf("pod %s, address %s of %s: %w", key, kept.lease.Addr, pool, errInFlux))
+		}
+		hd := kept
 		hd.podUID, hd.node, hd.pod, hd.phase = string(pod.UID), pod.Spec.NodeName, pod.Name, estuaryv1.IPInstanceBound
 		hd.owner, hd.retain, hd.expires, hd.count = f.owner, f.retain, time.Time{}, count
 		if f.mac != "" {
 			hd.mac = f.mac
 		}
-		err := r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, pool, key, ipam.Allocated)
+		err := r.writeBinding(ctx, key, hd, heldBy(pool, estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceReserved))
+		if he, ok := asHeldElsewhere(err); ok {
+			if gerr := r.giveTo(ctx, pool, kept, he.record); gerr != nil {
+				return giveBack(taken[i:], errors.Join(err, gerr))
+			}
+			return giveBack(taken[i+1:], fmt.Errorf("hand %s kept by %s to pod %s: %w", hd.lease.Addr, pool, key, err))
+		}
+		if err != nil && nothingStored(err) {
+			return giveBack(taken[i:], fmt.Errorf("hand %s kept by %s to pod %s: %w", hd.lease.Addr, pool, key, err))
+		}
+		if terr := r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, pool, key, ipam.Allocated); terr != nil {
+			return giveBack(taken[i+1:], fmt.Errorf("hand %s kept by %s to pod %s in memory: %w", hd.lease.Addr, pool, key, terr))
+		}
 		if err == nil {
-			if err = r.writeBinding(ctx, key, hd); err != nil {
-				_ = r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, key, pool, ipam.Retained)
-			}
+			hd.recorded = time.Now()
 		}
-		if err != nil {
-			for _, back := range taken[i:] {
-				r.held.add(pool, back)
-			}
-			r.held.set(key, append(slices.Clone(had), got...))
-			return nil, fmt.Errorf("hand %s kept by %s to pod %s: %w", hd.lease.Addr, pool, key, err)
-		}
-		hd.recorded = time.Now()
 		got = append(got, hd)
 		r.held.set(key, append(slices.Clone(had), got...))
+		if err != nil {
+			return giveBack(taken[i+1:], fmt.Errorf("hand %s kept by %s to pod %s: outcome unknown, held for the pod until its record is read back: %w",
+				hd.lease.Addr, pool, key, err))
+		}
 	}
 	log.FromContext(ctx).V(1).Info("took addresses kept by the workload", "pod", key, "workload", pool, "addresses", addrs(got))
 	return got, nil

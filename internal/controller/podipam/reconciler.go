@@ -259,10 +259,13 @@ func (r *Reconciler) recover(key string, pod *corev1.Pod) ([]ipam.Lease, bool) {
 // deleted and every lease is released in memory.
 func (r *Reconciler) abandon(ctx context.Context, key string, leases []ipam.Lease, created []holding) {
 	for _, hd := range created {
-		if err := r.deleteInstance(ctx, key, hd); err != nil {
+		err := r.deleteRecord(ctx, key, hd)
+		if he, ok := asHeldElsewhere(err); ok {
+			err = r.giveTo(ctx, key, hd, he.record)
+		}
+		if err != nil {
 			log.FromContext(ctx).Error(err, "undo partial allocation", "pod", key, "address", hd.lease.Addr)
 			r.held.add(key, hd)
-			continue
 		}
 	}
 	for _, l := range leases {

@@ -11,6 +11,10 @@ package podipam
 // workload takes them first (see pool.go). An address an administrator
 // reserved goes back to its workload as Reserved whatever the policy says.
 //
+// A namespace being deleted takes every address kept or reserved in it
+// along: its pods' addresses are released rather than kept, and its pools
+// and kept pod names release what they hold.
+//
 // A kept address may expire: ip-retain-ttl (default 24h outside a
 // StatefulSet) is turned into status.expiresAt when the address is kept,
 // so the deadline survives a manager restart; the key's reconcile releases
@@ -26,6 +30,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -92,6 +97,12 @@ func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctr
 	if len(held) == 0 {
 		return ctrl.Result{}, nil
 	}
+	if gone, err := r.namespaceGone(ctx, key); err != nil || gone {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.release(ctx, key, held)
+	}
 	var reserved, rest []holding
 	for _, hd := range held {
 		if hd.reserved && hd.owner.Kind != "" {
@@ -130,6 +141,26 @@ func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctr
 		return ctrl.Result{}, r.release(ctx, key, rest)
 	}
 	return ctrl.Result{RequeueAfter: left}, nil
+}
+
+// namespaceGone: the namespace of key is deleted or being deleted, so
+// nothing in it will use a kept or reserved address again. The cache says
+// so first; a namespace it does not show is read live before anything is
+// released.
+func (r *Reconciler) namespaceGone(ctx context.Context, key string) (bool, error) {
+	name, _, _ := strings.Cut(key, "/")
+	ns := &corev1.Namespace{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	return ns.DeletionTimestamp != nil, nil
 }
 
 // expiresIn is how long until the first of held expires: 0 when none has a
@@ -180,9 +211,10 @@ func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRe
 // updated first, then memory.
 func (r *Reconciler) toPool(ctx context.Context, key string, hs []holding, poolKey string, phase estuaryv1.IPInstancePhase, until time.Time) error {
 	for _, hd := range hs {
+		was := hd
 		hd.podUID, hd.node, hd.phase, hd.expires, hd.recorded = "", "", phase, until, time.Now()
-		if err := r.writeBinding(ctx, key, hd); err != nil {
-			return err
+		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceBound, estuaryv1.IPInstanceRetained)); err != nil {
+			return r.afterFailedWrite(ctx, key, was, err)
 		}
 		r.held.take(key, func(h holding, _ []holding) bool { return h.name == hd.name })
 		if err := r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, key, poolKey, ipam.Retained); err != nil {

@@ -3,6 +3,7 @@ package podipam
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,6 +90,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	err = ctrl.NewControllerManagedBy(mgr).Named("pod-ipam").For(&corev1.Pod{}).
 		Watches(&estuaryv1.IPInstance{}, handler.EnqueueRequestsFromMapFunc(instanceToPod)).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.setToPods)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.namespaceToKeys)).
 		WatchesRawSource(source.Channel(audit.pods, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.kicks.ch, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
@@ -122,6 +124,21 @@ func (r *Reconciler) setToPods(_ context.Context, o client.Object) []reconcile.R
 	var reqs []reconcile.Request
 	for _, key := range r.held.ofSet(o.GetNamespace(), o.GetName()) {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: key[len(o.GetNamespace())+1:]}})
+	}
+	return reqs
+}
+
+// namespaceToKeys: a namespace being deleted releases every address held
+// under its pod names and workloads.
+func (r *Reconciler) namespaceToKeys(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, key := range r.held.keys() {
+		if ns, name, _ := strings.Cut(key, "/"); ns == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
 	}
 	return reqs
 }

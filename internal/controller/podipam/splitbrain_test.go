@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -13,24 +14,34 @@ import (
 // brain: two leaders), against one API server. Each serves the pods of one
 // namespace from the same small subnet, so both pick the same addresses, in
 // the same order, for different pods. The API server's uniqueness of
-// IPInstance names must keep every address recorded at most once, and every
-// pod must still get one.
+// IPInstance names must keep every address recorded at most once, every
+// pod must still get one, and what each pod's node set up (the daemon's
+// own wait, package ipwait) must be what its record says, in one pod only.
 func TestTwoManagersNeverRecordAnAddressTwice(t *testing.T) {
 	overlay(t, "ov-split", "10.62.0.0/26")
 	nsA, nsB := newNamespace(t, nil), newNamespace(t, nil)
 	startManager(t, nsA)
 	startManager(t, nsB)
+	nodes := startNodes(t, "node-a")
+	errs := make(chan error, 30)
 	var wg sync.WaitGroup
 	for i := range 15 {
 		for _, ns := range []string{nsA, nsB} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				newPod(t, ns, fmt.Sprintf("p%d", i))
+				_, err := nodes.tryAdd(newPod(t, ns, fmt.Sprintf("p%d", i)), 30*time.Second, true)
+				errs <- err
 			}()
 		}
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 	eventually(t, "every pod of both namespaces recorded", func() error {
 		for i := range 15 {
 			for _, ns := range []string{nsA, nsB} {
@@ -43,6 +54,8 @@ func TestTwoManagersNeverRecordAnAddressTwice(t *testing.T) {
 	})
 	all := append(allInstances(t, nsA), allInstances(t, nsB)...)
 	requireUnique(t, all)
+	nodes.check(t, nsA)
+	nodes.check(t, nsB)
 	for _, ipi := range all {
 		if want := estuaryv1.InstanceName(addrOf(t, ipi)); ipi.Name != want {
 			t.Errorf("record %s of %s/%s is not named after its address %s", ipi.Name, ipi.Spec.Binding.Namespace, ipi.Spec.Binding.PodName, want)

@@ -156,51 +156,76 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 // lookup reads the pod's records from the informer cache: the addresses
 // (with the MAC they pin for the pod's interface, if any) and the networks
 // they belong to (those the cache has). It returns nothing (and no error)
-// while any record is missing (fewer than the count each record carries),
-// retained, or bound to another pod UID: the manager is still working on
-// this pod. A record that does not parse, or records that pin different
-// MACs, are an error.
+// while the manager is still working on this pod: a record is retained,
+// bound to another pod UID, or carries no address count, or the pod has
+// fewer families than the count its records carry (the largest, since every
+// Bound record carries the pod's count, see podipam's applyHolding). Of two
+// records of one family (a split brain the manager settles by the address
+// the pod reports, see podipam's onePerFamily) it takes the lower address.
+// A record that does not parse, or records that pin different MACs, are an
+// error.
 func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []estuaryv1.Network, error) {
 	var list estuaryv1.IPInstanceList
 	err := w.reader.List(ctx, &list, client.MatchingLabels{estuaryv1.LabelNamespace: namespace, estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s: list its ipinstances: %w", namespace, pod, err)
 	}
-	var out []podnet.Address
-	var names []string
-	want := len(list.Items)
+	want := 0
 	for i := range list.Items {
 		ipi := &list.Items[i]
-		if ipi.Spec.Binding.PodUID != uid || ipi.Status.Phase != estuaryv1.IPInstanceBound {
+		n, err := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses])
+		if ipi.Spec.Binding.PodUID != uid || ipi.Status.Phase != estuaryv1.IPInstanceBound || err != nil || n < 1 {
 			return nil, nil, nil
 		}
-		if n, err := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses]); err == nil && n > want {
-			want = n
-		}
-		a, err := address(ipi)
-		if err != nil {
+		want = max(want, n)
+	}
+	records, err := onePerFamily(list.Items)
+	if err != nil || len(records) == 0 || len(records) < want {
+		return nil, nil, err
+	}
+	out := make([]podnet.Address, len(records))
+	var names []string
+	for i := range records {
+		if out[i], err = address(&records[i]); err != nil {
 			return nil, nil, err
 		}
-		out = append(out, a)
-		if !slices.Contains(names, ipi.Spec.Network) {
-			names = append(names, ipi.Spec.Network)
+		if !slices.Contains(names, records[i].Spec.Network) {
+			names = append(names, records[i].Spec.Network)
 		}
 	}
-	if len(out) < want {
-		return nil, nil, nil
-	}
-	if err := sameMAC(list.Items); err != nil {
+	if err := sameMAC(records); err != nil {
 		return nil, nil, err
 	}
 	networks, err := w.networks(ctx, namespace+"/"+pod, names)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := w.resolve(ctx, namespace+"/"+pod, list.Items, networks, out); err != nil {
+	if err := w.resolve(ctx, namespace+"/"+pod, records, networks, out); err != nil {
 		return nil, nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
 	return out, networks, nil
+}
+
+// onePerFamily keeps, of each family, the record of the lowest address.
+func onePerFamily(items []estuaryv1.IPInstance) ([]estuaryv1.IPInstance, error) {
+	var out []estuaryv1.IPInstance
+	var addrs []netip.Addr
+	for i := range items {
+		p, err := netip.ParsePrefix(items[i].Spec.Address.IP)
+		if err != nil {
+			return nil, fmt.Errorf("ipinstance %s: spec.address.ip: %w", items[i].Name, err)
+		}
+		a := p.Addr()
+		j := slices.IndexFunc(addrs, func(b netip.Addr) bool { return b.Is4() == a.Is4() })
+		switch {
+		case j < 0:
+			out, addrs = append(out, items[i]), append(addrs, a)
+		case a.Less(addrs[j]):
+			out[j], addrs[j] = items[i], a
+		}
+	}
+	return out, nil
 }
 
 // resolve completes each address (out[i] is the address of records[i])

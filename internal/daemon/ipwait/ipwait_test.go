@@ -145,6 +145,46 @@ func TestWaitReturnsOnlyWhenEveryAddressIsRecorded(t *testing.T) {
 	}
 }
 
+// A Bound record without an address count does not complete an ADD: the
+// manager writes the count with every binding, so without it the node
+// cannot know how many families to wait for. Once the count is there the
+// ADD returns.
+func TestWaitNeedsTheAddressCount(t *testing.T) {
+	ch := waitAsync("default", "nocount", "u5", 20*time.Second)
+	ipi := instance("n", "default", "nocount", "u5", "node-a", "10.9.0.11/24", 1, estuaryv1.IPInstanceBound)
+	delete(ipi.Annotations, estuaryv1.AnnotationAddresses)
+	ipi = create(t, ipi)
+	select {
+	case r := <-ch:
+		t.Fatalf("returned %v, %v for a record without an address count", r.addrs, r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	ipi.Annotations = map[string]string{estuaryv1.AnnotationAddresses: "1"}
+	if err := k8s.Update(context.Background(), ipi); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r.err != nil || strings.Join(r.addrs, ",") != "10.9.0.11/24" {
+		t.Fatalf("got %v %v; want 10.9.0.11/24", r.addrs, r.err)
+	}
+}
+
+// Of two Bound records of one family (a split brain the manager settles by
+// the address the pod reports), the ADD takes the lower address, and only
+// one per family.
+func TestWaitTakesOneAddressPerFamily(t *testing.T) {
+	record(t, "default", "twice", "u6", "node-a", "10.9.0.21/24", 2, estuaryv1.IPInstanceBound)
+	record(t, "default", "twice", "u6", "node-a", "10.9.0.20/24", 1, estuaryv1.IPInstanceBound)
+	ch := waitAsync("default", "twice", "u6", 500*time.Millisecond)
+	if r := <-ch; r.err == nil {
+		t.Fatalf("returned %v with one family of the two the records count", r.addrs)
+	}
+	record(t, "default", "twice", "u6", "node-a", "fd00:9::20/64", 2, estuaryv1.IPInstanceBound)
+	r := <-waitAsync("default", "twice", "u6", 20*time.Second)
+	if r.err != nil || strings.Join(r.addrs, ",") != "10.9.0.20/24,fd00:9::20/64" {
+		t.Fatalf("got %v %v; want the lower IPv4 address and the IPv6 one", r.addrs, r.err)
+	}
+}
+
 func TestWaitIgnoresRecordsOfOtherPodsAndNodes(t *testing.T) {
 	old := record(t, "default", "web-0", "old-uid", "node-a", "10.9.0.7/24", 1, estuaryv1.IPInstanceBound)
 	record(t, "default", "elsewhere", "u3", "node-b", "10.9.0.8/24", 1, estuaryv1.IPInstanceBound)
@@ -301,23 +341,25 @@ func TestWaitResolvesVLANSegments(t *testing.T) {
 		Network: "seg-vlan", NetID: ptr.To[int64](10), Range: estuaryv1.AddressRange{Version: 4, CIDR: "192.168.10.0/24"}}}
 	createAll(t, vlan, elsewhere, fabric, tagged)
 	ensureNode(t, "node-a", seg)
-	recordIn(t, "seg-vlan", "default", "seg-0", "us0", "node-a", "192.168.10.5/24", 3, estuaryv1.IPInstanceBound)
-	recordIn(t, "seg-bgp", "default", "seg-0", "us0", "node-a", "10.90.0.9/24", 3, estuaryv1.IPInstanceBound)
-	recordIn(t, "seg-other", "default", "seg-0", "us0", "node-a", "192.168.20.5/24", 3, estuaryv1.IPInstanceBound)
+	pods := map[string]string{"seg-vlan": "seg-v", "seg-bgp": "seg-b", "seg-other": "seg-o"}
+	recordIn(t, "seg-vlan", "default", "seg-v", "usv", "node-a", "192.168.10.5/24", 1, estuaryv1.IPInstanceBound)
+	recordIn(t, "seg-bgp", "default", "seg-b", "usb", "node-a", "10.90.0.9/24", 1, estuaryv1.IPInstanceBound)
+	recordIn(t, "seg-other", "default", "seg-o", "uso", "node-a", "192.168.20.5/24", 1, estuaryv1.IPInstanceBound)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	as, err := waiter.Wait(ctx, "default", "seg-0", "us0")
-	if err != nil || len(as) != 3 {
-		t.Fatalf("Wait = %v, %v; want three addresses", as, err)
-	}
-	for _, a := range as {
+	for network, pod := range pods {
+		as, err := waiter.Wait(ctx, "default", pod, "us"+pod[len(pod)-1:])
+		if err != nil || len(as) != 1 {
+			t.Fatalf("Wait for %s = %v, %v; want its address", pod, as, err)
+		}
+		a := as[0]
 		want := (*podnet.Segment)(nil)
-		if a.Network == "seg-vlan" {
+		if network == "seg-vlan" {
 			want = &podnet.Segment{VLAN: 10}
 		}
-		if (a.Segment == nil) != (want == nil) || (want != nil && *a.Segment != *want) {
-			t.Errorf("%s (network %s): segment %+v, want %+v", a.IP, a.Network, a.Segment, want)
+		if a.Network != network || (a.Segment == nil) != (want == nil) || (want != nil && *a.Segment != *want) {
+			t.Errorf("%s (network %s): segment %+v, want network %s segment %+v", a.IP, a.Network, a.Segment, network, want)
 		}
 		if a.Subnet != "s" || !a.Underlay {
 			t.Errorf("%s: subnet %q underlay %v, want subnet s, underlay", a.IP, a.Subnet, a.Underlay)
