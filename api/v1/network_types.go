@@ -103,6 +103,27 @@ type NetworkSpec struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces,omitempty"`
+
+	// Retention bounds how long the network's addresses may be kept for a
+	// workload whose pods are gone.
+	// +optional
+	Retention *NetworkRetention `json:"retention,omitempty"`
+}
+
+// NetworkRetention is what an administrator allows the network's pods to
+// keep. Pods ask with the ip-retain and ip-retain-ttl annotations; the
+// manager's --max-retain-ttl bounds every ip-retain-ttl.
+type NetworkRetention struct {
+	// NeverNamespaceSelector selects the namespaces whose pods may keep
+	// this network's addresses with ip-retain-ttl: Never (kept until
+	// released by hand or the namespace is deleted, however long the
+	// pod's workload is gone). Unset: no namespace; {}: every namespace. A StatefulSet's pods
+	// need no permission: what a StatefulSet keeps ends with it. Namespace
+	// labels other than kubernetes.io/metadata.name may be writable by the
+	// namespace's own users in some clusters; select on that label when
+	// they are.
+	// +optional
+	NeverNamespaceSelector *metav1.LabelSelector `json:"neverNamespaceSelector,omitempty"`
 }
 
 // WaitsForBGPPeer reports whether a pod of the network waits for an

@@ -27,7 +27,8 @@ type AddressOrRange string
 //
 // Addresses outside [start, end], the gateway, the network address, the IPv4
 // broadcast address and excluded addresses are never handed out; reserved
-// addresses only to a pod that names them.
+// addresses only to a pod that names them, of a namespace the subnet's
+// reservedNamespaceSelector selects.
 // +kubebuilder:validation:XValidation:rule="!isCIDR(self.cidr) || cidr(self.cidr).ip().family() == self.version",fieldPath=".version",reason=FieldValueInvalid,message="version must match the address family of cidr"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !isCIDR(self.cidr) || !isIP(self.start) || cidr(self.cidr).containsIP(self.start)",fieldPath=".start",reason=FieldValueInvalid,message="start must be inside cidr"
 // +kubebuilder:validation:XValidation:rule="!has(self.end) || !isCIDR(self.cidr) || !isIP(self.end) || cidr(self.cidr).containsIP(self.end)",fieldPath=".end",reason=FieldValueInvalid,message="end must be inside cidr"
@@ -74,7 +75,8 @@ type AddressRange struct {
 	Gateway IPAddress `json:"gateway,omitempty"`
 
 	// ReservedIPs are addresses given only to a pod that asks for them by
-	// address.
+	// address (ip-address, ip-pool), and only to a pod of a namespace the
+	// subnet's reservedNamespaceSelector selects.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
@@ -89,6 +91,7 @@ type AddressRange struct {
 
 // SubnetSpec describes one block of addresses of a network.
 // +kubebuilder:validation:XValidation:rule="has(self.netID) == has(oldSelf.netID) && (!has(self.netID) || self.netID == oldSelf.netID)",fieldPath=".netID",reason=FieldValueForbidden,message="netID is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.namespaceSelector) || (has(self.private) && self.private)",fieldPath=".namespaceSelector",reason=FieldValueForbidden,message="namespaceSelector is only allowed on a private subnet: a public subnet's addresses are its network's pool, for every namespace the network allows"
 type SubnetSpec struct {
 	// Network is the name of the Network this subnet belongs to. Immutable.
 	// +required
@@ -114,9 +117,28 @@ type SubnetSpec struct {
 	// +optional
 	NATOutgoing *bool `json:"natOutgoing,omitempty"`
 
-	// Private subnets give addresses only to pods that name them.
+	// Private subnets give addresses only to pods that name them: the
+	// subnet, or one of its addresses (ip-address, ip-pool).
 	// +optional
 	Private bool `json:"private,omitempty"`
+
+	// NamespaceSelector, on a private subnet only, selects the namespaces
+	// whose pods may take its addresses, by naming the subnet
+	// (networking.estuary.io/subnet) or one of its addresses
+	// (ip-address, ip-pool); a pod of another namespace is denied by the
+	// admission webhook and refused by the manager. Unset: every
+	// namespace the network allows. Namespace labels other than
+	// kubernetes.io/metadata.name may be writable by the namespace's own
+	// users in some clusters; select on that label when they are.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// ReservedNamespaceSelector selects the namespaces whose pods may name
+	// one of range.reservedIPs with ip-address or ip-pool. Unset: no
+	// namespace; a reserved address is then never given to a pod. {}:
+	// every namespace.
+	// +optional
+	ReservedNamespaceSelector *metav1.LabelSelector `json:"reservedNamespaceSelector,omitempty"`
 }
 
 // SubnetStatus is what the manager observes of a subnet.

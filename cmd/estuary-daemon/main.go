@@ -33,41 +33,7 @@ func main() {
 		cfg     daemon.Config
 		zapOpts = zap.Options{}
 	)
-	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
-	flag.StringVar(&cfg.SocketPath, "socket", cniserver.DefaultSocketPath, "unix socket the CNI plugin dials")
-	flag.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
-	flag.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
-	flag.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
-	flag.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
-	flag.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
-	flag.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
-	flag.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")
-	flag.DurationVar(&cfg.GCGrace, "gc-grace", daemon.DefaultGCGrace, "how long a pod must have been gone (and its endpoint must exist) before the endpoint is removed")
-	flag.IntVar(&cfg.MTU, "mtu", 0, "MTU of every pod interface (0: the tunnel's for overlay pods, the uplink's for underlay pods)")
-	flag.Func("cni-extra-plugins", "comma-separated reference plugin binaries to install into the CNI bin dir (e.g. /plugins/portmap)",
-		func(v string) error {
-			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					cfg.CNIExtraPlugins = append(cfg.CNIExtraPlugins, p)
-				}
-			}
-			return nil
-		})
-	flag.StringVar((*string)(&cfg.Bandwidth), "cni-bandwidth", string(daemon.BandwidthAuto),
-		"chain the reference bandwidth plugin, which shapes pods by their kubernetes.io/ingress-bandwidth and egress-bandwidth annotations: "+
-			"auto (when --cni-extra-plugins installs a binary named bandwidth), on (it is in the CNI bin dir), off")
-	flag.StringVar((*string)(&cfg.PortmapBackend), "cni-portmap-backend", string(daemon.PortmapIPTables),
-		"firewall the portmap plugin writes hostPort rules with: iptables, or nftables on nodes without iptables")
-	flag.StringVar(&cfg.CNIVersion, "cni-version", daemon.CNIVersion, "cniVersion of the installed conflist: 1.1.0, or 1.0.0 for runtimes that cannot parse 1.1 results (containerd 1.6)")
-	flag.IntVar(&cfg.VXLANPort, "vxlan-port", daemon.DefaultVXLANPort, "UDP port of the overlay's VXLAN tunnel")
-	flag.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
-	flag.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")
-	flag.StringVar(&cfg.UnderlayUplink, "underlay-uplink", "", "NIC of the underlay's VLAN networks (default: the tunnel's parent link)")
-	flag.IntVar(&cfg.KubeProxyMasqueradeBit, "kube-proxy-masquerade-bit", daemon.AutoMasqueradeBit,
-		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
-	flag.BoolVar(&cfg.FastPath, "fast-path", true,
-		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
-	flag.StringVar(&cfg.HealthAddr, "health-probe-bind-address", ":8082", `address /healthz, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables)`)
+	bindFlags(flag.CommandLine, &cfg)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -84,4 +50,45 @@ func main() {
 		log.Error(err, "daemon stopped")
 		os.Exit(1)
 	}
+}
+
+// bindFlags registers the daemon's flags on fs, writing into cfg.
+func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
+	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	fs.StringVar(&cfg.SocketPath, "socket", cniserver.DefaultSocketPath, "unix socket the CNI plugin dials")
+	fs.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
+	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
+	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
+	fs.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
+	fs.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
+	fs.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")
+	fs.DurationVar(&cfg.GCGrace, "gc-grace", daemon.DefaultGCGrace, "how long a pod must have been gone (and its endpoint must exist) before the endpoint is removed")
+	fs.IntVar(&cfg.MTU, "mtu", 0, "MTU of every pod interface (0: the tunnel's for overlay pods, the uplink's for underlay pods)")
+	fs.Func("cni-extra-plugins", "comma-separated reference plugin binaries to install into the CNI bin dir (e.g. /plugins/portmap)",
+		func(v string) error {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					cfg.CNIExtraPlugins = append(cfg.CNIExtraPlugins, p)
+				}
+			}
+			return nil
+		})
+	fs.StringVar((*string)(&cfg.Bandwidth), "cni-bandwidth", string(daemon.BandwidthAuto),
+		"chain the reference bandwidth plugin, which shapes pods by their kubernetes.io/ingress-bandwidth and egress-bandwidth annotations: "+
+			"auto (when --cni-extra-plugins installs a binary named bandwidth), on (it is in the CNI bin dir), off")
+	fs.StringVar((*string)(&cfg.PortmapBackend), "cni-portmap-backend", string(daemon.PortmapIPTables),
+		"firewall the portmap plugin writes hostPort rules with: iptables, or nftables on nodes without iptables")
+	fs.StringVar(&cfg.CNIVersion, "cni-version", daemon.CNIVersion, "cniVersion of the installed conflist: 1.1.0, or 1.0.0 for runtimes that cannot parse 1.1 results (containerd 1.6)")
+	fs.IntVar(&cfg.VXLANPort, "vxlan-port", daemon.DefaultVXLANPort, "UDP port of the overlay's VXLAN tunnel")
+	fs.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
+	fs.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")
+	fs.StringVar(&cfg.UnderlayUplink, "underlay-uplink", "", "NIC of the underlay's VLAN networks (default: the tunnel's parent link)")
+	fs.IntVar(&cfg.KubeProxyMasqueradeBit, "kube-proxy-masquerade-bit", daemon.AutoMasqueradeBit,
+		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
+	fs.BoolVar(&cfg.FastPath, "fast-path", true,
+		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
+	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
+		`address /healthz, /metrics, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables); `+
+			`/bgp and /endpoints answer only peers on the node's loopback whatever the address`)
 }

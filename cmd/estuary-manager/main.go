@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/manager"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
@@ -30,6 +31,7 @@ func main() {
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "elect a leader so that one replica allocates at a time")
 	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
 	flag.IntVar(&cfg.Workers, "workers", manager.DefaultWorkers, "pods served in parallel")
+	flag.DurationVar(&cfg.MaxRetainTTL, "max-retain-ttl", manager.DefaultMaxRetainTTL, "longest networking.estuary.io/ip-retain-ttl a pod (or its namespace default) may ask for; the webhook denies, and the manager refuses, a longer one (0: the default)")
 	flag.IntVar(&cfg.Webhook.Port, "webhook-port", 0, "port the admission webhook serves on; 0 disables the webhook")
 	flag.StringVar(&cfg.Webhook.CertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key (default: controller-runtime's)")
 	flag.StringVar(&cfg.Webhook.Secret, "webhook-cert-secret", "", "namespace/name of an existing Secret in which to create and rotate the webhook's certificate; it must be mounted at --webhook-cert-dir (required with it). Empty: the certificate in --webhook-cert-dir is provided")
@@ -37,6 +39,8 @@ func main() {
 	flag.StringVar(&cfg.Webhook.Configuration, "webhook-configuration", webhook.ConfigurationName, "name of the validating and mutating webhook configurations the CA is injected into")
 	flag.StringVar(&cfg.BootstrapDir, "bootstrap-dir", "", "directory of YAML objects the leader creates when absent, never updating existing ones (after the webhook serves); empty: none")
 	flag.StringVar(&cfg.BootstrapOwner, "bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
+	var loseEvery int64
+	flag.Int64Var(&loseEvery, "fault-lose-answers", 0, "fault testing only: every nth write to IPInstances reaches the API server and its answer is then dropped, as when a connection fails after the write (0: off)")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -46,6 +50,10 @@ func main() {
 	if err != nil {
 		log.Error(err, "load kubeconfig")
 		os.Exit(1)
+	}
+	if loseEvery > 0 {
+		log.Info("fault injection: the answers to some IPInstance writes will be lost", "every", loseEvery)
+		faultinject.LoseAnswers(kube, loseEvery, "ipinstances")
 	}
 	cfg.Kube = kube
 	if err := manager.Run(ctrl.SetupSignalHandler(), cfg); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,7 @@ nodes whose daemon could not be read.`,
 		},
 	}
 	c.Flags().StringVarP(&f.output, "output", "o", "text", "text or json")
-	c.Flags().DurationVar(&f.grace, "grace", 30*time.Second, "do not judge pods, records and node endpoints younger than this")
+	c.Flags().DurationVar(&f.grace, "grace", defaultGrace, "do not judge pods, records and node endpoints younger than this")
 	c.Flags().DurationVar(&f.interval, "interval", 5*time.Second, "time between the two reads that must agree")
 	c.Flags().BoolVar(&f.skipNodes, "skip-nodes", false, "do not read the daemons' endpoints (no pods/exec)")
 	c.Flags().StringVar(&f.daemonNamespace, "daemon-namespace", defaultDaemonNamespace, "namespace of the estuary-daemon pods")
@@ -166,11 +167,17 @@ func repairCmd(o *options) *cobra.Command {
 // repair releases what the report names and still holds: a leaked record
 // (same UID, its pod still gone or finished, nothing keeping it), a
 // retained record still past its expiry, and, of a pod's two records of
-// one family, the one it does not use. Other findings are left to the
-// manager and reported as such; node findings (what a node plumbed) are
-// never acted on: no record can be released safely for them.
+// one family, one the pod does not use. Each finding is judged again with
+// the rule check found it by (ipamcheck.Recheck, with the report's grace);
+// other findings are left to the manager and reported as such; node
+// findings (what a node plumbed) are never acted on: no record can be
+// released safely for them.
 func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report, yes bool) error {
-	plan, notes := planRepair(ctx, k, r)
+	grace, err := reportGrace(r)
+	if err != nil {
+		return err
+	}
+	plan, notes := planRepair(ctx, k, r, grace)
 	for _, n := range notes {
 		if err := say(s.Out, "%s", n); err != nil {
 			return err
@@ -193,6 +200,22 @@ func repair(ctx context.Context, k client.Client, s Streams, r ipamcheck.Report,
 	return errors.Join(errs...)
 }
 
+// defaultGrace is check's --grace default, and the grace a repair uses for
+// a report that does not say its own.
+const defaultGrace = 30 * time.Second
+
+// reportGrace is the grace the report's check judged with.
+func reportGrace(r ipamcheck.Report) (time.Duration, error) {
+	if r.Grace == "" {
+		return defaultGrace, nil
+	}
+	g, err := time.ParseDuration(r.Grace)
+	if err != nil || g < 0 {
+		return 0, fmt.Errorf("repair: the report's grace %q is not a duration", r.Grace)
+	}
+	return g, nil
+}
+
 func recordNames(recs []*estuaryv1.IPInstance) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
@@ -203,7 +226,7 @@ func recordNames(recs []*estuaryv1.IPInstance) []string {
 
 // planRepair re-reads every object a finding names and returns the records
 // to release, with a note for each finding it leaves alone.
-func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*estuaryv1.IPInstance, []string) {
+func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report, grace time.Duration) ([]*estuaryv1.IPInstance, []string) {
 	var plan []*estuaryv1.IPInstance
 	var notes []string
 	for _, f := range r.Findings {
@@ -216,7 +239,7 @@ func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*es
 			notes = append(notes, fmt.Sprintf("left alone: %s (the manager repairs it, or there is nothing to release)", f))
 			continue
 		}
-		ipi, why := recheck(ctx, k, f)
+		ipi, why := recheck(ctx, k, f, grace)
 		if why != "" {
 			notes = append(notes, fmt.Sprintf("left alone: %s: %s", f, why))
 			continue
@@ -228,9 +251,14 @@ func planRepair(ctx context.Context, k client.Client, r ipamcheck.Report) ([]*es
 	return plan, notes
 }
 
-// recheck reads a finding's record and pod again and returns the record if
-// it should still be released, or why not.
-func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding) (*estuaryv1.IPInstance, string) {
+// recheck reads a finding's record and pod again, and for TwoAddresses
+// every record of the pod, and returns the record if it should still be
+// released, or why not. The finding must still hold by check's own rule
+// (ipamcheck.Recheck) for the same record; a leak or an expired retention
+// must also not be used by a pod or, for a leak, kept for its owner; of a
+// pod's two addresses, only one the same pod does not use while it uses
+// another of them is released.
+func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding, grace time.Duration) (*estuaryv1.IPInstance, string) {
 	ipi := &estuaryv1.IPInstance{}
 	if err := k.Get(ctx, client.ObjectKey{Name: f.Record}, ipi); err != nil {
 		return nil, fmt.Sprintf("ipinstance %s cannot be read now (%v)", f.Record, err)
@@ -242,11 +270,23 @@ func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding) (*estuar
 	if err != nil {
 		return nil, err.Error()
 	}
-	if f.Kind == ipamcheck.TwoAddresses {
-		return recheckTwo(ipi, pod)
+	s := ipamcheck.Snapshot{Records: []estuaryv1.IPInstance{*ipi}, Grace: grace}
+	if pod != nil {
+		s.Pods = []corev1.Pod{*pod}
 	}
-	if kind, _ := ipamcheck.Judge(ipi, pod, time.Now()); kind != f.Kind {
-		return nil, fmt.Sprintf("no longer %s: ipinstance %s is %s now", f.Kind, ipi.Name, phaseOf(ipi))
+	if f.Kind == ipamcheck.TwoAddresses {
+		// Listed after the pod, as check lists them.
+		if s.Records, err = recordsOfPod(ctx, k, ipi.Spec.Binding); err != nil {
+			return nil, err.Error()
+		}
+	}
+	s.Taken = time.Now()
+	_, group, ok := ipamcheck.Recheck(s, f)
+	if !ok {
+		return nil, noLonger(s, f)
+	}
+	if f.Kind == ipamcheck.TwoAddresses {
+		return recheckTwo(f, group, pod)
 	}
 	if why := usedBy(ipi, pod); why != "" {
 		return nil, why
@@ -263,24 +303,93 @@ func recheck(ctx context.Context, k client.Client, f ipamcheck.Finding) (*estuar
 	return ipi, ""
 }
 
-// recheckTwo returns a record of a pod that holds two of one family if the
-// pod uses the other one, or why not.
-func recheckTwo(ipi *estuaryv1.IPInstance, pod *corev1.Pod) (*estuaryv1.IPInstance, string) {
-	b := ipi.Spec.Binding
-	if pod == nil || string(pod.UID) != b.PodUID {
-		return nil, "the pod is gone now; the manager releases both"
+// recordsOfPod lists every record whose binding names the pod of b.
+func recordsOfPod(ctx context.Context, k client.Client, b estuaryv1.Binding) ([]estuaryv1.IPInstance, error) {
+	var all estuaryv1.IPInstanceList
+	if err := k.List(ctx, &all); err != nil {
+		return nil, fmt.Errorf("list ipinstances: %w", err)
 	}
-	addr, err := netip.ParsePrefix(ipi.Spec.Address.IP)
-	if err != nil {
-		return nil, fmt.Sprintf("ipinstance %s has no readable address (spec.address.ip %q)", ipi.Name, ipi.Spec.Address.IP)
-	}
-	for _, pip := range pod.Status.PodIPs {
-		if a, err := netip.ParseAddr(pip.IP); err == nil && a == addr.Addr() {
-			return nil, fmt.Sprintf("pod %s/%s uses this address", b.Namespace, b.PodName)
+	var out []estuaryv1.IPInstance
+	for _, ipi := range all.Items {
+		if ipi.Spec.Binding.Namespace == b.Namespace && ipi.Spec.Binding.PodName == b.PodName {
+			out = append(out, ipi)
 		}
 	}
-	if len(pod.Status.PodIPs) == 0 {
-		return nil, fmt.Sprintf("pod %s/%s reports no address yet; which one it uses is unknown", b.Namespace, b.PodName)
+	return out, nil
+}
+
+// noLonger says what check makes now of the record of a finding that no
+// longer holds.
+func noLonger(s ipamcheck.Snapshot, f ipamcheck.Finding) string {
+	phase := "gone from the re-read"
+	for i := range s.Records {
+		if string(s.Records[i].UID) == f.RecordUID {
+			phase = phaseOf(&s.Records[i])
+		}
 	}
-	return ipi, ""
+	var now []string
+	for _, g := range ipamcheck.Check(s).Findings {
+		if g.RecordUID == f.RecordUID && g.Kind != f.Kind {
+			now = append(now, string(g.Kind))
+		}
+	}
+	what := "check finds nothing of the kind now"
+	if len(now) > 0 {
+		what = fmt.Sprintf("check finds it %v now", now)
+	}
+	if f.Kind == ipamcheck.TwoAddresses {
+		return fmt.Sprintf("no longer %s: ipinstance %s is %s, and %s holds fewer than two Bound records of its family that check counts; %s",
+			f.Kind, f.Record, phase, orDash(f.Pod), what)
+	}
+	return fmt.Sprintf("no longer %s: ipinstance %s is %s now; %s", f.Kind, f.Record, phase, what)
+}
+
+// recheckTwo returns the record of a TwoAddresses finding from group (the
+// pod's records of its family that check counts, itself included) if the
+// pod is the one the check saw and uses the address of another record of
+// the group and not this one, or why not.
+func recheckTwo(f ipamcheck.Finding, group []*estuaryv1.IPInstance, pod *corev1.Pod) (*estuaryv1.IPInstance, string) {
+	if pod == nil || f.PodUID == "" || string(pod.UID) != f.PodUID {
+		return nil, fmt.Sprintf("pod %s is not the pod the check saw (uid %q) now", orDash(f.Pod), f.PodUID)
+	}
+	uses := map[netip.Addr]bool{}
+	for _, pip := range pod.Status.PodIPs {
+		if a, err := netip.ParseAddr(pip.IP); err == nil {
+			uses[a] = true
+		}
+	}
+	var self *estuaryv1.IPInstance
+	usesOther := false
+	for _, ipi := range group {
+		p, err := netip.ParsePrefix(ipi.Spec.Address.IP)
+		if err != nil {
+			continue
+		}
+		if string(ipi.UID) == f.RecordUID {
+			self = ipi
+			if uses[p.Addr()] {
+				return nil, fmt.Sprintf("pod %s uses this address", f.Pod)
+			}
+			continue
+		}
+		usesOther = usesOther || uses[p.Addr()]
+	}
+	switch {
+	case self == nil:
+		return nil, fmt.Sprintf("ipinstance %s is not among the pod's records now", f.Record)
+	case len(pod.Status.PodIPs) == 0:
+		return nil, fmt.Sprintf("pod %s reports no address yet; which one it uses is unknown", f.Pod)
+	case !usesOther:
+		return nil, fmt.Sprintf("pod %s uses none of its other records of this family (it reports %s); which one it should keep is unknown", f.Pod, podIPs(pod))
+	}
+	return self, ""
+}
+
+// podIPs lists a pod's reported addresses.
+func podIPs(pod *corev1.Pod) string {
+	ips := make([]string, len(pod.Status.PodIPs))
+	for i, pip := range pod.Status.PodIPs {
+		ips[i] = pip.IP
+	}
+	return strings.Join(ips, ", ")
 }

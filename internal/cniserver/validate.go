@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,8 +13,13 @@ import (
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 )
 
+// MaxContainerIDLen is the longest container ID the server accepts: the
+// host veth's alias records the attachment's key ("estuary <container
+// ID>/<ifname>", with a pinned MAC), and the kernel holds at most 255 bytes
+// of alias (package podnet).
+const MaxContainerIDLen = 128
+
 const (
-	maxContainerIDLen = 256
 	// maxIfNameLen is IFNAMSIZ minus the terminating NUL.
 	maxIfNameLen    = 15
 	maxPathLen      = 4096
@@ -64,8 +70,8 @@ func validateContainerID(field, id string) error {
 	if id == "" {
 		return invalid(field, "empty")
 	}
-	if len(id) > maxContainerIDLen {
-		return invalid(field, "longer than %d bytes", maxContainerIDLen)
+	if len(id) > MaxContainerIDLen {
+		return invalid(field, "longer than %d bytes", MaxContainerIDLen)
 	}
 	for i, r := range id {
 		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
@@ -112,6 +118,19 @@ func validateNetns(netns string, required bool) error {
 	if strings.ContainsRune(netns, 0) {
 		return invalid("args.netns", "contains a NUL byte")
 	}
+	return validText("args.netns", netns)
+}
+
+// validText refuses what a request's text field cannot carry: bytes that
+// are not UTF-8 (protobuf strings, the store's JSON records) and control
+// characters.
+func validText(field, v string) error {
+	if !utf8.ValidString(v) {
+		return invalid(field, "%q is not UTF-8", v)
+	}
+	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return invalid(field, "contains control characters")
+	}
 	return nil
 }
 
@@ -125,8 +144,8 @@ func validatePod(p *cniv1.PodRef) error {
 		if len(f.value) > maxPodFieldLen {
 			return invalid(f.name, "longer than %d bytes", maxPodFieldLen)
 		}
-		if strings.ContainsFunc(f.value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return invalid(f.name, "contains control characters")
+		if err := validText(f.name, f.value); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -140,6 +159,9 @@ func validateGC(req *cniv1.GCRequest) error {
 		var c map[string]any
 		if err := json.Unmarshal(conf, &c); err != nil {
 			return invalid("network_config", "not a JSON network configuration: %v", err)
+		}
+		if c == nil {
+			return invalid("network_config", "null, not a JSON network configuration")
 		}
 	}
 	if len(req.GetValidAttachments()) > maxAttachments {

@@ -25,6 +25,8 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		{"empty container", mutate(func(a *cniv1.CmdArgs) { a.ContainerId = "" }), "args.container_id"},
 		{"container with slash", mutate(func(a *cniv1.CmdArgs) { a.ContainerId = "a/b" }), "args.container_id"},
 		{"container starting with dash", mutate(func(a *cniv1.CmdArgs) { a.ContainerId = "-a" }), "args.container_id"},
+		{"container longer than a veth alias holds", mutate(func(a *cniv1.CmdArgs) { a.ContainerId = strings.Repeat("c", 129) }), "args.container_id"},
+		{"netns with a newline", mutate(func(a *cniv1.CmdArgs) { a.Netns = "/var/run/netns/x\ny" }), "args.netns"},
 		{"relative netns", mutate(func(a *cniv1.CmdArgs) { a.Netns = "var/run/netns/x" }), "args.netns"},
 		{"empty netns", mutate(func(a *cniv1.CmdArgs) { a.Netns = "" }), "args.netns"},
 		{"empty ifname", mutate(func(a *cniv1.CmdArgs) { a.Ifname = "" }), "args.ifname"},

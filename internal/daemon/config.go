@@ -93,8 +93,9 @@ type Config struct {
 	// of their 802.1Q sub-interfaces and the link of untagged ones
 	// (--underlay-uplink); empty: the tunnel's parent link.
 	UnderlayUplink string
-	// HealthAddr serves /healthz (--health-probe-bind-address); empty or
-	// "0" serves nothing.
+	// HealthAddr serves /healthz, /metrics, and to loopback peers only
+	// /bgp and /endpoints (--health-probe-bind-address, default
+	// DefaultHealthAddress); empty or "0" serves nothing.
 	HealthAddr string
 	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
 	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
@@ -19,9 +20,15 @@ import (
 // running daemon's endpoints.
 const EndpointsCommandName = "endpoints"
 
+// DefaultHealthAddress is the daemon's --health-probe-bind-address by
+// default, and the chart's daemon.bindAddress and healthPort: the node's
+// loopback, so the pods of the node (it runs in the node's network) cannot
+// reach the health server.
+const DefaultHealthAddress = "127.0.0.1:8082"
+
 // DefaultEndpointsAddress is where `estuary-daemon endpoints` reads the
-// health server by default: the chart's daemon.bindAddress and healthPort.
-const DefaultEndpointsAddress = "127.0.0.1:8082"
+// health server by default.
+const DefaultEndpointsAddress = DefaultHealthAddress
 
 // serveEndpoints writes the endpoint store, read-only, as JSON: the node
 // and every endpoint's pod, container, interface and addresses.
@@ -37,6 +44,28 @@ func (h *health) serveEndpoints(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(list)
+}
+
+// loopbackOnly serves next only to a peer on the node's loopback
+// (127.0.0.0/8, ::1, or an IPv4-mapped loopback address) and answers 403 to
+// every other: /endpoints names every pod of the node and /bgp the peers,
+// and they stay on the node even when --health-probe-bind-address opens
+// the health server (/healthz, /metrics) to the network.
+func loopbackOnly(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackPeer(r.RemoteAddr) {
+			http.Error(w, r.URL.Path+" answers only the node's loopback", http.StatusForbidden)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// loopbackPeer reports whether a request's remote address is a loopback
+// address.
+func loopbackPeer(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func endpointView(ep store.Endpoint) ipamcheck.Endpoint {

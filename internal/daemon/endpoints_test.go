@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
 )
 
@@ -122,4 +125,91 @@ func TestEndpointsAddress(t *testing.T) {
 	if _, err := FetchEndpoints(context.Background(), "0"); err == nil || !strings.Contains(err.Error(), "serves no health endpoint") {
 		t.Errorf("FetchEndpoints on a disabled health server: %v", err)
 	}
+}
+
+// /endpoints and /bgp answer only peers on the node's loopback; /metrics
+// answers whoever the health address lets in.
+func TestLocalPathsAnswerOnlyLoopback(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	h := &health{endpoints: st, node: "node-a", bgp: func(context.Context) (map[string][]bgp.PeerStatus, error) { return nil, nil }}
+	mux := h.mux()
+	for remote, want := range map[string]int{
+		"127.0.0.1:40000": http.StatusOK, "127.0.0.53:40000": http.StatusOK, "[::1]:40000": http.StatusOK,
+		"[::ffff:127.0.0.1]:40000": http.StatusOK,
+		"10.244.0.7:40000":         http.StatusForbidden, "192.0.2.2:40000": http.StatusForbidden, "[fd00::2]:40000": http.StatusForbidden,
+		"[fe80::1%eth0]:40000": http.StatusForbidden, "[::ffff:10.0.0.1]:40000": http.StatusForbidden, "garbage": http.StatusForbidden, "": http.StatusForbidden,
+	} {
+		for _, path := range []string{"/endpoints", "/bgp"} {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.RemoteAddr = remote
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, req)
+			if rec.Code != want {
+				t.Errorf("GET %s from %q: %d, want %d", path, remote, rec.Code, want)
+			}
+		}
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET /metrics from %q: %d, want 200", remote, rec.Code)
+		}
+	}
+
+	// Bound to every address, a peer reaching a non-loopback address of
+	// this host is refused, and `estuary-daemon endpoints` reads on
+	// loopback.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr, _, err := serveHealth(ctx, "0.0.0.0:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if _, err := FetchEndpoints(ctx, ":"+port); err != nil {
+		t.Errorf("endpoints read on loopback from a server bound to 0.0.0.0: %v", err)
+	}
+	other := nonLoopbackIPv4(t)
+	if !other.IsValid() {
+		t.Log("no non-loopback IPv4 address on this host: the socket-level half is skipped")
+		return
+	}
+	for _, path := range []string{"/endpoints", "/bgp", "/metrics"} {
+		resp, err := http.Get("http://" + net.JoinHostPort(other.String(), port) + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		want := http.StatusForbidden
+		if path == "/metrics" {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Errorf("GET %s via %s: %s, want %d", path, other, resp.Status, want)
+		}
+	}
+	if _, err := FetchEndpoints(ctx, net.JoinHostPort(other.String(), port)); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("endpoints read via %s: %v, want 403", other, err)
+	}
+}
+
+// nonLoopbackIPv4 is an IPv4 address of this host that is not loopback, or
+// the zero Addr.
+func nonLoopbackIPv4(t *testing.T) netip.Addr {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			return p.Addr()
+		}
+	}
+	return netip.Addr{}
 }

@@ -4,24 +4,41 @@ package daemon
 // CNI GC names what it still knows; both need the runtime to run and to
 // remember. A pod force-deleted while its node was down, or whose DEL was
 // lost with a daemon killed mid-call, leaves an endpoint nobody removes. So
-// every GCInterval the daemon asks the API server (live, not its cache)
-// about the pod of every endpoint it holds, and removes, exactly as a DEL
-// would, an endpoint whose pod is gone (no pod of that name, or one with
-// another UID) and has been seen gone for GCGrace. An endpoint younger than
-// GCGrace, or one that names no pod, is never collected.
+// every GCInterval the daemon looks at every endpoint it holds and removes,
+// exactly as a DEL would, one whose pod is gone by two accounts that do not
+// depend on each other, both seen for GCGrace:
+//
+//   - its network namespace is gone (the path the runtime gave at ADD no
+//     longer holds a namespace): no sandbox uses the interface, and the
+//     veth died with the namespace; and
+//   - the manager no longer records any of its addresses for its pod: no
+//     Bound IPInstance named after one of them binds the endpoint's pod
+//     (namespace, name and UID), read live from the API server, not from
+//     the cache. The manager keeps a pod's records Bound while the pod
+//     exists and has not finished.
+//
+// The daemon reads no pod for it (it may not: its RBAC grants no pod
+// access). A running pod keeps its namespace, so the GC never touches it,
+// even when its records were lost; a namespace path the daemon cannot see
+// does not remove an endpoint whose pod still holds its addresses. An
+// endpoint younger than GCGrace, one that names no pod or no namespace, is
+// never collected.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
+	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 )
 
@@ -33,7 +50,7 @@ const (
 
 var gcCollected = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "estuary_daemon_gc_collected_total",
-	Help: "Endpoints removed because their pod no longer exists.",
+	Help: "Endpoints removed because their pod is gone: its network namespace is gone and no record binds its addresses to it.",
 })
 
 func init() { prometheus.MustRegister(gcCollected) }
@@ -50,16 +67,18 @@ type collector interface {
 
 // nodeGC collects the endpoints of pods that are gone.
 type nodeGC struct {
-	eps     endpointStore
-	del     collector
-	pods    client.Reader // live
-	grace   time.Duration
-	now     func() time.Time
-	missing map[store.Key]time.Time // when each endpoint's pod was first seen gone
+	eps       endpointStore
+	del       collector
+	records   client.Reader // live: IPInstances
+	netnsGone func(path string) (bool, error)
+	grace     time.Duration
+	now       func() time.Time
+	missing   map[store.Key]time.Time // when each endpoint's pod was first seen gone
 }
 
-func newNodeGC(eps endpointStore, del collector, pods client.Reader, grace time.Duration) *nodeGC {
-	return &nodeGC{eps: eps, del: del, pods: pods, grace: grace, now: time.Now, missing: map[store.Key]time.Time{}}
+func newNodeGC(eps endpointStore, del collector, records client.Reader, grace time.Duration) *nodeGC {
+	return &nodeGC{eps: eps, del: del, records: records, netnsGone: netnsGone, grace: grace, now: time.Now,
+		missing: map[store.Key]time.Time{}}
 }
 
 // run collects every interval until ctx ends.
@@ -86,7 +105,7 @@ func (g *nodeGC) pass(ctx context.Context) (int, error) {
 	var errs []error
 	for _, ep := range eps {
 		seen[ep.Key] = true
-		if ep.PodName == "" || now.Sub(ep.Created) < g.grace {
+		if ep.PodName == "" || ep.Netns == "" || now.Sub(ep.Created) < g.grace {
 			continue
 		}
 		gone, err := g.podGone(ctx, ep)
@@ -122,15 +141,55 @@ func (g *nodeGC) pass(ctx context.Context) (int, error) {
 	return collected, errors.Join(errs...)
 }
 
-// podGone: no pod has the endpoint's name, or one with another UID does.
+// podGone: the endpoint's network namespace is gone, and none of its
+// addresses is recorded for its pod.
 func (g *nodeGC) podGone(ctx context.Context, ep store.Endpoint) (bool, error) {
-	pod := &corev1.Pod{}
-	err := g.pods.Get(ctx, client.ObjectKey{Namespace: ep.PodNamespace, Name: ep.PodName}, pod)
+	gone, err := g.netnsGone(ep.Netns)
+	if err != nil || !gone {
+		return false, err
+	}
+	for _, ip := range ep.IPs {
+		held, err := g.recordedFor(ctx, ep, ip)
+		if err != nil || held {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// recordedFor reports whether the record of address ip (CIDR form) binds it
+// to the endpoint's pod: Bound, for the pod's namespace and name, and for
+// its UID when both name one.
+func (g *nodeGC) recordedFor(ctx context.Context, ep store.Endpoint, ip string) (bool, error) {
+	p, err := netip.ParsePrefix(ip)
+	if err != nil {
+		return false, fmt.Errorf("endpoint %s: address %q: %w", ep.Key, ip, err)
+	}
+	name := estuaryv1.InstanceName(p.Addr())
+	ipi := &estuaryv1.IPInstance{}
+	err = g.records.Get(ctx, client.ObjectKey{Name: name}, ipi)
 	switch {
 	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get ipinstance %s of %s (pod %s/%s): %w", name, ep.Key, ep.PodNamespace, ep.PodName, err)
+	}
+	b := ipi.Spec.Binding
+	return ipi.Status.Phase == estuaryv1.IPInstanceBound && b.Namespace == ep.PodNamespace && b.PodName == ep.PodName &&
+		(b.PodUID == "" || ep.PodUID == "" || b.PodUID == ep.PodUID), nil
+}
+
+// netnsGone reports whether path no longer holds a network namespace: it
+// does not exist, or it is a file no namespace is mounted on (what a
+// runtime that stopped half-way through removing it leaves).
+func netnsGone(path string) (bool, error) {
+	var fs unix.Statfs_t
+	err := unix.Statfs(path, &fs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("get pod %s/%s of %s: %w", ep.PodNamespace, ep.PodName, ep.Key, err)
+		return false, fmt.Errorf("netns %s: %w", path, err)
 	}
-	return ep.PodUID != "" && string(pod.UID) != ep.PodUID, nil
+	return fs.Type != unix.NSFS_MAGIC, nil
 }

@@ -105,7 +105,8 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveHealth listens on addr and serves /healthz, /bgp, /endpoints (the
 // endpoint store as JSON) and /metrics (the BGP peers' session states, Go
-// and process metrics) until ctx ends. It returns once listening, with the
+// and process metrics) until ctx ends; /bgp and /endpoints answer only
+// peers on the node's loopback, whatever addr is. It returns once listening, with the
 // bound address and a channel that yields Serve's outcome.
 func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan error, error) {
 	var lc net.ListenConfig
@@ -138,14 +139,14 @@ func (h *health) mux() *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if h.bgp != nil {
-		mux.HandleFunc("/bgp", h.serveBGP)
+		mux.HandleFunc("/bgp", loopbackOnly(h.serveBGP))
 		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
 	}
 	if h.fastpath != nil {
 		reg.MustRegister(newFastPathCollector(h.fastpath))
 	}
 	if h.endpoints != nil {
-		mux.HandleFunc("GET /endpoints", h.serveEndpoints)
+		mux.HandleFunc("GET /endpoints", loopbackOnly(h.serveEndpoints))
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

@@ -20,11 +20,13 @@
 // taken). A snapshot of a busy cluster can show an allocation or a release
 // half done: a record listed before its pod was created, a pod listed
 // before its record was deleted. Check therefore ignores objects younger
-// than a grace period, and callers that act on a finding (kubectl estuary
-// check, repair) confirm it with fresh reads of the objects it names
-// (Confirm) before reporting or changing anything. A finding names the
-// objects with their UIDs, so a repair acts on exactly what was reported
-// and never on a record that replaced it.
+// than a grace period, and callers confirm a finding with fresh reads
+// before reporting or changing anything: kubectl estuary check reports only
+// what two snapshots, some time apart, both show (Stable), and repair
+// judges each finding again on a fresh read of the objects it names with
+// the rule that found it (Recheck). A finding names the objects with their
+// UIDs, so a repair acts on exactly what was reported and never on a record
+// that replaced it.
 package ipamcheck
 
 import (
@@ -109,9 +111,12 @@ type Report struct {
 	Subnets int `json:"subnets"`
 	// Nodes and Endpoints count the nodes whose daemon endpoints were read
 	// and their endpoints (0 when the node pass was skipped).
-	Nodes     int       `json:"nodes,omitempty"`
-	Endpoints int       `json:"endpoints,omitempty"`
-	Findings  []Finding `json:"findings"`
+	Nodes     int `json:"nodes,omitempty"`
+	Endpoints int `json:"endpoints,omitempty"`
+	// Grace is the snapshot's Grace ("30s"): objects younger than it were
+	// not judged. A repair re-checks the findings with the same grace.
+	Grace    string    `json:"grace,omitempty"`
+	Findings []Finding `json:"findings"`
 }
 
 // Count returns how many findings are of kind k.
@@ -129,7 +134,7 @@ func (r Report) Count(k Kind) int {
 // then pod.
 func Check(s Snapshot) Report {
 	pods := indexPods(s.Pods)
-	r := Report{Records: len(s.Records), Pods: len(s.Pods), Subnets: len(s.Subnets)}
+	r := Report{Records: len(s.Records), Pods: len(s.Pods), Subnets: len(s.Subnets), Grace: s.Grace.String()}
 	r.Findings = append(r.Findings, checkRecords(s, pods)...)
 	r.Findings = append(r.Findings, checkPods(s, pods)...)
 	r.Findings = append(r.Findings, checkCounts(s)...)
@@ -178,11 +183,6 @@ func podKey(ipi *estuaryv1.IPInstance) string {
 // records of one family.
 func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 	var out []Finding
-	type famKey struct {
-		pod string
-		v6  bool
-	}
-	bound := map[famKey][]*estuaryv1.IPInstance{}
 	for i := range s.Records {
 		ipi := &s.Records[i]
 		a, ok := addrOf(ipi)
@@ -196,18 +196,12 @@ func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 		pod := podOf(ipi, pods)
 		if k, detail := Judge(ipi, pod, s.Taken); k != "" {
 			out = append(out, recordFinding(k, ipi, pod, detail))
-			continue
-		}
-		if ipi.Status.Phase == estuaryv1.IPInstanceBound && ok {
-			k := famKey{podKey(ipi), a.Is6()}
-			bound[k] = append(bound[k], ipi)
 		}
 	}
-	for k, recs := range bound {
+	for k, recs := range boundByFamily(s, pods) {
 		if len(recs) < 2 {
 			continue
 		}
-		slices.SortFunc(recs, func(a, b *estuaryv1.IPInstance) int { return cmp.Compare(a.Name, b.Name) })
 		names := make([]string, len(recs))
 		for i, ipi := range recs {
 			names[i] = ipi.Name
@@ -217,6 +211,62 @@ func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 		}
 	}
 	return out
+}
+
+// famKey is a pod (namespace/name) and an address family.
+type famKey struct {
+	pod string
+	v6  bool
+}
+
+// boundByFamily groups, by pod and family, the records TwoAddresses counts:
+// Bound records with a readable address, older than the grace, that Judge
+// finds nothing wrong with. Each group is sorted by name.
+func boundByFamily(s Snapshot, pods map[string]*corev1.Pod) map[famKey][]*estuaryv1.IPInstance {
+	bound := map[famKey][]*estuaryv1.IPInstance{}
+	for i := range s.Records {
+		ipi := &s.Records[i]
+		a, ok := addrOf(ipi)
+		if !ok || ipi.Status.Phase != estuaryv1.IPInstanceBound || young(s, ipi.CreationTimestamp.Time) {
+			continue
+		}
+		if k, _ := Judge(ipi, podOf(ipi, pods), s.Taken); k != "" {
+			continue
+		}
+		k := famKey{podKey(ipi), a.Is6()}
+		bound[k] = append(bound[k], ipi)
+	}
+	for _, recs := range bound {
+		slices.SortFunc(recs, func(a, b *estuaryv1.IPInstance) int { return cmp.Compare(a.Name, b.Name) })
+	}
+	return bound
+}
+
+// Recheck judges again, in s, the record a Leaked, ExpiredRetention or
+// TwoAddresses finding names, with the rules Check found it by. s is a
+// fresh read: the record, the pod its binding names (when it exists), and,
+// for TwoAddresses, every record bound to that pod (s may hold more; other
+// objects do not change the verdict). It returns Check's finding about the
+// record now (same kind, name and UID) and, for TwoAddresses, the records
+// Check counts together with it (the pod's Bound records of its family,
+// sorted by name, its own included), or false when Check would not report
+// it now.
+func Recheck(s Snapshot, f Finding) (Finding, []*estuaryv1.IPInstance, bool) {
+	pods := indexPods(s.Pods)
+	for _, g := range checkRecords(s, pods) {
+		if g.Kind != f.Kind || g.Record != f.Record || g.RecordUID != f.RecordUID {
+			continue
+		}
+		if g.Kind != TwoAddresses {
+			return g, nil, true
+		}
+		for _, recs := range boundByFamily(s, pods) {
+			if slices.ContainsFunc(recs, func(ipi *estuaryv1.IPInstance) bool { return string(ipi.UID) == f.RecordUID }) {
+				return g, recs, true
+			}
+		}
+	}
+	return Finding{}, nil, false
 }
 
 // podOf is the pod a record names, or nil (a reservation no pod used yet

@@ -229,3 +229,60 @@ func TestJudgeOneRecord(t *testing.T) {
 		}
 	}
 }
+
+// Recheck finds a finding again only by the rule Check found it with: a
+// TwoAddresses finding needs the pod to still hold two Bound records of
+// the family that Check counts, and returns them; a Leaked one needs the
+// record to be leaked still.
+func TestRecheckAppliesCheckRules(t *testing.T) {
+	a := record("10.0.0.2/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound)
+	b := record("10.0.0.3/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound)
+	v6 := record("fd00::3/64", "s6", "a", "web", "u1", estuaryv1.IPInstanceBound)
+	web := pod("a", "web", "u1", "10.0.0.2")
+	first := Check(snapshot([]estuaryv1.IPInstance{a, b, v6}, []corev1.Pod{web}))
+	var fb Finding
+	for _, f := range first.Findings {
+		if f.Kind == TwoAddresses && f.Record == b.Name {
+			fb = f
+		}
+	}
+	if fb.Kind == "" {
+		t.Fatalf("no TwoAddresses finding about %s: %s", b.Name, kinds(first))
+	}
+	if first.Grace != "1m0s" {
+		t.Errorf("report grace %q, want the snapshot's 1m0s", first.Grace)
+	}
+	g, group, ok := Recheck(snapshot([]estuaryv1.IPInstance{a, b, v6}, []corev1.Pod{web}), fb)
+	if !ok || g.RecordUID != string(b.UID) || len(group) != 2 || group[0].Name != a.Name || group[1].Name != b.Name {
+		t.Errorf("Recheck of a standing finding: %v %+v %v", ok, g, group)
+	}
+	retained := b
+	retained.Status.Phase = estuaryv1.IPInstanceRetained
+	youngA := a
+	youngA.UID, youngA.CreationTimestamp = "r-new", metav1.NewTime(now.Add(-time.Second))
+	finished := web
+	finished.Status.Phase = corev1.PodSucceeded
+	replaced := b
+	replaced.UID = "r-replaced"
+	for name, s := range map[string]Snapshot{
+		"twin released":           snapshot([]estuaryv1.IPInstance{b, v6}, []corev1.Pod{web}),
+		"no longer Bound":         snapshot([]estuaryv1.IPInstance{a, retained}, []corev1.Pod{web}),
+		"twin younger than grace": snapshot([]estuaryv1.IPInstance{youngA, b}, []corev1.Pod{web}),
+		"pod gone":                snapshot([]estuaryv1.IPInstance{a, b}, nil),
+		"pod finished":            snapshot([]estuaryv1.IPInstance{a, b}, []corev1.Pod{finished}),
+		"record replaced":         snapshot([]estuaryv1.IPInstance{a, replaced}, []corev1.Pod{web}),
+	} {
+		if _, _, ok := Recheck(s, fb); ok {
+			t.Errorf("%s: Recheck still finds %s", name, fb)
+		}
+	}
+
+	leak := record("10.0.0.4/24", "s4", "a", "gone", "u2", estuaryv1.IPInstanceBound)
+	fl := Check(snapshot([]estuaryv1.IPInstance{leak}, nil)).Findings[0]
+	if _, _, ok := Recheck(snapshot([]estuaryv1.IPInstance{leak}, nil), fl); !ok {
+		t.Errorf("Recheck of a standing leak: not found")
+	}
+	if _, _, ok := Recheck(snapshot([]estuaryv1.IPInstance{leak}, []corev1.Pod{pod("a", "gone", "u2")}), fl); ok {
+		t.Errorf("Recheck of a leak whose pod is back: still found")
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
 
@@ -18,6 +20,7 @@ const (
 	DefaultProbeAddr      = ":8081"
 	DefaultWorkers        = 4
 	DefaultWebhookService = "estuary-webhook"
+	DefaultMaxRetainTTL   = netmodel.DefaultMaxRetainTTL
 	// LeaderElectionID names the Lease the replicas compete for.
 	LeaderElectionID = "estuary-manager"
 )
@@ -40,6 +43,10 @@ type Config struct {
 	LeaderElectionNamespace string
 	// Workers is how many pods are served in parallel (--workers).
 	Workers int
+	// MaxRetainTTL is the longest ip-retain-ttl a pod may ask for, applied
+	// by the webhook and again before allocation (--max-retain-ttl); 0:
+	// DefaultMaxRetainTTL.
+	MaxRetainTTL time.Duration
 	// Webhook configures the admission webhook; Port 0 disables it.
 	Webhook WebhookConfig
 	// BootstrapDir holds YAML objects the leader creates when absent, once
@@ -78,6 +85,9 @@ func (c Config) Validate() error {
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers=%d: must be at least 1", c.Workers))
 	}
+	if c.MaxRetainTTL < 0 {
+		errs = append(errs, fmt.Errorf("--max-retain-ttl=%s: must be a positive duration (0: %s)", c.MaxRetainTTL, DefaultMaxRetainTTL))
+	}
 	if c.Webhook.Port < 0 || c.Webhook.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port=%d: must be 0 (off) or a port number", c.Webhook.Port))
 	}
@@ -97,6 +107,9 @@ func (c Config) Validate() error {
 
 // withDefaults fills the settings left empty.
 func (c Config) withDefaults() Config {
+	if c.MaxRetainTTL == 0 {
+		c.MaxRetainTTL = DefaultMaxRetainTTL
+	}
 	if c.Webhook.Service == "" {
 		c.Webhook.Service = DefaultWebhookService
 	}

@@ -19,7 +19,9 @@ import (
 	"github.com/estuary-cni/estuary/internal/controller/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -38,7 +40,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers})
+	if err := workload.Watch(ctx, mgr.GetCache()); err != nil {
+		return fmt.Errorf("set up owner metadata informers: %w", err)
+	}
+	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers, MaxRetainTTL: cfg.MaxRetainTTL})
 	if err != nil {
 		return fmt.Errorf("set up pod addresses: %w", err)
 	}
@@ -50,7 +55,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var serving <-chan struct{}
 	if cfg.Webhook.Port != 0 {
-		if serving, err = setupWebhook(ctx, mgr, cfg.Webhook); err != nil {
+		opts := webhook.Options{Bounds: netmodel.Bounds{MaxRetainTTL: cfg.MaxRetainTTL}}
+		if serving, err = setupWebhook(ctx, mgr, cfg.Webhook, opts); err != nil {
 			return fmt.Errorf("set up webhook: %w", err)
 		}
 	}
@@ -124,14 +130,15 @@ func addChecks(mgr ctrlmanager.Manager, pods *podipam.Reconciler) error {
 	return nil
 }
 
-// setupWebhook registers the admission webhook. With a certificate Secret,
-// a rotator creates and renews the certificate and the webhook server starts
-// once it is mounted. The replica is ready only once the server answers.
-// The returned channel is closed once the handlers are registered.
-func setupWebhook(ctx context.Context, mgr ctrlmanager.Manager, w WebhookConfig) (<-chan struct{}, error) {
+// setupWebhook registers the admission webhook, whose pod rules apply
+// opts. With a certificate Secret, a rotator creates and renews the
+// certificate and the webhook server starts once it is mounted. The
+// replica is ready only once the server answers. The returned channel is
+// closed once the handlers are registered.
+func setupWebhook(ctx context.Context, mgr ctrlmanager.Manager, w WebhookConfig, opts webhook.Options) (<-chan struct{}, error) {
 	var registered <-chan struct{}
 	if w.Secret == "" {
-		if err := webhook.Setup(ctx, mgr); err != nil {
+		if err := webhook.Setup(ctx, mgr, opts); err != nil {
 			return nil, err
 		}
 		done := make(chan struct{})
@@ -144,7 +151,7 @@ func setupWebhook(ctx context.Context, mgr ctrlmanager.Manager, w WebhookConfig)
 		}
 		registered, err = webhook.SetupWithRotation(ctx, mgr, webhook.CertRotation{
 			Secret: secret, Service: w.Service, Configuration: w.Configuration, CertDir: w.CertDir,
-		})
+		}, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -48,6 +48,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}{
 		{"no kubeconfig", func(c *Config) { c.Kube = nil }, "--kubeconfig"},
 		{"workers", func(c *Config) { c.Workers = 0 }, "--workers=0: must be at least 1"},
+		{"max retain ttl", func(c *Config) { c.MaxRetainTTL = -time.Hour }, "--max-retain-ttl=-1h0m0s: must be a positive duration"},
 		{"port", func(c *Config) { c.Webhook.Port = 70000 }, "--webhook-port=70000"},
 		{"secret", func(c *Config) { c.Webhook.Port, c.Webhook.Secret = 9443, "nons" }, `--webhook-cert-secret="nons": want namespace/name`},
 		{"secret without port", func(c *Config) { c.Webhook.Secret = "ns/s" }, "needs --webhook-port"},

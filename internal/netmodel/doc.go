@@ -12,10 +12,17 @@
 //     else its namespace (SelectionFor), checked against the cluster's
 //     networks and subnets (ResolveNetwork), and the address families it
 //     takes from the network's pool (Families, FamiliesNeeded).
+//   - A pod's fixed addresses and retention (FixedFor), checked against its
+//     network's subnets (CheckAddresses) and the administrator's tenancy
+//     bounds: the longest ip-retain-ttl and where Never is allowed
+//     (CheckRetention), which addresses a namespace may claim (never a
+//     Node's; reservedIPs and private subnets only where a Subnet's
+//     namespace selectors allow), and MaxPoolEntries.
 //   - Denial, the error that names the refused object, the field at fault
 //     and the reason.
 //
 // The webhook, the manager's controllers and the node daemon all call this
 // package; none of them re-implements a rule, and none of them imports
-// another. It is pure: no client, no cache, no kernel, only the API types.
+// another. It is pure: no client, no informer cache, no kernel, only the
+// API types (Layouts only remembers parsed Subnets).
 package netmodel

@@ -10,6 +10,8 @@ package netmodel
 // ip-address and mac-address are read from the pod only: on a namespace they
 // would give every pod the same address. ip-pool, mac-pool, ip-retain and
 // ip-retain-ttl fall back to the namespace's, as the network annotations do.
+// What a pod may hold this way is bounded by the administrator (see
+// tenancy.go).
 
 import (
 	"errors"
@@ -24,11 +26,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/family"
-	"github.com/estuary-cni/estuary/pkg/ipam"
 )
-
-// maxPoolEntries bounds ip-pool and mac-pool.
-const maxPoolEntries = 1024
 
 // Fixed is what a pod asks for through the fixed-address annotations.
 type Fixed struct {
@@ -50,7 +48,8 @@ type Fixed struct {
 	// TTLSet: ip-retain-ttl was set (to a duration or to Never).
 	TTLSet bool
 
-	sel *Selection
+	sel     *Selection
+	ttlText string
 }
 
 // Wants reports whether the pod asks for given addresses.
@@ -122,8 +121,8 @@ func (f *Fixed) parseEntry(key, v, sep string) ([]netip.Addr, error) {
 func (f *Fixed) parsePool(v string) ([][]netip.Addr, error) {
 	key := estuaryv1.AnnotationIPPool
 	items := strings.Split(v, ",")
-	if len(items) > maxPoolEntries {
-		return nil, f.sel.deny(key, "has %d entries; at most %d are allowed", len(items), maxPoolEntries)
+	if len(items) > MaxPoolEntries {
+		return nil, f.sel.deny(key, "has %d entries; a pool may have at most %d", len(items), MaxPoolEntries)
 	}
 	seen := map[netip.Addr]int{}
 	pool := make([][]netip.Addr, 0, len(items))
@@ -178,8 +177,8 @@ func (f *Fixed) parseMAC(key, value, s string) (string, error) {
 func (f *Fixed) parseMACPool(v string) ([]string, error) {
 	key := estuaryv1.AnnotationMACPool
 	items := strings.Split(v, ",")
-	if len(items) > maxPoolEntries {
-		return nil, f.sel.deny(key, "has %d entries; at most %d are allowed", len(items), maxPoolEntries)
+	if len(items) > MaxPoolEntries {
+		return nil, f.sel.deny(key, "has %d entries; a pool may have at most %d", len(items), MaxPoolEntries)
 	}
 	seen := map[string]int{}
 	out := make([]string, 0, len(items))
@@ -208,7 +207,7 @@ func (f *Fixed) parseRetention(retain, ttl string) error {
 	if ttl == "" {
 		return nil
 	}
-	f.TTLSet = true
+	f.TTLSet, f.ttlText = true, ttl
 	if ttl == estuaryv1.RetainNever {
 		return nil
 	}
@@ -227,32 +226,48 @@ type Place struct {
 }
 
 // CheckAddresses checks every address the pod asks for against network n
-// and subnets: each must lie, and be assignable (ipam.CheckAddr: not the
+// and subnets: each must be of a family the pod asks for, not a Node's
+// address (c.Nodes), and lie, and be assignable (ipam.CheckAddr: not the
 // network, broadcast or gateway address, not excluded, inside the subnet's
-// start and end), in a subnet of n (one of the named subnets when the pod
-// names some), and be of a family the pod asks for. It returns, per
-// address, the subnet it lies in.
-func (f *Fixed) CheckAddresses(n *estuaryv1.Network, subnets []estuaryv1.Subnet) (map[netip.Addr]string, error) {
-	places := map[netip.Addr]string{}
-	check := func(key, what string, a netip.Addr) error {
-		if fams := f.sel.Families(); fams != nil && !containsFamily(fams, family.Of(a)) {
-			return f.sel.deny(key, "%s %s is %s, but %s asks for %s only", what, a, family.Of(a), estuaryv1.AnnotationIPFamily, f.sel.IPFamily)
+// start and end) and claimable by the pod's namespace (a private subnet's
+// spec.namespaceSelector, for a reserved address its
+// spec.reservedNamespaceSelector), in a subnet of n (one of the named
+// subnets when the pod names some). It returns, per address, the subnet it
+// lies in. Each subnet is parsed at most once (see Layouts).
+func (f *Fixed) CheckAddresses(n *estuaryv1.Network, subnets []estuaryv1.Subnet, c Claims) (map[netip.Addr]string, error) {
+	ix := c.Layouts.index(n.Name, f.sel.Subnets, subnets)
+	places := make(map[netip.Addr]string, len(f.Addresses)+len(f.Pool)*2)
+	fams := f.sel.Families()
+	// check places a, entry i of the pool (-1: the ip-address annotation).
+	check := func(i int, a netip.Addr) error {
+		deny := func(format string, args ...any) error {
+			key, what := estuaryv1.AnnotationIPAddress, "address"
+			if i >= 0 {
+				key, what = estuaryv1.AnnotationIPPool, fmt.Sprintf("entry %d:", i)
+			}
+			return f.sel.deny(key, "%s %s "+format, append([]any{what, a}, args...)...)
 		}
-		subnet, err := f.placeOf(a, n, subnets)
+		if fams != nil && !containsFamily(fams, family.Of(a)) {
+			return deny("is %s, but %s asks for %s only", family.Of(a), estuaryv1.AnnotationIPFamily, f.sel.IPFamily)
+		}
+		if na, ok := c.Nodes[a]; ok {
+			return deny("is the %s of node %q; a node's address is never given to a pod", na.Type, na.Node)
+		}
+		subnet, err := f.placeOf(a, n, ix)
 		if err != nil {
-			return f.sel.deny(key, "%s %s %s", what, a, err)
+			return deny("%s", err)
 		}
 		places[a] = subnet
 		return nil
 	}
 	for _, a := range f.Addresses {
-		if err := check(estuaryv1.AnnotationIPAddress, "address", a); err != nil {
+		if err := check(-1, a); err != nil {
 			return nil, err
 		}
 	}
 	for i, entry := range f.Pool {
 		for _, a := range entry {
-			if err := check(estuaryv1.AnnotationIPPool, fmt.Sprintf("entry %d:", i), a); err != nil {
+			if err := check(i, a); err != nil {
 				return nil, err
 			}
 		}
@@ -269,41 +284,41 @@ func containsFamily(fams []family.Family, f family.Family) bool {
 	return false
 }
 
-// placeOf returns the subnet of network n (restricted to the selection's
-// named subnets, if any) that a is assignable in, or why there is none.
-func (f *Fixed) placeOf(a netip.Addr, n *estuaryv1.Network, subnets []estuaryv1.Subnet) (string, error) {
+// placeOf returns the subnet of ix (network n's, restricted to the
+// selection's named subnets, if any) that a is assignable and claimable
+// in, or why there is none.
+func (f *Fixed) placeOf(a netip.Addr, n *estuaryv1.Network, ix *subnetIndex) (string, error) {
+	var place string
 	var refusal error
-	for i := range subnets {
-		sn := &subnets[i]
-		if sn.Spec.Network != n.Name || (len(f.sel.Subnets) > 0 && !contains(f.sel.Subnets, sn.Name)) {
-			continue
-		}
-		cfg, err := SubnetConfig(sn)
-		if err != nil || !cfg.Prefix.Contains(a) {
-			continue
-		}
-		if err := ipam.CheckAddr(cfg, a); err != nil {
+	ix.holding(a, func(l *layout) bool {
+		if err := f.assignable(l, a); err != nil {
 			refusal = err
-			continue
+			return true
 		}
-		return sn.Name, nil
-	}
-	if refusal != nil {
-		return "", fmt.Errorf("cannot be assigned: %w", refusal)
-	}
-	if len(f.sel.Subnets) > 0 {
+		place = l.name
+		return false
+	})
+	switch {
+	case place != "":
+		return place, nil
+	case refusal != nil:
+		return "", refusal
+	case len(f.sel.Subnets) > 0:
 		return "", fmt.Errorf("is outside every subnet named by %s (%s)", estuaryv1.AnnotationSubnet, strings.Join(f.sel.Subnets, ","))
 	}
 	return "", fmt.Errorf("is outside every subnet of %s %q", KindNetwork, n.Name)
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
+// assignable says why a, inside subnet l's prefix, cannot be given to the
+// pod in l, or nil.
+func (f *Fixed) assignable(l *layout, a netip.Addr) error {
+	if l.check == nil {
+		return fmt.Errorf("cannot be assigned: %w", l.err)
 	}
-	return false
+	if err := l.check.Check(a); err != nil {
+		return fmt.Errorf("cannot be assigned: %w", err)
+	}
+	return f.claimable(l, a)
 }
 
 // DenyHeld is the denial of an address the pod asks for that another

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,13 +16,17 @@ import (
 // FuzzFixedFor feeds arbitrary annotation values to FixedFor: it never
 // panics, refuses with a Denial naming an annotation, and what it accepts
 // keeps its promises (one address per family, every pool entry of the same
-// families and no address twice, canonical unicast MACs, a positive TTL).
+// families and no address twice, pools of at most MaxPoolEntries,
+// canonical unicast MACs, a positive TTL, and CheckRetention holding it to
+// the bound).
 func FuzzFixedFor(f *testing.F) {
 	f.Add("10.0.0.5", "", "", "", "true", "24h")
 	f.Add("10.0.0.5,fd00::5", "", "0a:58:0a:00:00:05", "", "", "")
 	f.Add("", "10.0.0.5/fd00::5,10.0.0.6/fd00::6", "", "0a:00:00:00:00:01,0a:00:00:00:00:02", "false", "Never")
 	f.Add("fd00::5,10.0.0.5", "10.0.0.1,fd00::1", "01:00:5e:00:00:01", "x", "maybe", "-1s")
 	f.Add(" 10.0.0.5 ", "10.0.0.5,,", "00:00:00:00:00:00", "0A:00:00:00:00:01,0a:00:00:00:00:01", "TRUE", "0s")
+	f.Add("", "", "", "", "true", "999999h")
+	f.Add("", "", "", "", "", "Never")
 	f.Fuzz(func(t *testing.T, addr, pool, mac, macPool, retain, ttl string) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: map[string]string{}}}
 		for k, v := range map[string]string{
@@ -67,7 +72,37 @@ func FuzzFixedFor(f *testing.F) {
 		if fx.TTL != nil && *fx.TTL <= 0 {
 			t.Fatalf("accepted TTL %v", *fx.TTL)
 		}
+		if len(fx.Pool) > MaxPoolEntries || len(fx.MACPool) > MaxPoolEntries {
+			t.Fatalf("accepted pools of %d and %d entries", len(fx.Pool), len(fx.MACPool))
+		}
+		checkRetentionBound(t, &fx)
 	})
+}
+
+// checkRetentionBound: CheckRetention refuses with a Denial of
+// ip-retain-ttl, and what it admits of a retaining pod is at most the
+// maximum and Never only for a StatefulSet's pod (the network allows it
+// nowhere).
+func checkRetentionBound(t *testing.T, fx *Fixed) {
+	t.Helper()
+	n := &estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "ov"}}
+	b := Bounds{MaxRetainTTL: 48 * time.Hour}
+	for _, stateful := range []bool{false, true} {
+		err := fx.CheckRetention(b, n, stateful)
+		if err != nil {
+			var d *Denial
+			if !errors.As(err, &d) || d.Field != "metadata.annotations["+estuaryv1.AnnotationIPRetainTTL+"]" {
+				t.Fatalf("CheckRetention error %v is not a Denial of ip-retain-ttl", err)
+			}
+			continue
+		}
+		if !fx.TTLSet || !fx.retains(stateful) {
+			continue
+		}
+		if fx.TTL != nil && *fx.TTL > b.MaxTTL() || fx.TTL == nil && !stateful {
+			t.Fatalf("admitted ip-retain-ttl %q (stateful %v) over the bound", fx.ttlText, stateful)
+		}
+	}
 }
 
 func checkEntry(t *testing.T, e []netip.Addr) {

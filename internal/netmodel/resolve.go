@@ -29,7 +29,8 @@ func ValidatePod(pod *corev1.Pod, ns *corev1.Namespace, networks []estuaryv1.Net
 // named network, else the named subnets' network, else the Overlay network.
 // Named networks and subnets must exist, the subnets (any number of each
 // family, tried in order by the allocator) must all belong to that network,
-// and the network's type must be the requested one. It returns nil and no
+// the network's type must be the requested one, and the network and any
+// named private subnet must allow the pod's namespace. It returns nil and no
 // error when the selection is empty and the cluster has no Overlay network.
 func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) (*estuaryv1.Network, error) {
 	name, err := networkOfSubnets(sel, subnets)
@@ -49,6 +50,9 @@ func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estu
 			sel.NetworkType, KindNetwork, n.Name, n.Spec.Type, hint)
 	}
 	if err := allowsNamespace(sel, n); err != nil {
+		return nil, err
+	}
+	if err := allowsSubnets(sel, subnets); err != nil {
 		return nil, err
 	}
 	return n, nil

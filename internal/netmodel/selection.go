@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -33,6 +34,11 @@ type Selection struct {
 	// From says, per annotation key set, whether the value came from the
 	// pod ("") or from its namespace (the namespace's name).
 	From map[string]string
+	// NamespaceLabels are the labels of the pod's namespace, which the
+	// namespace selectors of Networks and Subnets match: at least
+	// kubernetes.io/metadata.name, which the API server sets to the
+	// namespace's name, also when the namespace was not found.
+	NamespaceLabels labels.Set
 }
 
 // Families lists, IPv4 first, the families the ip-family annotation asks
@@ -70,7 +76,7 @@ func (s *Selection) deny(key, format string, args ...any) *Denial {
 // the network and subnets (at most MaxSubnets, none twice), a NetworkType,
 // an IP family.
 func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
-	sel := Selection{Pod: podName(pod), Namespace: pod.Namespace, From: map[string]string{}}
+	sel := Selection{Pod: podName(pod), Namespace: pod.Namespace, From: map[string]string{}, NamespaceLabels: namespaceLabels(pod.Namespace, ns)}
 	get := func(key string) string { return sel.lookup(pod, ns, key) }
 	if v := get(estuaryv1.AnnotationNetwork); v != "" {
 		if !validName(v) {
@@ -104,11 +110,23 @@ func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
 	return sel, nil
 }
 
+// namespaceLabels are ns's labels (ns may be nil), with
+// kubernetes.io/metadata.name set to name.
+func namespaceLabels(name string, ns *corev1.Namespace) labels.Set {
+	out := labels.Set{corev1.LabelMetadataName: name}
+	if ns != nil {
+		for k, v := range ns.Labels {
+			if k != corev1.LabelMetadataName {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
 // MaxSubnets is how many subnets the subnet annotation may name.
 const MaxSubnets = 16
 
-// parseSubnets splits the subnet annotation's comma-separated list, keeping
-// its order.
 // lookup reads annotation key from pod or, when the pod does not set it,
 // from ns (nil: the pod only), noting in From where it came from.
 func (s *Selection) lookup(pod *corev1.Pod, ns *corev1.Namespace, key string) string {
@@ -125,6 +143,8 @@ func (s *Selection) lookup(pod *corev1.Pod, ns *corev1.Namespace, key string) st
 	return ""
 }
 
+// parseSubnets splits the subnet annotation's comma-separated list, keeping
+// its order.
 func parseSubnets(sel *Selection, v string) ([]string, error) {
 	list := strings.Split(v, ",")
 	if len(list) > MaxSubnets {

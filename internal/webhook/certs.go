@@ -63,11 +63,12 @@ func AddCertRotator(mgr manager.Manager, c CertRotation) (<-chan struct{}, error
 }
 
 // SetupWithRotation is Setup for a webhook whose certificate the rotator
-// makes: it registers the indexes and the rotator now, and the handlers (and
-// with them the webhook server, which needs the certificate to start) once
-// the certificate is in place. The returned channel is closed then.
-func SetupWithRotation(ctx context.Context, mgr manager.Manager, c CertRotation) (<-chan struct{}, error) {
-	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+// makes: it registers what the cache needs (Prepare) and the rotator now,
+// and the handlers (and with them the webhook server, which needs the
+// certificate to start) once the certificate is in place. The returned
+// channel is closed then.
+func SetupWithRotation(ctx context.Context, mgr manager.Manager, c CertRotation, opts Options) (<-chan struct{}, error) {
+	if err := Prepare(ctx, mgr); err != nil {
 		return nil, err
 	}
 	certs, err := AddCertRotator(mgr, c)
@@ -78,7 +79,7 @@ func SetupWithRotation(ctx context.Context, mgr manager.Manager, c CertRotation)
 	go func() {
 		select {
 		case <-certs:
-			Register(mgr)
+			Register(mgr, opts)
 			close(registered)
 		case <-ctx.Done():
 		}

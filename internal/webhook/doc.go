@@ -15,7 +15,13 @@
 //     network's subnets override the VLAN id; range.version matches the CIDR;
 //     a subnet that still has IPInstances cannot be deleted.
 //   - Pod (create): the network, subnets and network type it asks for through
-//     its annotations, or its namespace's, parse, exist and agree.
+//     its annotations, or its namespace's, parse, exist and agree; its
+//     fixed-address and retention annotations stay within the
+//     administrator's tenancy bounds (netmodel.Bounds: the longest
+//     ip-retain-ttl, Never only where its Network allows it; no Node
+//     address, reservedIPs and private subnets only from the namespaces
+//     their Subnet selects, at most netmodel.MaxPoolEntries pool entries).
+//   - Network and Subnet: their namespace selectors parse.
 //
 // Mutating rules (pod create), each ANDed into every one of the pod's own
 // required node selector terms:

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,11 +15,14 @@ import (
 
 // validatePod applies netmodel's pod rules (the selection parses and
 // resolves, see netmodel.ValidatePod) and checks the pod's fixed-address
-// annotations (see netmodel.FixedFor): every value parses, every address
-// lies and is assignable in a subnet of the pod's network, and no address
-// the pod names with ip-address is recorded for another workload. The
-// selection is read and resolved once for both.
-func validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podInputs) error {
+// annotations (see netmodel.FixedFor): every value parses, the retention it
+// asks for is within the administrator's bounds (CheckRetention), every
+// address lies and is assignable in a subnet of the pod's network and may
+// be claimed by the pod's namespace, none is a Node's address
+// (CheckAddresses), and no address the pod names with ip-address is
+// recorded for another workload. The selection is read and resolved once
+// for all.
+func (v *PodValidator) validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podInputs) error {
 	sel, err := netmodel.SelectionFor(pod, in.ns)
 	if err != nil {
 		return err
@@ -28,15 +32,31 @@ func validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podIn
 		return err
 	}
 	fx, err := netmodel.FixedFor(&sel, pod, in.ns)
-	if err != nil || !fx.Wants() || n == nil {
+	if err != nil {
 		return err
 	}
-	if _, err := fx.CheckAddresses(n, in.subnets); err != nil {
+	if err := fx.CheckRetention(v.Bounds, n, statefulPod(pod)); err != nil {
+		return err
+	}
+	if !fx.Wants() || n == nil {
+		return nil
+	}
+	nodes, err := nodeAddresses(ctx, r)
+	if err != nil {
+		return err
+	}
+	if _, err := fx.CheckAddresses(n, in.subnets, netmodel.Claims{Nodes: nodes, Layouts: v.Layouts}); err != nil {
 		return err
 	}
 	if len(fx.Addresses) == 0 {
 		return nil
 	}
+	return notHeldElsewhere(ctx, r, pod, &fx)
+}
+
+// notHeldElsewhere refuses an address of ip-address recorded for another
+// workload than the pod's.
+func notHeldElsewhere(ctx context.Context, r client.Reader, pod *corev1.Pod, fx *netmodel.Fixed) error {
 	owner, err := workload.Of(ctx, r, pod)
 	if err != nil {
 		return internal("find the pod's workload", err)
@@ -56,6 +76,22 @@ func validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podIn
 		}
 	}
 	return nil
+}
+
+// statefulPod reports whether pod is a StatefulSet's, whose rule keeps its
+// addresses (see netmodel.Fixed.CheckRetention).
+func statefulPod(pod *corev1.Pod) bool {
+	_, _, ok := workload.StatefulOrdinal(pod)
+	return ok
+}
+
+// nodeAddresses lists the Nodes' addresses, which no pod may name.
+func nodeAddresses(ctx context.Context, r client.Reader) (map[netip.Addr]netmodel.NodeAddress, error) {
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, internal("list nodes", err)
+	}
+	return netmodel.NodeAddresses(nodes.Items), nil
 }
 
 func phaseWord(p estuaryv1.IPInstancePhase) string {

@@ -138,10 +138,14 @@ func (v *SubnetValidator) validate(ctx context.Context, s *estuaryv1.Subnet) err
 }
 
 // PodValidator admits pods (on create). Reader is the manager's cache;
-// Live, when set, confirms a refusal (see confirm).
+// Live, when set, confirms a refusal (see confirm). Bounds are the
+// administrator's tenancy bounds; Layouts, when set, caches the subnets'
+// layouts across requests.
 type PodValidator struct {
-	Reader client.Reader
-	Live   client.Reader
+	Reader  client.Reader
+	Live    client.Reader
+	Bounds  netmodel.Bounds
+	Layouts *netmodel.Layouts
 }
 
 // ValidateCreate applies validatePod.
@@ -155,7 +159,7 @@ func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (adm
 		if err != nil {
 			return err
 		}
-		return validatePod(ctx, r, pod, in)
+		return v.validatePod(ctx, r, pod, in)
 	}
 	return nil, confirm(check(v.Reader), v.Live, check)
 }
@@ -195,12 +199,12 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	sel, n := in.network(pod)
+	sel, n := in.network(pod, namespace)
 	if n == nil && d.Live != nil {
 		if in, err = readPodInputs(ctx, d.Live, namespace); err != nil {
 			return err
 		}
-		sel, n = in.network(pod)
+		sel, n = in.network(pod, namespace)
 	}
 	if n == nil {
 		return nil
@@ -243,11 +247,13 @@ type podInputs struct {
 	subnets  []estuaryv1.Subnet
 }
 
-// network is the pod's selection and the network it gets, nil also when
-// the selection does not parse or resolve (the validating webhook refuses
-// such a pod).
-func (in *podInputs) network(pod *corev1.Pod) (netmodel.Selection, *estuaryv1.Network) {
-	sel, err := netmodel.SelectionFor(pod, in.ns)
+// network is the selection and network of pod, created in namespace (the
+// request's, which the object may not carry), nil also when the selection
+// does not parse or resolve (the validating webhook refuses such a pod).
+func (in *podInputs) network(pod *corev1.Pod, namespace string) (netmodel.Selection, *estuaryv1.Network) {
+	named := *pod
+	named.Namespace = namespace
+	sel, err := netmodel.SelectionFor(&named, in.ns)
 	if err != nil {
 		return sel, nil
 	}

@@ -16,11 +16,12 @@ import (
 
 // ValidateNetwork checks n against the cluster's other networks and its
 // nodes: at most one Overlay network, no two Underlay domains sharing a node
-// or an identical selector, and at least one peer for a BGP network.
+// or an identical selector, at least one peer for a BGP network, and a
+// retention namespace selector that parses.
 // networks may include n itself (matched by name); it is skipped.
 func ValidateNetwork(n *estuaryv1.Network, networks []estuaryv1.Network, nodes []corev1.Node) error {
 	others := othersThan(n.Name, networks)
-	errs := []error{checkOverlay(n, others), checkBGPPeers(n)}
+	errs := []error{checkOverlay(n, others), checkBGPPeers(n), checkNetworkSelectors(n)}
 	errs = append(errs, checkDomain(n, others, nodes)...)
 	return errors.Join(errs...)
 }

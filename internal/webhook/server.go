@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/workload"
 )
 
@@ -47,14 +48,33 @@ const (
 // +kubebuilder:webhook:path=/validate-v1-pod,mutating=false,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.validate.estuary.io,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=pod.mutate.estuary.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 
-// Setup registers the cache indexes the handlers list by and the four
-// handlers on mgr's webhook server: AddIndexes and Register.
-func Setup(ctx context.Context, mgr manager.Manager) error {
+// Options configure the handlers.
+type Options struct {
+	// Bounds are the administrator's tenancy bounds the pod rules apply
+	// (the manager's --max-retain-ttl), the same the manager applies
+	// before it allocates.
+	Bounds netmodel.Bounds
+}
+
+// Setup registers the cache indexes the handlers list by, the metadata
+// informers workload.Of reads, and the four handlers on mgr's webhook
+// server: Prepare and Register.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
+	if err := Prepare(ctx, mgr); err != nil {
+		return err
+	}
+	Register(mgr, opts)
+	return nil
+}
+
+// Prepare registers in mgr's cache, before it starts, what the handlers
+// read: the indexes of AddIndexes and the owners' metadata informers
+// (workload.Watch).
+func Prepare(ctx context.Context, mgr manager.Manager) error {
 	if err := AddIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	Register(mgr)
-	return nil
+	return workload.Watch(ctx, mgr.GetCache())
 }
 
 // Register adds the four handlers to mgr's webhook server, which it adds to
@@ -62,11 +82,12 @@ func Setup(ctx context.Context, mgr manager.Manager) error {
 // must have the indexes of AddIndexes, and confirm a refusal, or look up a
 // network the cache does not know yet, with its API reader. Register may be called after mgr has
 // started, e.g. once the serving certificate is in place.
-func Register(mgr manager.Manager) {
+func Register(mgr manager.Manager, opts Options) {
 	srv, scheme, r, live := mgr.GetWebhookServer(), mgr.GetScheme(), mgr.GetClient(), mgr.GetAPIReader()
+	pods := &PodValidator{Reader: r, Live: live, Bounds: opts.Bounds, Layouts: netmodel.NewLayouts()}
 	srv.Register(PathValidateNetwork, admission.WithValidator(scheme, &NetworkValidator{Reader: r, Live: live}))
 	srv.Register(PathValidateSubnet, admission.WithValidator(scheme, &SubnetValidator{Reader: r, Live: live}))
-	srv.Register(PathValidatePod, admission.WithValidator(scheme, &PodValidator{Reader: r, Live: live}))
+	srv.Register(PathValidatePod, admission.WithValidator(scheme, pods))
 	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r, Live: live}))
 }
 

@@ -36,8 +36,9 @@ func (r addrRange) String() string { return r.start.String() + "-" + r.end.Strin
 // its network exists; its family matches its CIDR; it overlaps no other
 // subnet, except one of the same network with the identical CIDR whose range
 // is disjoint from s's and holds neither gateway; a subnet of a VLAN network
-// has a gateway; only a VLAN network's subnets set netID. subnets may include
-// s itself (matched by name); it is skipped.
+// has a gateway; only a VLAN network's subnets set netID; its namespace
+// selectors parse. subnets may include s itself (matched by name); it is
+// skipped.
 func ValidateSubnet(s *estuaryv1.Subnet, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) error {
 	r, err := parseRange(s)
 	if err != nil {
@@ -45,6 +46,7 @@ func ValidateSubnet(s *estuaryv1.Subnet, networks []estuaryv1.Network, subnets [
 	}
 	errs := checkParent(s, networks)
 	errs = append(errs, checkOverlaps(s, r, subnets)...)
+	errs = append(errs, checkSubnetSelectors(s)...)
 	return errors.Join(errs...)
 }
 

@@ -7,10 +7,18 @@
 // A pod's top-level owner is found by following controller references: a
 // ReplicaSet controlled by a Deployment gives the Deployment, a Job
 // controlled by a CronJob gives the CronJob, any other controller (a
-// StatefulSet, a DaemonSet, a ReplicaSet or Job of its own, a custom
-// controller) is the owner itself, and a pod without a controller owns its
-// own addresses. Only the metadata of ReplicaSets and Jobs is read, from a
-// cache, so the lookup costs no API call on the allocation path.
+// StatefulSet, a DaemonSet, a ReplicaSet or Job of its own) is the owner
+// itself, and a pod without a controller owns its own addresses.
+//
+// The API server checks neither the kind nor the name of an owner
+// reference, so every owner followed must exist with the UID the reference
+// names: a pod whose controller does not (deleted, or a forged reference)
+// is its own workload, and a ReplicaSet or Job whose controller does not is
+// the workload itself. A pod therefore cannot take the addresses a
+// Deployment keeps by naming it. Only the kinds of Owners (the apps and
+// batch controllers) can be checked; a pod of any other controller is its
+// own workload. Only their metadata is read, from a cache whose informers
+// Watch starts, so the lookup costs no API call on the allocation path.
 //
 // An owner is known by namespace, kind and name, never by UID alone: a
 // Deployment deleted and created again is the same workload, and its new
@@ -20,12 +28,17 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -71,40 +84,117 @@ func ParseKey(key string) (Ref, bool) {
 	return Ref{Namespace: parts[0], Kind: parts[1], Name: parts[2]}, true
 }
 
-// Of returns pod's top-level owner, reading the metadata of its ReplicaSet
-// or Job from r. A ReplicaSet or Job that cannot be found (deleted already)
-// is taken as the owner itself; any other read failure is returned.
+// Of returns pod's top-level owner, reading the metadata of each owner it
+// follows from r (see the package comment): an owner not found, or found
+// with another UID, is not followed. Any other read failure is returned.
 func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
+	self := Ref{Namespace: pod.Namespace, Kind: KindPod, Name: pod.Name, UID: string(pod.UID)}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
-		return Ref{Namespace: pod.Namespace, Kind: KindPod, Name: pod.Name, UID: string(pod.UID)}, nil
+		return self, nil
+	}
+	meta, err := verified(ctx, r, pod.Namespace, ref)
+	if err != nil {
+		return self, fmt.Errorf("read %s %s/%s, controller of pod %s/%s: %w", ref.Kind, pod.Namespace, ref.Name, pod.Namespace, pod.Name, err)
+	}
+	if meta == nil {
+		return self, nil
 	}
 	own := Ref{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+	parent := metav1.GetControllerOf(meta)
+	if parent == nil || parents[kindOf(ref)] != kindOf(parent) {
+		return own, nil
+	}
+	switch pm, err := verified(ctx, r, pod.Namespace, parent); {
+	case err != nil:
+		return own, fmt.Errorf("read %s %s/%s, controller of %s %s/%s: %w", parent.Kind, pod.Namespace, parent.Name, ref.Kind, pod.Namespace, ref.Name, err)
+	case pm == nil:
+		return own, nil
+	}
+	return Ref{Namespace: pod.Namespace, Kind: parent.Kind, Name: parent.Name, UID: string(parent.UID)}, nil
+}
+
+// Owners are the controller kinds Of can verify, and so follow.
+var Owners = []schema.GroupVersionKind{
+	appsv1.SchemeGroupVersion.WithKind(KindReplicaSet),
+	appsv1.SchemeGroupVersion.WithKind(KindDeployment),
+	appsv1.SchemeGroupVersion.WithKind(KindStatefulSet),
+	appsv1.SchemeGroupVersion.WithKind(KindDaemonSet),
+	batchv1.SchemeGroupVersion.WithKind(KindJob),
+	batchv1.SchemeGroupVersion.WithKind(KindCronJob),
+}
+
+// parents maps a kind to the kind of the controller that makes it part of
+// a larger workload.
+var parents = map[schema.GroupKind]schema.GroupKind{
+	{Group: appsv1.GroupName, Kind: KindReplicaSet}: {Group: appsv1.GroupName, Kind: KindDeployment},
+	{Group: batchv1.GroupName, Kind: KindJob}:       {Group: batchv1.GroupName, Kind: KindCronJob},
+}
+
+// kindOf is the group and kind an owner reference names; the zero
+// GroupKind when its apiVersion does not parse.
+func kindOf(ref *metav1.OwnerReference) schema.GroupKind {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return own, nil //nolint:nilerr // an unparsable apiVersion names no parent to follow
+		return schema.GroupKind{}
 	}
-	var parentKind string
-	switch {
-	case gv.Group == "apps" && ref.Kind == KindReplicaSet:
-		parentKind = KindDeployment
-	case gv.Group == "batch" && ref.Kind == KindJob:
-		parentKind = KindCronJob
-	default:
-		return own, nil
+	return schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+}
+
+// verified reads, from r, the metadata of the object ref names in
+// namespace, at the version Owners lists: nil when ref's kind is not one of
+// Owners, or no such object exists with ref's UID.
+func verified(ctx context.Context, r client.Reader, namespace string, ref *metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
+	gk := kindOf(ref)
+	i := slices.IndexFunc(Owners, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == gk })
+	if i < 0 || ref.UID == "" {
+		return nil, nil
 	}
 	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(gv.WithKind(ref.Kind))
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, meta); {
+	meta.SetGroupVersionKind(Owners[i])
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, meta); {
 	case apierrors.IsNotFound(err):
-		return own, nil
+		return nil, nil
 	case err != nil:
-		return own, fmt.Errorf("read %s %s/%s, controller of pod %s/%s: %w", ref.Kind, pod.Namespace, ref.Name, pod.Namespace, pod.Name, err)
+		return nil, err
+	case meta.UID != ref.UID:
+		return nil, nil
 	}
-	if parent := metav1.GetControllerOf(meta); parent != nil && parent.Kind == parentKind {
-		return Ref{Namespace: pod.Namespace, Kind: parent.Kind, Name: parent.Name, UID: string(parent.UID)}, nil
+	return meta, nil
+}
+
+// Watch starts, in c, the metadata informers of every kind of Owners, so
+// that Of reads a synced cache from the start rather than starting an
+// informer (one list) on the first pod. Call it before the cache starts;
+// it needs get, list and watch on those kinds.
+func Watch(ctx context.Context, c cache.Informers) error {
+	for _, gvk := range Owners {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(gvk)
+		if _, err := c.GetInformer(ctx, meta); err != nil {
+			return fmt.Errorf("watch %s metadata: %w", gvk.Kind, err)
+		}
 	}
-	return own, nil
+	return nil
+}
+
+// StatefulOrdinal is the StatefulSet that controls pod and the pod's
+// ordinal, read from its name (<set>-<ordinal>), as the manager keeps a
+// StatefulSet's addresses; ok is false for any other pod.
+func StatefulOrdinal(pod *corev1.Pod) (set string, ordinal int32, ok bool) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != KindStatefulSet || !strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/") {
+		return "", 0, false
+	}
+	suffix, ok := strings.CutPrefix(pod.Name, ref.Name+"-")
+	if !ok {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(suffix, 10, 32)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return ref.Name, int32(n), true
 }
 
 // Pooled reports whether an address in phase, of an owner of kind, is held

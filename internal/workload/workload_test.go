@@ -1,7 +1,21 @@
 package workload
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -27,6 +41,110 @@ func TestPoolOf(t *testing.T) {
 		ref, ok := PoolOf(c.ipi)
 		if got := map[bool]string{true: ref.Key(), false: ""}[ok]; got != c.want {
 			t.Errorf("%s: pool %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// cluster is a reader holding objs, standing in for the manager's cache.
+func cluster(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := errors.Join(appsv1.AddToScheme(scheme), batchv1.AddToScheme(scheme), corev1.AddToScheme(scheme)); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+func meta(name, uid string, controller *metav1.OwnerReference) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)}
+	if controller != nil {
+		m.OwnerReferences = []metav1.OwnerReference{*controller}
+	}
+	return m
+}
+
+func controlledBy(apiVersion, kind, name, uid string) *metav1.OwnerReference {
+	return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(true)}
+}
+
+// Of follows only owners that exist with the UID the reference names, so a
+// forged reference makes a pod its own workload, not the one it names.
+func TestOfVerifiesOwners(t *testing.T) {
+	api := &appsv1.Deployment{ObjectMeta: meta("api", "d-1", nil)}
+	rs := &appsv1.ReplicaSet{ObjectMeta: meta("api-1", "rs-1", controlledBy("apps/v1", KindDeployment, "api", "d-1"))}
+	forgedRS := &appsv1.ReplicaSet{ObjectMeta: meta("api-2", "rs-2", controlledBy("apps/v1", KindDeployment, "api", "d-forged"))}
+	sts := &appsv1.StatefulSet{ObjectMeta: meta("db", "s-1", nil)}
+	cron := &batchv1.CronJob{ObjectMeta: meta("nightly", "c-1", nil)}
+	job := &batchv1.Job{ObjectMeta: meta("nightly-1", "j-1", controlledBy("batch/v1", KindCronJob, "nightly", "c-1"))}
+	r := cluster(t, api, rs, forgedRS, sts, cron, job)
+	self := "ns/Pod/p"
+	for _, c := range []struct {
+		name  string
+		owner *metav1.OwnerReference
+		want  string
+	}{
+		{"no controller", nil, self},
+		{"a Deployment's ReplicaSet", controlledBy("apps/v1", KindReplicaSet, "api-1", "rs-1"), "ns/Deployment/api"},
+		{"a ReplicaSet of another version", controlledBy("apps/v1beta2", KindReplicaSet, "api-1", "rs-1"), "ns/Deployment/api"},
+		{"a ReplicaSet with a forged Deployment reference", controlledBy("apps/v1", KindReplicaSet, "api-2", "rs-2"), "ns/ReplicaSet/api-2"},
+		{"a ReplicaSet named with a wrong UID", controlledBy("apps/v1", KindReplicaSet, "api-1", "forged"), self},
+		{"a ReplicaSet that does not exist", controlledBy("apps/v1", KindReplicaSet, "api-9", "rs-9"), self},
+		{"the Deployment named with a wrong UID", controlledBy("apps/v1", KindDeployment, "api", "forged"), self},
+		{"a Deployment that does not exist", controlledBy("apps/v1", KindDeployment, "gone", "d-9"), self},
+		{"the Deployment named with its UID", controlledBy("apps/v1", KindDeployment, "api", "d-1"), "ns/Deployment/api"},
+		{"a StatefulSet", controlledBy("apps/v1", KindStatefulSet, "db", "s-1"), "ns/StatefulSet/db"},
+		{"a StatefulSet named with a wrong UID", controlledBy("apps/v1", KindStatefulSet, "db", "forged"), self},
+		{"a CronJob's Job", controlledBy("batch/v1", KindJob, "nightly-1", "j-1"), "ns/CronJob/nightly"},
+		{"a kind of another group", controlledBy("example.com/v1", KindDeployment, "api", "d-1"), self},
+		{"a custom controller", controlledBy("apps.kruise.io/v1alpha1", "CloneSet", "c", "x"), self},
+		{"an apiVersion that does not parse", controlledBy("a/b/c", KindReplicaSet, "api-1", "rs-1"), self},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: meta("p", "p-1", c.owner)}
+			got, err := Of(context.Background(), r, pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Key() != c.want {
+				t.Errorf("workload %s, want %s", got.Key(), c.want)
+			}
+		})
+	}
+}
+
+// A failure to read an owner is returned, never taken as the owner's
+// absence.
+func TestOfReturnsReadFailures(t *testing.T) {
+	broken := interceptor.NewClient(cluster(t).(client.WithWatch), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return errors.New("cache not synced")
+		},
+	})
+	pod := &corev1.Pod{ObjectMeta: meta("p", "p-1", controlledBy("apps/v1", KindReplicaSet, "api-1", "rs-1"))}
+	got, err := Of(context.Background(), broken, pod)
+	if err == nil || !strings.Contains(err.Error(), "ReplicaSet ns/api-1, controller of pod ns/p") {
+		t.Fatalf("Of = %v, %v; want the read failure naming the ReplicaSet", got, err)
+	}
+}
+
+func TestStatefulOrdinal(t *testing.T) {
+	for _, c := range []struct {
+		pod   string
+		owner *metav1.OwnerReference
+		set   string
+		ord   int32
+		ok    bool
+	}{
+		{"db-2", controlledBy("apps/v1", KindStatefulSet, "db", "s"), "db", 2, true},
+		{"db-x", controlledBy("apps/v1", KindStatefulSet, "db", "s"), "", 0, false},
+		{"web-0", controlledBy("apps/v1", KindStatefulSet, "db", "s"), "", 0, false},
+		{"db-0", controlledBy("example.com/v1", KindStatefulSet, "db", "s"), "", 0, false},
+		{"db-0", controlledBy("apps/v1", KindReplicaSet, "db", "s"), "", 0, false},
+		{"db-0", nil, "", 0, false},
+	} {
+		set, ord, ok := StatefulOrdinal(&corev1.Pod{ObjectMeta: meta(c.pod, "p", c.owner)})
+		if set != c.set || ord != c.ord || ok != c.ok {
+			t.Errorf("StatefulOrdinal(%s, %v) = %q, %d, %v; want %q, %d, %v", c.pod, c.owner, set, ord, ok, c.set, c.ord, c.ok)
 		}
 	}
 }

@@ -327,18 +327,50 @@ func (a *Allocator) Transfer(name string, addr netip.Addr, from, to string, st S
 // nothing and needs no Allocator, so admission can check an address before
 // any allocation.
 func CheckAddr(cfg SubnetConfig, addr netip.Addr) error {
-	l, err := newLayout(cfg)
+	c, err := NewChecker(cfg)
 	if err != nil {
 		return err
 	}
-	off, ok := l.offset(addr)
+	return c.Check(addr)
+}
+
+// Checker answers CheckAddr and Reserved for one subnet configuration,
+// validated and laid out once, so that many addresses are checked against
+// it for the cost of one layout. It is immutable and safe for concurrent
+// use.
+type Checker struct{ l *layout }
+
+// NewChecker validates cfg; the error is of kind ErrInvalidConfig.
+func NewChecker(cfg SubnetConfig) (*Checker, error) {
+	l, err := newLayout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{l: l}, nil
+}
+
+// Config is the configuration the checker was built from.
+func (c *Checker) Config() SubnetConfig { return c.l.cfg }
+
+// Check is CheckAddr of the checker's configuration and addr.
+func (c *Checker) Check(addr netip.Addr) error {
+	off, ok := c.l.offset(addr)
 	if !ok {
+		cfg := c.l.cfg
 		return &Error{Kind: ErrOutOfRange, Subnet: cfg.Name, Prefix: cfg.Prefix, Addr: addr, Detail: fmt.Sprintf("address %s is outside %s", addr, cfg.Prefix)}
 	}
-	if e := l.refuse(off, addr); e != nil {
+	if e := c.l.refuse(off, addr); e != nil {
 		return e
 	}
 	return nil
+}
+
+// Reserved reports whether addr is one of the configuration's reserved
+// addresses that can be assigned (inside the window, not excluded): the
+// ones next-fit skips and only an explicit assignment takes.
+func (c *Checker) Reserved(addr netip.Addr) bool {
+	off, ok := c.l.offset(addr)
+	return ok && c.l.class(off) == classReserved
 }
 
 // Lookup returns the record of a held address, or ErrNotAllocated.

@@ -260,7 +260,6 @@ func (l *layout) class(off uint64) uint8 {
 // refuse returns why an explicit assignment of off is refused, or nil. a is the
 // address off stands for.
 func (l *layout) refuse(off uint64, a netip.Addr) *Error {
-	e := &Error{Subnet: l.cfg.Name, Addr: a}
 	var why string
 	switch {
 	case off == 0:
@@ -270,15 +269,12 @@ func (l *layout) refuse(off uint64, a netip.Addr) *Error {
 	case l.hasGateway && off == l.gateway:
 		why = "gateway"
 	case off < l.start || off > l.end:
-		e.Kind = ErrOutOfRange
-		e.Detail = fmt.Sprintf("address %s is outside the allocatable range [%s, %s]", a, l.addr(l.start), l.addr(l.end))
-		return e
+		return &Error{Kind: ErrOutOfRange, Subnet: l.cfg.Name, Addr: a,
+			Detail: fmt.Sprintf("address %s is outside the allocatable range [%s, %s]", a, l.addr(l.start), l.addr(l.end))}
 	case l.blocked.contains(off):
 		why = "excluded range"
 	default:
 		return nil
 	}
-	e.Kind = ErrExcluded
-	e.Detail = fmt.Sprintf("address %s is excluded (%s)", a, why)
-	return e
+	return &Error{Kind: ErrExcluded, Subnet: l.cfg.Name, Addr: a, Detail: fmt.Sprintf("address %s is excluded (%s)", a, why)}
 }

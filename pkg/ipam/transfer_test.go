@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -72,4 +73,31 @@ func TestCheckAddr(t *testing.T) {
 		wantErr(t, CheckAddr(cfg, ip(tc.addr)), tc.kind, tc.substr)
 	}
 	wantErr(t, CheckAddr(SubnetConfig{Name: "bad", Network: "n", Prefix: pfx("fd00::/48")}, ip("fd00::1")), ErrInvalidConfig, "")
+}
+
+// A Checker answers as CheckAddr for every address, and tells reserved
+// addresses apart: only assignable ones, not those excluded or outside the
+// window.
+func TestCheckerReserved(t *testing.T) {
+	cfg := SubnetConfig{Name: "s", Network: "n", Prefix: pfx("10.0.0.0/24"), Gateway: ip("10.0.0.1"), End: ip("10.0.0.200"),
+		Excluded: []Range{rng(t, "10.0.0.50-10.0.0.59")}, Reserved: []Range{rng(t, "10.0.0.9"), rng(t, "10.0.0.55-10.0.0.60"), rng(t, "10.0.0.210")}}
+	c, err := NewChecker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		addr     string
+		reserved bool
+	}{{"10.0.0.9", true}, {"10.0.0.60", true}, {"10.0.0.55", false}, {"10.0.0.210", false}, {"10.0.0.7", false}, {"fd00::9", false}} {
+		if got := c.Reserved(ip(tc.addr)); got != tc.reserved {
+			t.Errorf("Reserved(%s) = %v, want %v", tc.addr, got, tc.reserved)
+		}
+		want, got := CheckAddr(cfg, ip(tc.addr)), c.Check(ip(tc.addr))
+		if (want == nil) != (got == nil) || want != nil && want.Error() != got.Error() {
+			t.Errorf("Check(%s) = %v, CheckAddr = %v", tc.addr, got, want)
+		}
+	}
+	if _, err := NewChecker(SubnetConfig{Name: "bad", Network: "n", Prefix: pfx("fd00::/48")}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewChecker of a /48: %v, want ErrInvalidConfig", err)
+	}
 }

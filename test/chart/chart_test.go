@@ -263,7 +263,7 @@ func TestManagerDeployment(t *testing.T) {
 			t.Errorf("%s: command %v", what, c.Command)
 		}
 		for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=" + namespace,
-			"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=:8081"} {
+			"--metrics-bind-address=127.0.0.1:8080", "--health-probe-bind-address=:8081", "--max-retain-ttl=168h"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}

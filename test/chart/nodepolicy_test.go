@@ -19,9 +19,11 @@ import (
 
 // TestDaemonMayPatchOnlyItsOwnNode installs the chart's RBAC and its
 // admission policy and patches Nodes as the daemon of node vap-self would
-// (its bound token names the node): its own networking.estuary.io/
-// annotations go through; another Node, its labels, other annotations, or a
-// token that names no node are refused with the policy's message.
+// (its bound token names the node): the annotations it writes
+// (networking.estuary.io/vtep-ip, vtep-mac, bgp-peers) go through; another
+// Node, its labels, finalizers, owner references, generateName, spec, any
+// other annotation (networking.estuary.io/ ones included), or a token that
+// names no node are refused with the policy's message.
 func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 	ensureNamespace(t)
 	objs := render(t)
@@ -33,13 +35,18 @@ func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctx(t), obj) })
 	}
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "inventory", UID: "6c1e0d3e-0000-4000-8000-000000000001"}
 	for _, name := range []string{"vap-self", "vap-other"} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rack": "r1"},
-			Annotations: map[string]string{"owner": "ops"}}}
+			Annotations: map[string]string{"owner": "ops", "networking.estuary.io/network-fabric": "ops"},
+			Finalizers:  []string{"ops.example.com/decommission"}, OwnerReferences: []metav1.OwnerReference{owner}}}
 		if err := k8s.Create(ctx(t), n); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx(t), n) })
+		t.Cleanup(func() {
+			_ = k8s.Patch(ctx(t), n, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+			_ = k8s.Delete(ctx(t), n)
+		})
 	}
 	daemon := daemonClient(t, "vap-self")
 	patch := func(c client.Client, node, body string) error {
@@ -56,14 +63,29 @@ func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 		}
 		return nil
 	})
-	if err := patch(daemon, "vap-self", own); err != nil {
-		t.Errorf("the daemon may not patch its own VTEP annotation: %v", err)
+	for _, body := range []string{own,
+		`{"metadata":{"annotations":{"networking.estuary.io/vtep-mac":"0a:58:0a:00:00:01","networking.estuary.io/bgp-peers":"{}"}}}`,
+		`{"metadata":{"annotations":{"networking.estuary.io/bgp-peers":null}}}`,
+	} {
+		if err := patch(daemon, "vap-self", body); err != nil {
+			t.Errorf("the daemon may not write its own annotations (%s): %v", body, err)
+		}
 	}
+	const annotations = "may change only its annotations networking.estuary.io/vtep-ip, vtep-mac and bgp-peers"
+	const refs = "finalizers, ownerReferences or generateName"
 	for _, c := range []struct{ what, body, want string }{
 		{"a label", `{"metadata":{"labels":{"rack":"r2"}}}`, "labels or spec"},
-		{"another annotation", `{"metadata":{"annotations":{"owner":"me"}}}`, "only networking.estuary.io/ annotations"},
-		{"removing another annotation", `{"metadata":{"annotations":{"owner":null}}}`, "only networking.estuary.io/ annotations"},
+		{"another annotation", `{"metadata":{"annotations":{"owner":"me"}}}`, annotations},
+		{"removing another annotation", `{"metadata":{"annotations":{"owner":null}}}`, annotations},
+		{"another estuary annotation", `{"metadata":{"annotations":{"networking.estuary.io/network-fabric":"daemon"}}}`, annotations},
+		{"a new estuary annotation", `{"metadata":{"annotations":{"networking.estuary.io/ipv4-available-fabric":"true"}}}`, annotations},
+		{"removing another estuary annotation", `{"metadata":{"annotations":{"networking.estuary.io/network-fabric":null}}}`, annotations},
 		{"its spec", `{"spec":{"unschedulable":true}}`, "labels or spec"},
+		{"adding a finalizer", `{"metadata":{"finalizers":["ops.example.com/decommission","estuary.example/hold"]}}`, refs},
+		{"removing the finalizers", `{"metadata":{"finalizers":null}}`, refs},
+		{"adding an owner", `{"metadata":{"ownerReferences":[` + ownerJSON(owner) + `,{"apiVersion":"v1","kind":"Namespace","name":"kube-system","uid":"6c1e0d3e-0000-4000-8000-000000000002"}]}}`, refs},
+		{"removing the owners", `{"metadata":{"ownerReferences":null}}`, refs},
+		{"its generateName", `{"metadata":{"generateName":"vap-"}}`, refs},
 	} {
 		err := patch(daemon, "vap-self", c.body)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.want) {
@@ -77,9 +99,16 @@ func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 	if err := k8s.Get(ctx(t), client.ObjectKey{Name: "vap-self"}, n); err != nil {
 		t.Fatal(err)
 	}
-	if n.Labels["rack"] != "r1" || n.Annotations["owner"] != "ops" || n.Spec.Unschedulable {
-		t.Errorf("refused patches changed the node: labels %v annotations %v", n.Labels, n.Annotations)
+	if n.Labels["rack"] != "r1" || n.Annotations["owner"] != "ops" || n.Annotations["networking.estuary.io/network-fabric"] != "ops" ||
+		n.Spec.Unschedulable || len(n.Finalizers) != 1 || len(n.OwnerReferences) != 1 || n.GenerateName != "" {
+		t.Errorf("refused patches changed the node: labels %v annotations %v finalizers %v owners %v generateName %q",
+			n.Labels, n.Annotations, n.Finalizers, n.OwnerReferences, n.GenerateName)
 	}
+}
+
+// ownerJSON is an owner reference as a merge patch writes it.
+func ownerJSON(o metav1.OwnerReference) string {
+	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}`, o.APIVersion, o.Kind, o.Name, o.UID)
 }
 
 // daemonClient talks to the API server as the chart's daemon service

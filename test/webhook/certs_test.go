@@ -51,7 +51,7 @@ func TestCertRotation(t *testing.T) {
 	ready, err := webhook.SetupWithRotation(context.Background(), mgr, webhook.CertRotation{
 		Secret:  types.NamespacedName{Namespace: "default", Name: secret.Name},
 		Service: "estuary-webhook", Configuration: name, CertDir: dir,
-	})
+	}, webhook.Options{})
 	if err != nil {
 		t.Fatalf("setup with rotation: %v", err)
 	}

@@ -50,6 +50,9 @@ func fixedDenials() []denial {
 			want: []string{`pod "default/p"`, ann(ip), "network address"}},
 		{name: "ip-address held by another workload", create: pod(sel(ip, "10.0.0.50")),
 			want: []string{`pod "default/p"`, ann(ip), "10.0.0.50 is used by Deployment default/holder"}},
+		{name: "ip-address held by the Deployment a forged reference names",
+			create: podObj("default", "p", sel(ip, "10.0.0.50"), forgedOwner("Deployment", "holder", "not-its-uid")),
+			want:   []string{`pod "default/p"`, ann(ip), "10.0.0.50 is used by Deployment default/holder"}},
 		{name: "ip-address two of one family", create: pod(sel(ip, "10.0.0.5,10.0.0.6")),
 			want: []string{`pod "default/p"`, ann(ip), "two IPv4 addresses"}},
 		{name: "ip-address of a family the pod does not ask for", create: pod(sel(ip, "fd00::5", annFam, "IPv4")),
@@ -84,6 +87,6 @@ func TestFixedAddressAdmitted(t *testing.T) {
 		podObj("default", "one", sel(estuaryv1.AnnotationIPAddress, "10.0.0.60,fd00::60", estuaryv1.AnnotationMACAddress, "0a:58:0a:00:00:3c")),
 		podObj("default", "pooled", sel(estuaryv1.AnnotationIPPool, "10.0.0.61/fd00::61,10.0.0.62/fd00::62",
 			estuaryv1.AnnotationMACPool, "0a:58:0a:00:00:3d,0a:58:0a:00:00:3e", estuaryv1.AnnotationIPRetain, "true",
-			estuaryv1.AnnotationIPRetainTTL, estuaryv1.RetainNever)),
+			estuaryv1.AnnotationIPRetainTTL, "2h")),
 	)
 }

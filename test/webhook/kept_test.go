@@ -16,25 +16,36 @@ import (
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// replicaSetOf is ReplicaSet name in default, controlled by Deployment
-// deploy.
-func replicaSetOf(name, deploy string) *appsv1.ReplicaSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.ReplicaSet{
+// deploymentWith seeds Deployment deploy in default and its ReplicaSet
+// name, controlled by it with the Deployment's UID, and returns the
+// ReplicaSet as stored (with its UID).
+func deploymentWith(t *testing.T, name, deploy string) *appsv1.ReplicaSet {
+	t.Helper()
+	labels := map[string]string{"app": deploy}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: deploy},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template}}
+	seed(t, d)
+	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "apps/v1", Kind: "Deployment", Name: deploy, UID: types.UID("u-" + deploy), Controller: ptr.To(true)}}},
-		Spec: appsv1.ReplicaSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}}},
-		},
+			APIVersion: "apps/v1", Kind: "Deployment", Name: deploy, UID: d.UID, Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template},
 	}
+	seed(t, rs)
+	return rs
 }
 
+// ownedByReplicaSet makes a pod rs's, by rs's UID.
 func ownedByReplicaSet(rs *appsv1.ReplicaSet) podOpt {
+	return forgedOwner("ReplicaSet", rs.Name, rs.UID)
+}
+
+// forgedOwner gives a pod a controller reference to apps/v1 kind name
+// with uid, as anyone who may create pods can.
+func forgedOwner(kind, name string, uid types.UID) podOpt {
 	return func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name,
-			UID: types.UID("u-" + rs.Name), Controller: ptr.To(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
 	}
 }
 
@@ -57,11 +68,12 @@ func keptForDeployment(t *testing.T, subnet, ip, deploy string, phase estuaryv1.
 // needs takes those, so the webhook adds no free-capacity requirement: a
 // re-created Deployment is not held Pending by a full network that keeps
 // its addresses. A Deployment with one family kept, and one with none,
-// still wait for capacity in every family.
+// still wait for capacity in every family, and so does a pod whose
+// controller reference names the Deployment or its ReplicaSet with a UID
+// that is not theirs.
 func TestWorkloadWithKeptAddressesNeedsNoCapacity(t *testing.T) {
 	seed(t, overlayNet("kv"), subnetObj("kv4", "kv", "10.41.0.0/16"), subnetObj("kv6", "kv", "fd00:41::/64"))
-	web, half, res, other := replicaSetOf("web-1", "web"), replicaSetOf("half-1", "half"), replicaSetOf("res-1", "res"), replicaSetOf("other-1", "other")
-	seed(t, web, half, res, other)
+	web, half, res, other := deploymentWith(t, "web-1", "web"), deploymentWith(t, "half-1", "half"), deploymentWith(t, "res-1", "res"), deploymentWith(t, "other-1", "other")
 	keptForDeployment(t, "kv4", "10.41.0.5/16", "web", estuaryv1.IPInstanceRetained)
 	keptForDeployment(t, "kv6", "fd00:41::5/64", "web", estuaryv1.IPInstanceRetained)
 	keptForDeployment(t, "kv4", "10.41.0.6/16", "half", estuaryv1.IPInstanceRetained)
@@ -69,17 +81,20 @@ func TestWorkloadWithKeptAddressesNeedsNoCapacity(t *testing.T) {
 	keptForDeployment(t, "kv6", "fd00:41::7/64", "res", estuaryv1.IPInstanceReserved)
 	both := required(term(notFull("kv", family.IPv4), notFull("kv", family.IPv6)))
 	for _, c := range []struct {
-		name string
-		rs   *appsv1.ReplicaSet
-		want *corev1.Affinity
+		name  string
+		pod   string
+		owner podOpt
+		want  *corev1.Affinity
 	}{
-		{"both families kept", web, nil},
-		{"both families reserved", res, nil},
-		{"IPv4 kept, IPv6 not", half, both},
-		{"nothing kept", other, both},
+		{"both families kept", "web-1-a", ownedByReplicaSet(web), nil},
+		{"both families reserved", "res-1-a", ownedByReplicaSet(res), nil},
+		{"IPv4 kept, IPv6 not", "half-1-a", ownedByReplicaSet(half), both},
+		{"nothing kept", "other-1-a", ownedByReplicaSet(other), both},
+		{"a forged reference to the ReplicaSet", "forged-rs", forgedOwner("ReplicaSet", web.Name, "not-its-uid"), both},
+		{"a forged reference to the Deployment", "forged-deploy", forgedOwner("Deployment", "web", "not-its-uid"), both},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pod := podObj("default", c.rs.Name+"-a", sel(annNet, "kv"), ownedByReplicaSet(c.rs))
+			pod := podObj("default", c.pod, sel(annNet, "kv"), c.owner)
 			create(t, pod)
 			got := &corev1.Pod{}
 			if err := k8s.Get(ctx(t), client.ObjectKeyFromObject(pod), got); err != nil {

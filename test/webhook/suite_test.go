@@ -88,7 +88,7 @@ func startManager(ctx context.Context, opts *envtest.WebhookInstallOptions) (<-c
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	if err := webhook.Setup(ctx, mgr); err != nil {
+	if err := webhook.Setup(ctx, mgr, webhook.Options{}); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	cached = mgr.GetClient()

@@ -73,34 +73,52 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 	if f.fixed, err = netmodel.FixedFor(&sel, pod, ns); err != nil {
 		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
-	if f.fixed.Wants() {
-		networks, subnets := r.Topology.objects()
-		n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
-		if err == nil && n != nil {
-			f.places, err = f.fixed.CheckAddresses(n, subnets)
+	if f.owner, err = workload.Of(ctx, r.Client, pod); err != nil {
+		return ipam.Request{}, f, err
+	}
+	f.set = verifiedSet(pod, f.owner)
+	bounds := netmodel.Bounds{MaxRetainTTL: r.MaxRetainTTL}
+	networks, subnets := r.Topology.objects()
+	n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
+	if err == nil {
+		err = f.fixed.CheckRetention(bounds, n, f.set != nil)
+	}
+	if err == nil && f.fixed.Wants() && n != nil {
+		var nodes corev1.NodeList
+		if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return ipam.Request{}, f, fmt.Errorf("list nodes for the fixed addresses of pod %s: %w", key, err)
 		}
-		if err != nil {
-			return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
-		}
+		f.places, err = f.fixed.CheckAddresses(n, subnets, netmodel.Claims{Nodes: netmodel.NodeAddresses(nodes.Items)})
+	}
+	if err != nil {
+		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
 	req, err := request(&sel, key, r.Topology.Overlay(), r.Alloc)
 	if err != nil {
 		return req, f, err
 	}
-	if f.owner, err = workload.Of(ctx, r.Client, pod); err != nil {
-		return req, f, err
-	}
-	f.set = statefulOwner(pod)
-	f.retain = retentionOf(&f.fixed, f.set != nil)
+	f.retain = retentionOf(&f.fixed, f.set != nil, bounds.MaxTTL())
 	f.mac = f.fixed.MAC
 	return req, f, nil
+}
+
+// verifiedSet is the StatefulSet and ordinal of pod if owner, its verified
+// top-level owner (workload.Of), is that StatefulSet; nil otherwise, so a
+// forged StatefulSet reference gives a pod nothing of the StatefulSet's.
+func verifiedSet(pod *corev1.Pod, owner workload.Ref) *setRef {
+	set := statefulOwner(pod)
+	if set == nil || owner.Kind != workload.KindStatefulSet || owner.Name != set.name || owner.UID != set.uid {
+		return nil
+	}
+	return set
 }
 
 // retentionOf is a pod's retention: a StatefulSet's pod is kept by the
 // StatefulSet's rule, with a deadline only when ip-retain-ttl gives one;
 // any other pod is kept only when ip-retain is true, for ip-retain-ttl or
-// defaultRetainTTL.
-func retentionOf(fx *netmodel.Fixed, stateful bool) *retention {
+// defaultRetainTTL, shortened to maxTTL (the longest ip-retain-ttl
+// allowed) when that is shorter.
+func retentionOf(fx *netmodel.Fixed, stateful bool, maxTTL time.Duration) *retention {
 	if stateful {
 		if fx.TTL != nil {
 			return &retention{ttl: fx.TTL}
@@ -113,7 +131,7 @@ func retentionOf(fx *netmodel.Fixed, stateful bool) *retention {
 	if fx.TTLSet {
 		return &retention{ttl: fx.TTL}
 	}
-	ttl := defaultRetainTTL
+	ttl := min(defaultRetainTTL, maxTTL)
 	return &retention{ttl: &ttl}
 }
 

@@ -64,6 +64,9 @@ type Reconciler struct {
 	// RetryExhausted is how long a pod whose network is full waits before
 	// the next try.
 	RetryExhausted time.Duration
+	// MaxRetainTTL is the longest ip-retain-ttl a pod may ask for (see
+	// netmodel.Bounds; 0: its default).
+	MaxRetainTTL time.Duration
 
 	held    *holdings
 	pending pendingAdoptions
@@ -96,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if len(held) > 0 && held[0].podUID != string(pod.UID) {
 		if set := statefulOwner(pod); set != nil && sameSet(held, set) {
-			return ctrl.Result{}, r.rebind(ctx, key, pod, held)
+			return r.rebindVerified(ctx, key, pod, held, set)
 		}
 		if err := r.replaced(ctx, key, held); err != nil {
 			return ctrl.Result{}, err
@@ -107,6 +110,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.complete(ctx, key, pod, held)
 	}
 	return r.allocate(ctx, key, pod)
+}
+
+// rebindVerified rebinds the addresses kept for a StatefulSet pod's name
+// to pod if the StatefulSet it names exists with the UID it names. A pod
+// whose reference does not check out (a forged one) gets nothing, and the
+// addresses stay kept for the StatefulSet's own pod: it is refused and
+// looked at again later.
+func (r *Reconciler) rebindVerified(ctx context.Context, key string, pod *corev1.Pod, held []holding, set *setRef) (ctrl.Result, error) {
+	owner, err := workload.Of(ctx, r.Client, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if verifiedSet(pod, owner) == nil {
+		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonAllocationFailed, "Allocate",
+			"pod %s names StatefulSet %s (uid %s) as its controller, which does not exist with that UID; the addresses kept for its name stay kept",
+			key, set.name, set.uid)
+		return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
+	}
+	return ctrl.Result{}, r.rebind(ctx, key, pod, held)
 }
 
 // podFinished: the pod will never run again, so its addresses can go.
@@ -157,8 +179,9 @@ func (r *Reconciler) allocateFor(ctx context.Context, key string, pod *corev1.Po
 	if leases, ok := r.recover(key, pod); ok {
 		_, f, err := r.plan(ctx, key, pod)
 		if err != nil {
-			f = facts{set: statefulOwner(pod)}
+			f = facts{}
 			f.owner, _ = workload.Of(ctx, r.Client, pod)
+			f.set = verifiedSet(pod, f.owner)
 		}
 		return r.recordLeases(ctx, key, pod, leases, len(leases), nil, f)
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	// AuditInterval is how often the records are audited against memory
 	// and every pod name holding an address is settled (default 2m).
 	AuditInterval time.Duration
+	// MaxRetainTTL is the longest ip-retain-ttl a pod may ask for
+	// (netmodel.Bounds; 0: netmodel.DefaultMaxRetainTTL).
+	MaxRetainTTL time.Duration
 }
 
 // Setup wires the pod, network and subnet controllers, the rebuild and the
@@ -59,7 +62,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
 		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),
-		RetryExhausted: opts.RetryExhausted, kicks: newKicks(),
+		RetryExhausted: opts.RetryExhausted, MaxRetainTTL: opts.MaxRetainTTL, kicks: newKicks(),
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &estuaryv1.IPInstance{}, indexRecordKey, func(o client.Object) []string {
 		return []string{recordKey(o.(*estuaryv1.IPInstance))}

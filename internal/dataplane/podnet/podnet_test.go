@@ -535,11 +535,12 @@ func TestRecoverFromKernel(t *testing.T) {
 }
 
 func TestEndpointAliasRoundTrip(t *testing.T) {
-	a := cniserver.Attachment{ContainerID: strings.Repeat("c", 128), IfName: "net1", Netns: "/var/run/netns/cni-1234"}
+	// The longest key the CNI server accepts.
+	a := cniserver.Attachment{ContainerID: strings.Repeat("c", cniserver.MaxContainerIDLen), IfName: "net123456789abc", Netns: "/var/run/netns/cni-1234"}
 	mac := state.MustParseMAC("02:42:0a:00:00:07")
 	for _, pinned := range []state.MAC{{}, mac} {
 		got, ok := parseEndpointAlias(endpointAlias(a, pinned))
-		if !ok || got.key != (store.Key{ContainerID: a.ContainerID, IfName: "net1"}) || got.netns != a.Netns || got.mac != pinned {
+		if !ok || got.key != (store.Key{ContainerID: a.ContainerID, IfName: a.IfName}) || got.netns != a.Netns || got.mac != pinned {
 			t.Errorf("round trip with MAC %s: %+v %t", pinned, got, ok)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -96,7 +97,9 @@ type PodArgs struct {
 
 // ParseArgs reads K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID from
 // CNI_ARGS ("K1=V1;K2=V2"); other keys are ignored. A pair without '=' or
-// with an empty key is an ErrInvalidEnvironmentVariables error.
+// with an empty key, and a value of those three keys that is not UTF-8 (the
+// request to the daemon cannot carry it), is an
+// ErrInvalidEnvironmentVariables error.
 func ParseArgs(cniArgs string) (PodArgs, error) {
 	var p PodArgs
 	for pair := range strings.SplitSeq(cniArgs, ";") {
@@ -107,6 +110,13 @@ func ParseArgs(cniArgs string) (PodArgs, error) {
 		if !ok || k == "" {
 			return PodArgs{}, types.NewError(types.ErrInvalidEnvironmentVariables,
 				fmt.Sprintf("CNI_ARGS: %q is not KEY=VALUE", pair), "")
+		}
+		switch k {
+		case "K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_UID":
+			if !utf8.ValidString(v) {
+				return PodArgs{}, types.NewError(types.ErrInvalidEnvironmentVariables,
+					fmt.Sprintf("CNI_ARGS: %s=%q is not UTF-8", k, v), "")
+			}
 		}
 		switch k {
 		case "K8S_POD_NAMESPACE":

@@ -2,11 +2,13 @@ package plugin
 
 import (
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -113,5 +115,21 @@ func TestParseArgs(t *testing.T) {
 	for _, bad := range []string{"K8S_POD_NAME", "=x", "a=b;junk"} {
 		_, err := ParseArgs(bad)
 		wantCNIError(t, err, types.ErrInvalidEnvironmentVariables, "CNI_ARGS")
+	}
+}
+
+// A CNI variable that is not UTF-8 cannot travel in the request to the
+// daemon: it is refused as an invalid environment, naming the variable,
+// before the daemon is dialled.
+func TestPrepareRefusesNonUTF8(t *testing.T) {
+	conf := []byte(`{"cniVersion":"1.1.0","name":"estuary","daemonSocket":"/nonexistent/cni.sock"}`)
+	for name, args := range map[string]*skel.CmdArgs{
+		"CNI_CONTAINERID": {ContainerID: "c\xff", IfName: "eth0", Netns: "/var/run/netns/x", StdinData: conf},
+		"CNI_IFNAME":      {ContainerID: "c", IfName: "eth\xc3", Netns: "/var/run/netns/x", StdinData: conf},
+		"CNI_NETNS":       {ContainerID: "c", IfName: "eth0", Netns: "/var/run/netns/\x80", StdinData: conf},
+		"CNI_ARGS":        {ContainerID: "c", IfName: "eth0", Netns: "/var/run/netns/x", Args: "K8S_POD_UID=\xfe", StdinData: conf},
+	} {
+		err := (&Plugin{Stdout: io.Discard}).Add(args)
+		wantCNIError(t, err, types.ErrInvalidEnvironmentVariables, name)
 	}
 }

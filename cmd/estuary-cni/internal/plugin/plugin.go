@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -128,6 +129,14 @@ func prepare(args *skel.CmdArgs) (*NetConf, *cniv1.CmdArgs, error) {
 	pod, err := ParseArgs(args.Args)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, v := range []struct{ name, value string }{
+		{"CNI_CONTAINERID", args.ContainerID}, {"CNI_IFNAME", args.IfName}, {"CNI_NETNS", args.Netns},
+	} {
+		if !utf8.ValidString(v.value) {
+			return nil, nil, types.NewError(types.ErrInvalidEnvironmentVariables,
+				fmt.Sprintf("%s %q is not UTF-8: the request to the daemon cannot carry it", v.name, v.value), "")
+		}
 	}
 	return conf, &cniv1.CmdArgs{
 		ContainerId:   args.ContainerID,
