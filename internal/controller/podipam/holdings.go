@@ -223,8 +223,14 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 		out[key] = append(out[key], hd)
 	}
 	for key, hs := range out {
+		fams := map[family.Family]bool{}
+		for _, hd := range hs {
+			fams[hd.lease.Family] = true
+		}
 		for i := range hs {
-			hs[i].count = max(hs[i].count, len(hs))
+			if hs[i].count < 1 {
+				hs[i].count = len(fams) // a record written before every binding carried the count
+			}
 		}
 		out[key] = hs
 	}
