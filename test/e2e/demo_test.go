@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -130,8 +131,11 @@ func (e *labEnv) deleteWhenUnused(t *testing.T, o client.Object) {
 		if err := e.c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		if err := e.c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+		switch err := e.c.Get(ctx, client.ObjectKeyFromObject(o), o); {
+		case err == nil:
+			return errors.New("still there")
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read it back: %w", err)
 		}
 		return nil
 	})
