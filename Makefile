@@ -21,18 +21,28 @@ GO_TEST_FLAGS ?= -count=1
 # Packages that need root and the lab cluster run separately (see test-lab).
 UNIT_PKGS = $$(go list ./... | grep -v /test/lab)
 
+# The version stamped into every binary (internal/version; hack/version.sh):
+# the checkout's vX.Y.Z tag (git describe), else 0.0.0-dev, with HEAD and its
+# commit date. `make release VERSION=X.Y.Z` releases X.Y.Z.
+VERSION_INFO := $(shell bash hack/version.sh)
+VERSION ?= $(word 1,$(VERSION_INFO))
+GIT_COMMIT ?= $(word 2,$(VERSION_INFO))
+BUILD_DATE ?= $(word 3,$(VERSION_INFO))
+VERSION_PKG := github.com/estuary-cni/estuary/internal/version
+VERSION_LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).GitCommit=$(GIT_COMMIT) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+
 # estuary-cni runs once per CNI call, so its start-up counts: without symbol
 # tables and without gRPC's request tracing it is half the size. The lab's
 # images build it the same way (internal/lab/images/estuary.go).
-CNI_BUILD_FLAGS := -trimpath -tags grpcnotrace -ldflags="-s -w"
+CNI_BUILD_FLAGS := -trimpath -tags grpcnotrace -ldflags="-s -w $(VERSION_LDFLAGS)"
 
 .PHONY: build
 build: ## Build every binary into ./bin.
 	@mkdir -p $(BIN)
 	@for d in cmd/*/; do [ -f "$$d/main.go" ] || continue; \
 		n=$$(basename $$d); [ "$$n" != estuary-cni ] || continue; \
-		echo "go build -o bin/$$n ./cmd/$$n"; \
-		CGO_ENABLED=0 go build -o $(BIN)/$$n ./cmd/$$n || exit 1; done
+		echo "go build -ldflags '$(VERSION_LDFLAGS)' -o bin/$$n ./cmd/$$n"; \
+		CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/$$n ./cmd/$$n || exit 1; done
 	@echo 'go build $(CNI_BUILD_FLAGS) -o bin/estuary-cni ./cmd/estuary-cni'
 	@CGO_ENABLED=0 go build $(CNI_BUILD_FLAGS) -o $(BIN)/estuary-cni ./cmd/estuary-cni
 
@@ -91,11 +101,20 @@ test-integration: ## The node path (manager, daemon, real CNI binary) on a real 
 	@assets=$$(bash hack/kube-binaries.sh kube-apiserver kubectl etcd | tail -n 1) && \
 	KUBEBUILDER_ASSETS=$$assets go test $(GO_TEST_FLAGS) -tags integration -v ./test/integration/...
 
+# Waves of the chaos suite (TestChaosNeverDuplicatesOrLeaks): test-lab runs
+# one wave per fault, make chaos the full size.
+CHAOS_SUBSET_WAVES ?= 5
+CHAOS_WAVES ?= 20
+
 .PHONY: test-lab
-test-lab: ## End-to-end tests on the lab cluster, with a subset of the upstream conformance tests (root).
+test-lab: ## End-to-end tests on the lab cluster, the chaos suite at CHAOS_SUBSET_WAVES waves, with a subset of the upstream conformance tests (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
-	@if [ -d test/lab ]; then go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
+	@if [ -d test/lab ]; then ESTUARY_CHAOS_WAVES=$(CHAOS_SUBSET_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
+
+.PHONY: chaos
+chaos: lab-deps ## The chaos suite alone at full size (CHAOS_WAVES waves of 50 pods, default 20) on a fresh lab of its own (root).
+	ESTUARY_CHAOS_WAVES=$(CHAOS_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 150m -v -run '^TestChaosNeverDuplicatesOrLeaks$$' ./test/e2e/
 
 .PHONY: conformance
 conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fresh estuary lab; prints N passed, N failed (root).
@@ -115,6 +134,9 @@ fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
 	go test -run '^$$' -fuzz FuzzParseRange -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
 	go test -run '^$$' -fuzz FuzzIfName -fuzztime $${FUZZTIME:-30s} ./internal/dataplane/ops/
 	go test -run '^$$' -fuzz FuzzFixedFor -fuzztime $${FUZZTIME:-30s} ./internal/netmodel/
+	go test -run '^$$' -fuzz FuzzParseArgs -fuzztime $${FUZZTIME:-30s} ./cmd/estuary-cni/internal/plugin/
+	go test -run '^$$' -fuzz FuzzValidateArgs -fuzztime $${FUZZTIME:-30s} ./internal/cniserver/
+	go test -run '^$$' -fuzz FuzzValidateGC -fuzztime $${FUZZTIME:-30s} ./internal/cniserver/
 
 .PHONY: lab
 lab: ## Build the lab tool.
@@ -123,7 +145,23 @@ lab: ## Build the lab tool.
 
 .PHONY: images
 images: ## Build the estuary-manager and estuary-daemon images as docker-archive tarballs into IMAGES_DIR.
-	go run ./cmd/estuary-lab images --out $(IMAGES_DIR)
+	go run -ldflags "$(VERSION_LDFLAGS)" ./cmd/estuary-lab images --out $(IMAGES_DIR)
+
+# Where `make release` pushes images and the chart (host[:port]/path; empty:
+# OCI layouts in RELEASE_DIR, nothing pushed), and where it writes the chart,
+# the kubectl-estuary archives, their checksums and the krew manifest.
+REGISTRY ?=
+RELEASE_DIR ?= $(CURDIR)/_output/release
+
+.PHONY: release
+release: helm ## Release VERSION=X.Y.Z to REGISTRY: multi-arch images, the chart as an OCI artifact, kubectl-estuary archives and a krew manifest (docs/release.md).
+	@if [ "$(origin VERSION)" = file ]; then echo 'make release: set VERSION=X.Y.Z (and REGISTRY=host[:port]/path); see docs/release.md' >&2; exit 1; fi
+	go run -ldflags "$(VERSION_LDFLAGS)" ./cmd/estuary-release --release '$(VERSION)' --registry '$(REGISTRY)' \
+		$(if $(filter 1 true yes,$(INSECURE)),--insecure) --out '$(RELEASE_DIR)' --helm '$(BIN)/helm'
+
+.PHONY: registry
+registry: ## Install the distribution registry into ./bin (bin/registry), built from the Go module proxy, to try a release locally.
+	@bash hack/registry.sh >/dev/null
 
 .PHONY: lab-deps
 lab-deps: ## Install the Debian packages the lab and the tests need (quick when present).

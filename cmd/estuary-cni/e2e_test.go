@@ -13,11 +13,16 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/version"
 )
+
+// testVersion is the version the binary under test is stamped with.
+const testVersion = "1.2.3-e2e"
 
 // e2e runs the real estuary-cni binary against a real server.
 type e2e struct {
@@ -35,7 +40,8 @@ type outcome struct {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "estuary-cni")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	ldflags := "-ldflags=" + strings.Join(version.Stamp{Version: testVersion, GitCommit: "e2e"}.LDFlags(), " ")
+	cmd := exec.Command("go", "build", ldflags, "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build estuary-cni: %v\n%s", err, out)
@@ -133,12 +139,26 @@ func (e *e2e) testVersion(t *testing.T) {
 	o := e.run(t, map[string]string{"CNI_COMMAND": "VERSION"}, `{"cniVersion":"1.1.0"}`).ok(t)
 	var v struct {
 		SupportedVersions []string `json:"supportedVersions"`
+		EstuaryVersion    string   `json:"estuaryVersion"`
+		GitCommit         string   `json:"gitCommit"`
 	}
 	if err := json.Unmarshal([]byte(o.stdout), &v); err != nil {
 		t.Fatalf("VERSION output %q: %v", o.stdout, err)
 	}
 	if strings.Join(v.SupportedVersions, ",") != "1.0.0,1.1.0" {
 		t.Fatalf("supportedVersions = %v, want 1.0.0 and 1.1.0", v.SupportedVersions)
+	}
+	if v.EstuaryVersion != testVersion || v.GitCommit != "e2e" {
+		t.Errorf("VERSION output %q: want estuaryVersion %s, gitCommit e2e", o.stdout, testVersion)
+	}
+	// The libcni decoder runtimes use reads the answer.
+	if info, err := new(cniversion.PluginDecoder).Decode([]byte(o.stdout)); err != nil || len(info.SupportedVersions()) != 2 {
+		t.Errorf("libcni decodes VERSION output %q as %v, %v", o.stdout, info, err)
+	}
+	cmd := exec.Command(e.bin, "--version")
+	out, err := cmd.Output()
+	if err != nil || !strings.HasPrefix(string(out), "CNI plugin estuary-cni "+testVersion+" (commit e2e,") {
+		t.Errorf("estuary-cni --version: %q, %v", out, err)
 	}
 }
 

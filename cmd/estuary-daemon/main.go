@@ -8,11 +8,12 @@
 // `estuary-daemon endpoints [--health-address ADDR]` instead prints, as
 // JSON, the endpoints the daemon running on this node plumbed, read from
 // its health server's /endpoints (kubectl estuary check runs it in each
-// daemon pod).
+// daemon pod). --version prints the version and exits.
 package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
+	"github.com/estuary-cni/estuary/internal/version"
 )
 
 func main() {
@@ -34,8 +36,13 @@ func main() {
 		zapOpts = zap.Options{}
 	)
 	bindFlags(flag.CommandLine, &cfg)
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Line("estuary-daemon"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -45,7 +52,7 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.Kube = kube
-	log.Info("starting daemon", "node", cfg.NodeName)
+	log.Info("starting daemon", "node", cfg.NodeName, "version", version.Version, "commit", version.GitCommit)
 	if err := daemon.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		log.Error(err, "daemon stopped")
 		os.Exit(1)

@@ -21,6 +21,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/lab/netlab"
 	"github.com/estuary-cni/estuary/internal/lab/nodens"
 	"github.com/estuary-cni/estuary/internal/lab/proc"
+	"github.com/estuary-cni/estuary/internal/version"
 )
 
 func main() {
@@ -69,7 +70,9 @@ func root() *cobra.Command {
 		Short:         "A multi-node Kubernetes lab inside network namespaces",
 		SilenceUsage:  true,
 		SilenceErrors: false,
+		Version:       version.Version,
 	}
+	c.SetVersionTemplate(version.Line("estuary-lab") + "\n")
 	c.PersistentFlags().StringVar(&opts.StateDir, "state-dir", stateDir, "lab state directory (env ESTUARY_LAB_STATE)")
 	c.AddCommand(upCmd(&opts), downCmd(&opts), statusCmd(&opts), kubeconfigCmd(&opts), execCmd(&opts), imagesCmd(&opts), restartCmd(&opts),
 		conformanceCmd(&opts))

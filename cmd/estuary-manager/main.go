@@ -6,11 +6,13 @@
 // With --bootstrap-dir the leader creates the objects in that directory
 // (the release's default Network and Subnets) that do not exist yet, once
 // its webhook serves (see internal/bootstrap). The work is internal/manager's
-// Run; this command turns flags into its Config.
+// Run; this command turns flags into its Config. --version prints the
+// version and exits.
 package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/manager"
+	"github.com/estuary-cni/estuary/internal/version"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
 
@@ -41,10 +44,16 @@ func main() {
 	flag.StringVar(&cfg.BootstrapOwner, "bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
 	var loseEvery int64
 	flag.Int64Var(&loseEvery, "fault-lose-answers", 0, "fault testing only: every nth write to IPInstances reaches the API server and its answer is then dropped, as when a connection fails after the write (0: off)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.Line("estuary-manager"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	log.Info("estuary-manager", "version", version.Version, "commit", version.GitCommit, "buildDate", version.BuildDate)
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {

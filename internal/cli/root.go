@@ -1,11 +1,11 @@
 // Package cli is the kubectl plugin `kubectl estuary`: it shows who holds an
 // address and what a workload holds, how full each subnet is, reserves
-// addresses for a workload, releases an address an operator names, and
-// checks (and repairs) the agreement of the cluster's address records with
-// its pods, Subnet counts and what each node's daemon plumbed. It talks only
-// to the API server, with the user's own credentials (check reaches the
-// daemons through pods/exec), and never takes a lock: the cluster keeps
-// serving pods while it runs.
+// addresses for a workload, releases an address an operator names, checks
+// (and repairs) the agreement of the cluster's address records with its
+// pods, Subnet counts and what each node's daemon plumbed, and prints its own
+// version beside the cluster's. It talks only to the API server, with the
+// user's own credentials (check reaches the daemons through pods/exec), and
+// never takes a lock: the cluster keeps serving pods while it runs.
 package cli
 
 import (
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/version"
 )
 
 // Streams are where a command reads confirmations and writes its output.
@@ -51,7 +52,9 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		Short:         "See and repair estuary's pod addresses",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Version,
 	}
+	root.SetVersionTemplate(version.Line("kubectl-estuary") + "\n")
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
@@ -67,7 +70,7 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		}
 		return newClient(cfg)
 	}
-	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o))
+	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o))
 	return root
 }
 

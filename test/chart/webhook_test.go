@@ -78,8 +78,13 @@ func TestWebhookConfigurations(t *testing.T) {
 			}
 		}
 	}
-	if _, err := renderErr(t, "--set", "webhook.pods.failurePolicy=Sometimes"); err == nil || !strings.Contains(err.Error(), "webhook.pods.failurePolicy") {
-		t.Errorf("failurePolicy Sometimes rendered (%v); want an error naming webhook.pods.failurePolicy", err)
+	// values.schema.json refuses it naming the value; without the schema,
+	// the template does.
+	if _, err := renderErr(t, "--set", "webhook.pods.failurePolicy=Sometimes"); err == nil || !strings.Contains(err.Error(), "/webhook/pods/failurePolicy") {
+		t.Errorf("failurePolicy Sometimes rendered (%v); want an error naming /webhook/pods/failurePolicy", err)
+	}
+	if _, err := renderErr(t, "--skip-schema-validation", "--set", "webhook.pods.failurePolicy=Sometimes"); err == nil || !strings.Contains(err.Error(), "webhook.pods.failurePolicy") {
+		t.Errorf("failurePolicy Sometimes rendered without the schema (%v); want an error naming webhook.pods.failurePolicy", err)
 	}
 }
 

@@ -28,11 +28,17 @@ app.kubernetes.io/name: estuary-{{ . }}
 {{- end -}}
 
 {{/*
-Image reference. Call with (dict "ctx" $ "image" .Values.manager.image).
+Image reference. Call with (dict "ctx" $ "image" .Values.manager.image "name"
+"estuary-manager"): image.repository, else <imageRegistry>/<name> (without a
+name, image.repository is required); image.tag, else the chart's appVersion.
 */}}
 {{- define "estuary.image" -}}
 {{- $tag := .image.tag | default .ctx.Chart.AppVersion -}}
-{{- printf "%s:%s" (required "image.repository is required" .image.repository) (toString $tag) -}}
+{{- $repo := .image.repository -}}
+{{- if and (not $repo) .name -}}
+{{- $repo = printf "%s/%s" (required "imageRegistry is required when an image.repository is empty" .ctx.Values.imageRegistry | trimSuffix "/") .name -}}
+{{- end -}}
+{{- printf "%s:%s" (required "image.repository is required" $repo) (toString $tag) -}}
 {{- end -}}
 
 {{/*

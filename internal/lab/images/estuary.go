@@ -2,10 +2,13 @@ package images
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/estuary-cni/estuary/internal/version"
 )
 
 // Repositories and build inputs of estuary's own images.
@@ -26,6 +29,10 @@ var cniPlugins = map[string]string{
 	"bandwidth": "plugins/meta/bandwidth",
 }
 
+// CNIPluginPackages returns the reference plugins the daemon image carries:
+// binary name to package below CNIPluginsModule (the release builds the same).
+func CNIPluginPackages() map[string]string { return maps.Clone(cniPlugins) }
+
 // Estuary is the pair of images an estuary install runs.
 type Estuary struct {
 	Manager Built `json:"manager"` // /estuary-manager
@@ -35,7 +42,8 @@ type Estuary struct {
 // BuildEstuary builds static binaries of estuary-manager, estuary-daemon and
 // estuary-cni from the checkout at repo (the Go build cache makes an unchanged
 // tree cheap), installs the reference plugins once per version into cacheDir,
-// and returns the two images, tagged and cached in cacheDir by content.
+// and returns the two images, tagged and cached in cacheDir by content. The
+// binaries carry the version this program was built with (internal/version).
 func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 	if err := os.MkdirAll(cacheDir, 0o750); err != nil {
 		return Estuary{}, fmt.Errorf("create %s: %w", cacheDir, err)
@@ -50,14 +58,15 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 	out := work + string(filepath.Separator)
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out,
+	ldflags := "-ldflags=" + strings.Join(append([]string{"-s", "-w"}, version.Current().LDFlags()...), " ")
+	args := []string{"build", "-trimpath", "-buildvcs=false", ldflags, "-o", out,
 		"./cmd/estuary-manager", "./cmd/estuary-daemon"}
 	if err := goCommand(repo, nil, args...); err != nil {
 		return Estuary{}, fmt.Errorf("build estuary binaries in %s: %w", repo, err)
 	}
 	// estuary-cni starts once per CNI call: it is also built without gRPC's
 	// request tracing (as the Makefile's build target does).
-	args = []string{"build", "-trimpath", "-buildvcs=false", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", out,
+	args = []string{"build", "-trimpath", "-buildvcs=false", "-tags", "grpcnotrace", ldflags, "-o", out,
 		"./cmd/estuary-cni"}
 	if err := goCommand(repo, nil, args...); err != nil {
 		return Estuary{}, fmt.Errorf("build estuary-cni in %s: %w", repo, err)
