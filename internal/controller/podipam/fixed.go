@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,7 +74,7 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 	if f.fixed, err = netmodel.FixedFor(&sel, pod, ns); err != nil {
 		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
-	if f.owner, err = workload.Of(ctx, r.Client, pod); err != nil {
+	if f.owner, err = r.ownerOf(ctx, pod); err != nil {
 		return ipam.Request{}, f, err
 	}
 	f.set = verifiedSet(pod, f.owner)
@@ -100,6 +101,26 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 	f.retain = retentionOf(&f.fixed, f.set != nil, bounds.MaxTTL())
 	f.mac = f.fixed.MAC
 	return req, f, nil
+}
+
+// ownerOf is pod's verified top-level owner (workload.Of), read from the
+// cache. When the cache confirms none of the controller the pod names (a
+// ReplicaSet created a moment before its pod), the owners are read again
+// live before the pod is taken for its own workload: a workload's next pod
+// must not miss the addresses it keeps because the cache lags. Only a pod
+// whose controller does not check out pays the live reads.
+func (r *Reconciler) ownerOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, error) {
+	owner, err := workload.Of(ctx, r.Client, pod)
+	if err != nil || !unconfirmed(pod, owner) {
+		return owner, err
+	}
+	return workload.Of(ctx, r.APIReader, pod)
+}
+
+// unconfirmed: pod names a controller, and the cache confirmed none of it
+// (owner is the pod itself).
+func unconfirmed(pod *corev1.Pod, owner workload.Ref) bool {
+	return metav1.GetControllerOf(pod) != nil && owner.Kind == workload.KindPod
 }
 
 // verifiedSet is the StatefulSet and ordinal of pod if owner, its verified

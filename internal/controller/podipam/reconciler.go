@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -118,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // addresses stay kept for the StatefulSet's own pod: it is refused and
 // looked at again later.
 func (r *Reconciler) rebindVerified(ctx context.Context, key string, pod *corev1.Pod, held []holding, set *setRef) (ctrl.Result, error) {
-	owner, err := workload.Of(ctx, r.Client, pod)
+	owner, err := r.ownerOf(ctx, pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -180,7 +179,7 @@ func (r *Reconciler) allocateFor(ctx context.Context, key string, pod *corev1.Po
 		_, f, err := r.plan(ctx, key, pod)
 		if err != nil {
 			f = facts{}
-			f.owner, _ = workload.Of(ctx, r.Client, pod)
+			f.owner, _ = r.ownerOf(ctx, pod)
 			f.set = verifiedSet(pod, f.owner)
 		}
 		return r.recordLeases(ctx, key, pod, leases, len(leases), nil, f)

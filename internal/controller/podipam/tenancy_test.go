@@ -1,6 +1,7 @@
 package podipam
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -8,10 +9,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -198,5 +202,37 @@ func TestForgedStatefulSetOwnerGetsNoKeptAddress(t *testing.T) {
 	got := waitInstances(t, ns, again.Name, 1, estuaryv1.IPInstanceBound)
 	if addrOf(t, got[0]) != kept || got[0].Spec.Binding.PodUID != string(again.UID) {
 		t.Fatalf("the StatefulSet's pod got %s bound to %q, want its kept %s", addrOf(t, got[0]), got[0].Spec.Binding.PodUID, kept)
+	}
+}
+
+// A pod whose ReplicaSet the cache does not show yet (created a moment
+// before the pod) is still its Deployment's: the owners are read again
+// live before the pod is taken for its own workload, so the Deployment's
+// next pod gets the addresses it keeps even when the cache lags.
+func TestOwnerOfReadsLiveWhenTheCacheLags(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-x-0"}}
+	deployment(t, ns, "web", "x")(pod)
+	watching, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagging := interceptor.NewClient(watching, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "replicasets"}, key.Name)
+		},
+	})
+	r := &Reconciler{Client: lagging, APIReader: k8s}
+	owner, err := r.ownerOf(bg(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner.Kind != "Deployment" || owner.Name != "web" {
+		t.Fatalf("owner %+v, want Deployment web read live", owner)
+	}
+	forged := pod.DeepCopy()
+	forged.OwnerReferences[0].UID = "not-its-uid"
+	if owner, err := r.ownerOf(bg(), forged); err != nil || owner.Kind != "Pod" {
+		t.Fatalf("a forged reference: owner %+v (%v), want the pod itself", owner, err)
 	}
 }
