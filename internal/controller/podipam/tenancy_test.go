@@ -218,7 +218,7 @@ func TestOwnerOfReadsLiveWhenTheCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	lagging := interceptor.NewClient(watching, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "replicasets"}, key.Name)
 		},
 	})
