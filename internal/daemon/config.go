@@ -32,8 +32,8 @@ const (
 // Config configures Run. Validate names each setting by its flag in
 // cmd/estuary-daemon, so an error points at what the operator must change.
 type Config struct {
-	// NodeName is this node (--node-name); only IPInstances labelled
-	// networking.estuary.io/node=<NodeName> are watched.
+	// NodeName is this node (--node-name); the address waiter reads only
+	// the IPInstances labelled networking.estuary.io/node=<NodeName>.
 	NodeName string
 	// Kube is the API server's client configuration (--kubeconfig).
 	Kube *rest.Config

@@ -53,8 +53,6 @@ var gcCollected = prometheus.NewCounter(prometheus.CounterOpts{
 	Help: "Endpoints removed because their pod is gone: its network namespace is gone and no record binds its addresses to it.",
 })
 
-func init() { prometheus.MustRegister(gcCollected) }
-
 // endpointStore is what the GC reads of the state file.
 type endpointStore interface {
 	List() ([]store.Endpoint, error)

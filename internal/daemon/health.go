@@ -137,7 +137,7 @@ func (h *health) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gcCollected)
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", loopbackOnly(h.serveBGP))
 		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))

@@ -169,6 +169,7 @@ func TestMetricsExportPeerState(t *testing.T) {
 		`estuary_bgp_peer_state{network="fabric",peer="10.77.0.1",state="Established"} 1`,
 		`estuary_bgp_peer_state{network="fabric",peer="10.77.0.1",state="Active"} 0`,
 		"go_goroutines ",
+		"estuary_daemon_gc_collected_total ",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)

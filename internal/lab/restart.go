@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,16 +34,33 @@ func (l *Lab) RestartAPIServer(ctx context.Context) error {
 	if err := waitGone(ctx, pid); err != nil {
 		return fmt.Errorf("%s (pid %d): %w", name, pid, err)
 	}
-	api, err := l.start(l.spec(name, cgroupOf("control-plane"), l.plan.ControlPlane.NetNS, l.apiserverArgs(st.BinDir)...))
-	if err != nil {
-		return err
-	}
 	client, err := l.adminClient()
 	if err != nil {
 		return err
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", st.HostAPIPort)
-	return api.WaitReady(ctx, "ready", func() error { return httpOK(client, url) })
+	for {
+		api, err := l.start(l.spec(name, cgroupOf("control-plane"), l.plan.ControlPlane.NetNS, l.apiserverArgs(st.BinDir)...))
+		if err != nil {
+			return err
+		}
+		err = api.WaitReady(ctx, "ready", func() error { return httpOK(client, url) })
+		if err == nil || !portStillTaken(api) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// portStillTaken: the API server just started has exited because its
+// port was not free yet, as happened now and then right after the old one
+// was killed with SIGKILL; the restart then tries again.
+func portStillTaken(api *proc.Proc) bool {
+	return api.Exited() && strings.Contains(proc.Tail(api.Log, 20), "address already in use")
 }
 
 // waitGone waits until pid no longer runs.

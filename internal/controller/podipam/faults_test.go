@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,21 +219,7 @@ func TestSplitBrainEndsWithOneAddressPerPod(t *testing.T) {
 	_, stopOther := startManagerWith(t, testManager{rc: cfg, audit: 500 * time.Millisecond})
 	eventually(t, "allocator rebuilt", func() error { return survivor.Ready() })
 	nodes := startNodes(t, "node-a")
-	errs := make(chan error, 20)
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() {
-			_, err := nodes.tryAdd(newPod(t, ns, fmt.Sprintf("b%d", i)), 30*time.Second, true)
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	nodes.addAll(t, 20, 30*time.Second, func(i int) *corev1.Pod { return newPod(t, ns, fmt.Sprintf("b%d", i)) })
 	stopOther()
 	eventually(t, "one address per pod after the split brain", func() error {
 		for i := range 20 {

@@ -303,11 +303,12 @@ func (r *Reconciler) takeKept(ctx context.Context, key string, pod *corev1.Pod, 
 	for _, a := range ours {
 		names[estuaryv1.InstanceName(a)] = true
 	}
-	taken := r.held.take(pool, func(hd holding, _ []holding) bool { return names[hd.name] })
+	taken := r.held.takeInHand(pool, func(hd holding, _ []holding) bool { return names[hd.name] })
 	if len(taken) != len(ours) {
 		for _, hd := range taken {
 			r.held.add(pool, hd)
 		}
+		r.held.putDown(taken)
 		return nil, fmt.Errorf("pod %s, addresses %v of %s: %w", key, ours, pool, errInFlux)
 	}
 	return r.handOver(ctx, pool, key, pod, f, taken, count)

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -300,4 +302,67 @@ func TestDeletedNamespaceReleasesWhatItKept(t *testing.T) {
 		return nil
 	})
 	waitUsed(t, "ov-lb-nsdel-0", 0)
+}
+
+// poolDuringHandOver wraps a client so that, while the update binding a
+// kept address to pod is on its way to the API server, the workload's pool
+// is reconciled once, to its end (run), with a cache that still shows the
+// address kept.
+type poolDuringHandOver struct {
+	pod  string
+	run  func()
+	done atomic.Bool
+}
+
+func (p *poolDuringHandOver) wrap(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			ipi, ok := obj.(*estuaryv1.IPInstance)
+			if ok && ipi.Status.Phase == estuaryv1.IPInstanceBound && ipi.Spec.Binding.PodName == p.pod && p.done.CompareAndSwap(false, true) {
+				p.run()
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+}
+
+// A workload's pool reconciled while a kept address is being handed to
+// one of its pods does not take the address back into its list (its cache
+// still shows it kept): the pod has it, and the next pod of the workload
+// is given a new address at once. Before, the pool listed the address
+// again, and every later pod of the workload picked it, found it was the
+// first pod's, and tried again, until an audit came by.
+func TestPoolReconciledDuringAHandOverDoesNotTakeItBack(t *testing.T) {
+	overlay(t, "ov-inhand", "10.73.0.0/24")
+	ns := newNamespace(t, nil)
+	var r *Reconciler
+	hook := &poolDuringHandOver{pod: "web-b-0"}
+	hook.run = func() {
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "Deployment/web"}}
+		if _, err := r.Reconcile(bg(), req); err != nil {
+			t.Errorf("reconcile the pool during the hand-over: %v", err)
+		}
+	}
+	r, _ = startManagerWith(t, testManager{rc: cfg, client: hook.wrap})
+	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
+	kept, next := keptAddress(t, ns, "ov-inhand")
+
+	retain := annotated(estuaryv1.AnnotationIPRetain, "true")
+	p := newPod(t, ns, "web-b-0", next, retain, onNetwork("ov-inhand"))
+	if got := addrsOf(t, waitInstances(t, ns, p.Name, 1, estuaryv1.IPInstanceBound)); !slices.Equal(got, []netip.Addr{kept}) {
+		t.Fatalf("P is recorded with %v, want the kept %s", got, kept)
+	}
+	if !hook.done.Load() {
+		t.Fatal("the pool was not reconciled during the hand-over: the test proves nothing")
+	}
+	pool := ns + "/Deployment/web"
+	if _, ok := r.held.find(pool, estuaryv1.InstanceName(kept)); ok {
+		t.Errorf("the pool lists %s again while pod P holds it", kept)
+	}
+	q := newPod(t, ns, "web-b-1", next, retain, onNetwork("ov-inhand"))
+	got := addrsOf(t, waitInstances(t, ns, q.Name, 1, estuaryv1.IPInstanceBound))
+	if slices.Contains(got, kept) {
+		t.Errorf("Q is recorded with %v, P's address", got)
+	}
+	requireUnique(t, allInstances(t, ns))
 }

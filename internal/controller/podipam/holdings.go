@@ -72,9 +72,17 @@ type setRef struct {
 type holdings struct {
 	mu    sync.Mutex
 	byKey map[string][]holding
+	// inHand counts, per record name, the takes out of a workload's pool
+	// whose write is still in flight (a hand-over to a pod, a release):
+	// the holding is in nobody's list meanwhile, and the pool's own
+	// reconcile must not adopt it back from a cache that still shows it
+	// kept.
+	inHand map[string]int
 }
 
-func newHoldings() *holdings { return &holdings{byKey: map[string][]holding{}} }
+func newHoldings() *holdings {
+	return &holdings{byKey: map[string][]holding{}, inHand: map[string]int{}}
+}
 
 func (h *holdings) get(key string) []holding {
 	h.mu.Lock()
@@ -153,6 +161,49 @@ func (h *holdings) take(key string, pick func(hd holding, chosen []holding) bool
 		h.byKey[key] = kept
 	}
 	return chosen
+}
+
+// takeInHand is take for a write that moves the holdings out of a
+// workload's pool: they stay marked in hand until putDown.
+func (h *holdings) takeInHand(key string, pick func(hd holding, chosen []holding) bool) []holding {
+	taken := h.take(key, pick)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range taken {
+		h.inHand[hd.name]++
+	}
+	return taken
+}
+
+// putDown ends the marks takeInHand set, once the holdings are where the
+// write left them (a pod's list, the pool's again, or nowhere).
+func (h *holdings) putDown(hs []holding) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range hs {
+		if h.inHand[hd.name]--; h.inHand[hd.name] <= 0 {
+			delete(h.inHand, hd.name)
+		}
+	}
+}
+
+// adoptInto adds hd to key's list unless a write has it in hand or the
+// list holds its record already; it reports whether it added it.
+func (h *holdings) adoptInto(key string, hd holding) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inHand[hd.name] > 0 || holdsName(h.byKey[key], hd.name) {
+		return false
+	}
+	h.byKey[key] = append(h.byKey[key], hd)
+	return true
+}
+
+// isInHand: a write has the record name in hand.
+func (h *holdings) isInHand(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inHand[name] > 0
 }
 
 // find returns the holding of record name under key.

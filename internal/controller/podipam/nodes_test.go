@@ -88,6 +88,31 @@ func (n *nodes) tryAdd(pod *corev1.Pod, within time.Duration, report bool) ([]ne
 	return got, reportPodIPs(pod, got)
 }
 
+// addAll sets up, at once, each of count pods that pod makes (it may
+// create them), as their nodes' ADDs do, each within the given time; it
+// reports every failure with t.Error and whether all succeeded.
+func (n *nodes) addAll(t *testing.T, count int, within time.Duration, pod func(i int) *corev1.Pod) bool {
+	t.Helper()
+	errs := make(chan error, count)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Go(func() {
+			_, err := n.tryAdd(pod(i), within, true)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	ok := true
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+			ok = false
+		}
+	}
+	return ok
+}
+
 // reportPodIPs writes status.podIPs as the kubelet does after an ADD.
 func reportPodIPs(pod *corev1.Pod, addrs []netip.Addr) error {
 	p := &corev1.Pod{}

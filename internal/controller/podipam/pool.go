@@ -112,7 +112,7 @@ func (r *Reconciler) reconcilePool(ctx context.Context, key string) (ctrl.Result
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		all := r.held.take(key, func(holding, []holding) bool { return true })
+		all := r.held.takeInHand(key, func(holding, []holding) bool { return true })
 		log.FromContext(ctx).Info("namespace deleted: releasing what its workload kept", "workload", key, "addresses", addrs(all))
 		return ctrl.Result{}, r.releaseTaken(ctx, key, all)
 	}
@@ -126,7 +126,7 @@ func (r *Reconciler) reconcilePool(ctx context.Context, key string) (ctrl.Result
 		}
 		log.FromContext(ctx).Info("address released by hand", "workload", key, "address", hd.lease.Addr)
 	}
-	expired := r.held.take(key, func(hd holding, _ []holding) bool {
+	expired := r.held.takeInHand(key, func(hd holding, _ []holding) bool {
 		return !hd.expires.IsZero() && !hd.expires.After(now)
 	})
 	if len(expired) > 0 {
@@ -142,6 +142,9 @@ func (r *Reconciler) reconcilePool(ctx context.Context, key string) (ctrl.Result
 // for the workload, if the allocator has the address free (or already
 // holds it for the workload).
 func (r *Reconciler) adoptPooled(ctx context.Context, key string, hd holding) {
+	if r.held.isInHand(hd.name) {
+		return // a hand-over or release is writing it: its outcome decides
+	}
 	if rec, err := r.Alloc.Lookup(hd.lease.Subnet, hd.lease.Addr); err == nil {
 		if rec.Owner != key {
 			return // another key holds it: that key's reconcile or the audit settles it
@@ -155,7 +158,9 @@ func (r *Reconciler) adoptPooled(ctx context.Context, key string, hd holding) {
 	}
 	_ = r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, key)
 	hd.recorded = time.Now()
-	r.held.add(key, hd)
+	if !r.held.adoptInto(key, hd) {
+		return // back in the list, or taken for a write, since the list was read
+	}
 	log.FromContext(ctx).Info("holding a record for its workload", "workload", key, "address", hd.lease.Addr, "phase", hd.phase)
 }
 
@@ -163,6 +168,7 @@ func (r *Reconciler) adoptPooled(ctx context.Context, key string, hd holding) {
 // list and frees their addresses; a holding whose record cannot be deleted
 // goes back to key.
 func (r *Reconciler) releaseTaken(ctx context.Context, key string, hs []holding) error {
+	defer r.held.putDown(hs)
 	for i, hd := range hs {
 		err := r.deleteRecord(ctx, key, hd)
 		if he, ok := asHeldElsewhere(err); ok {
@@ -204,8 +210,8 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 	}
 	// What the pod of the same name used last comes first (a StatefulSet's
 	// ordinal gets its reserved address back), then anything that fits.
-	taken := r.held.take(pool, func(hd holding, chosen []holding) bool { return hd.pod == pod.Name && fits(hd, chosen) })
-	taken = append(taken, r.held.take(pool, func(hd holding, chosen []holding) bool { return fits(hd, append(taken, chosen...)) })...)
+	taken := r.held.takeInHand(pool, func(hd holding, chosen []holding) bool { return hd.pod == pod.Name && fits(hd, chosen) })
+	taken = append(taken, r.held.takeInHand(pool, func(hd holding, chosen []holding) bool { return fits(hd, append(taken, chosen...)) })...)
 	if len(taken) == 0 {
 		return nil, wanted, nil
 	}
@@ -230,6 +236,7 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 // unconfirmed, so nobody else takes it before the next pass reads the
 // record back (confirm): a node may have set it up already.
 func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1.Pod, f facts, taken []holding, count int) ([]holding, error) {
+	defer r.held.putDown(taken)
 	var got []holding
 	had := slices.Clone(r.held.get(key)) // a pod being completed holds some already
 	giveBack := func(rest []holding, err error) ([]holding, error) {

@@ -2,9 +2,10 @@ package podipam
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -23,25 +24,9 @@ func TestTwoManagersNeverRecordAnAddressTwice(t *testing.T) {
 	startManager(t, nsA)
 	startManager(t, nsB)
 	nodes := startNodes(t, "node-a")
-	errs := make(chan error, 30)
-	var wg sync.WaitGroup
-	for i := range 15 {
-		for _, ns := range []string{nsA, nsB} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := nodes.tryAdd(newPod(t, ns, fmt.Sprintf("p%d", i)), 30*time.Second, true)
-				errs <- err
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	nodes.addAll(t, 30, 30*time.Second, func(i int) *corev1.Pod {
+		return newPod(t, []string{nsA, nsB}[i%2], fmt.Sprintf("p%d", i/2))
+	})
 	eventually(t, "every pod of both namespaces recorded", func() error {
 		for i := range 15 {
 			for _, ns := range []string{nsA, nsB} {
