@@ -24,11 +24,22 @@ import (
 // The chaos suite: waves of pod creations and deletions across the nodes
 // while, in turn, the manager is killed every 20 s, the API server is
 // restarted, a daemon is killed with SIGKILL in the middle of ADDs, a node
-// is deleted under its pods, and pods are force-deleted. Afterwards, within
-// one GC period, no address may be recorded twice, no pod may hold two
-// addresses of one family, no record may be left over, every Subnet's count
-// must equal a recount, and no node's kernel may hold state for a pod that
-// is gone; a pod pinging across the daemon kills must lose no echo.
+// is deleted under its pods, and pods are force-deleted. For the whole run
+// the manager loses the answer to every loseEvery-th IPInstance write after
+// the API server stored it, a retaining Deployment has half its pods
+// deleted every wave (and is deleted and created again in two waves), and
+// a Deployment with addresses reserved for it has all its pods deleted
+// every wave. Afterwards, within one GC period, no address may be recorded
+// twice, no pod may hold two addresses of one family, no record may be
+// left over, every Subnet's count must equal a recount, and no node's
+// kernel may hold state for a pod that is gone; every live pod must have
+// exactly its recorded addresses configured in its network namespace, no
+// address configured in two pods; every new pod of the two Deployments
+// must run on an address kept or reserved for it; answers must in fact
+// have been lost; a pod pinging across the daemon kills must lose no echo.
+
+// loseEvery is the manager's --fault-lose-answers in the chaos suite.
+const loseEvery = 5
 
 // chaosFault is one phase of the suite: start runs at the beginning of a
 // wave (after its pods are submitted) and returns a stop function.
@@ -58,7 +69,12 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 		{name: "node deleted under its pods", start: deleteNodeUnderPods},
 		{name: "pods force-deleted", start: noFault, force: true},
 	}
+	plugin := e.plugin(t)
+	logs := e.loseManagerAnswers(t, ns, loseEvery)
 	ping := e.startChaosPing(t, ns)
+	keep := e.startRetaining(t, ns, logs)
+	resv := e.startReserved(t, ns, plugin, logs)
+	redeployAt := map[int]bool{waves / 3: true, 2 * waves / 3: true}
 	start := time.Now()
 	created, deleted := 0, 0
 	for w := range waves {
@@ -67,11 +83,19 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 		sel := map[string]string{"app": name}
 		submitted := e.persistentBurst(ns, pausePods(name, perWave, e.nodes))
 		stop := f.start(t, e, ns, w)
+		if redeployAt[w] {
+			e.redeployWorkload(t, keep)
+		} else {
+			e.churn(t, keep, f.force)
+		}
+		e.churn(t, resv, f.force)
 		if err := <-submitted; err != nil {
 			stop()
 			t.Fatalf("wave %d (%s): %v", w, f.name, err)
 		}
 		e.waitReady(t, ns, sel, perWave, 8*time.Minute)
+		e.settleWorkload(t, keep)
+		e.settleWorkload(t, resv)
 		stop()
 		created += perWave
 		var opts []client.DeleteAllOfOption
@@ -82,7 +106,7 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 			t.Fatalf("wave %d: delete its pods: %v", w, err)
 		}
 		deleted += perWave
-		t.Logf("wave %d (%s): %d pods up and deleted, %s since the start", w, f.name, perWave, time.Since(start).Round(time.Second))
+		t.Logf("wave %d (%s): %d pods up and deleted, %s since the start; %s; %s", w, f.name, perWave, time.Since(start).Round(time.Second), keep.summary(), resv.summary())
 	}
 	sent, lost := ping.finish(t)
 	for w := range waves {
@@ -96,11 +120,18 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 			return e.kernelMatchesPods(ctx, node, nil)
 		})
 	}
+	configured := e.checkConfigured(t, ns)
+	logs.finish()
+	faultOn, managers, lostAnswers := logs.counts()
 	summary := fmt.Sprintf("chaos: %d creations, %d deletions in %s; recorded twice %d, pods with two addresses %d, leaked records %d, missing records %d, shared addresses %d, subnet count drifts %d, lost pings %d of %d",
 		created, deleted, time.Since(start).Round(time.Second), report.Count(ipamcheck.Misnamed), report.Count(ipamcheck.TwoAddresses),
 		report.Count(ipamcheck.Leaked), report.Count(ipamcheck.Missing), report.Count(ipamcheck.SharedAddress), report.Count(ipamcheck.CountDrift), len(lost), sent)
-	fmt.Println(summary)
-	t.Log(summary)
+	summary2 := fmt.Sprintf("chaos: %d live pods read in their network namespaces: configured != recorded %d, shared %d, missing families %d, lost answers %d (%d of %d manager pods logged fault injection on)",
+		configured.pods, configured.differ, configured.shared, configured.missingFamilies, lostAnswers, faultOn, managers)
+	for _, line := range []string{summary, summary2, "chaos: " + keep.summary(), "chaos: " + resv.summary()} {
+		fmt.Println(line)
+		t.Log(line)
+	}
 	if len(report.Findings) > 0 {
 		t.Errorf("IPAM is not clean one GC period after the chaos:\n%s", findingLines(report))
 	}
@@ -110,6 +141,20 @@ func TestChaosNeverDuplicatesOrLeaks(t *testing.T) {
 	if len(lost) > 0 {
 		t.Errorf("%d of %d echo requests lost across the daemon kills: sequence numbers %v", len(lost), sent, first(intStrings(lost), 50))
 	}
+	if len(configured.problems) > 0 {
+		t.Errorf("pods whose configured addresses are not their records:\n%s", strings.Join(configured.problems, "\n"))
+	}
+	if lostAnswers == 0 {
+		t.Errorf("no manager log names an injected fault: no answer to an IPInstance write was lost (%d of %d manager pods logged fault injection on)", faultOn, managers)
+	} else {
+		t.Logf("lost answers, e.g.:\n%s", strings.Join(logs.lostLines(3), "\n"))
+	}
+	for _, w := range []*chaosWorkload{keep, resv} {
+		if w.started == 0 || w.onHeld != w.started {
+			t.Errorf("%d of %d new pods of deployment %s ran on an address %s for it", w.onHeld, w.started, w.name, w.kind())
+		}
+	}
+	e.releaseWorkloads(t, plugin, keep, resv)
 }
 
 // persistentBurst creates pods in the background as a controller would:
