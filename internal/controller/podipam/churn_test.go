@@ -25,7 +25,7 @@ import (
 // beyond its pods', so every new pod of it can take a kept one: at the end
 // it must hold exactly the addresses it held at the start.
 func TestRetainingChurnUnderLostAnswers(t *testing.T) {
-	overlay(t, "ov-churn", "10.67.0.0/27")
+	overlay(t, "ov-churn", "10.81.0.0/27")
 	ns := newNamespace(t, nil)
 	lossy := rest.CopyConfig(cfg)
 	faultinject.LoseAnswers(lossy, 3, "ipinstances")

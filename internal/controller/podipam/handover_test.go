@@ -333,7 +333,7 @@ func (p *poolDuringHandOver) wrap(c client.WithWatch) client.Client {
 // again, and every later pod of the workload picked it, found it was the
 // first pod's, and tried again, until an audit came by.
 func TestPoolReconciledDuringAHandOverDoesNotTakeItBack(t *testing.T) {
-	overlay(t, "ov-inhand", "10.73.0.0/24")
+	overlay(t, "ov-inhand", "10.82.0.0/24")
 	ns := newNamespace(t, nil)
 	var r *Reconciler
 	hook := &poolDuringHandOver{pod: "web-b-0"}

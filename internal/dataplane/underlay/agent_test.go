@@ -154,10 +154,12 @@ func checkKernel(t *testing.T, l *lab, in Input) {
 // testARPSender: the node's ARP requests for addresses of the pod subnet,
 // sent on behalf of the pod, carry the enhanced address as sender.
 func testARPSender(t *testing.T, l *lab) {
-	nstest.IP(t, l.node, "neigh", "flush", "dev", "eth0")
-	nstest.IP(t, l.gw, "neigh", "flush", "dev", "eth0")
 	mac := nodeMAC(t, l)
+	// The neighbours are flushed once the capture listens, so no
+	// resolution can happen in between and be missed.
 	pkts := captureARP(t, l.gw, "eth0", func() {
+		nstest.IP(t, l.node, "neigh", "flush", "dev", "eth0")
+		nstest.IP(t, l.gw, "neigh", "flush", "dev", "eth0")
 		wantPeer(t, "pod -> external", l.pod, extIP, l.ext, podIP)
 	})
 	var requests int
