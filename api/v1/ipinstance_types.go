@@ -172,7 +172,7 @@ type IPInstanceStatus struct {
 // it comes from. Uniqueness does not rest on leader election.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ipi
+// +kubebuilder:resource:scope=Cluster,shortName=ipi,categories=estuary
 // +kubebuilder:validation:XValidation:rule="!isCIDR(self.spec.address.ip) || self.metadata.name == (((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')).endsWith('-') ? ((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')) + '0' : ((self.spec.address.ip.split('/')[0].replace(':', '-')).startsWith('-') ? '0' + self.spec.address.ip.split('/')[0].replace(':', '-') : self.spec.address.ip.split('/')[0].replace(':', '-')))",message="metadata.name must be the address of spec.address.ip, with an IPv6 address's colons written as dashes (10.10.0.7, fd00-1--7)"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.binding.podName) && size(self.spec.binding.podName) > 0) || (has(self.status) && has(self.status.phase) && self.status.phase == 'Reserved')",fieldPath=".spec.binding.podName",reason=FieldValueRequired,message="podName is required unless the address is Reserved"
 // +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.phase) || self.status.phase != 'Reserved' || (has(self.spec.reserved) && self.spec.reserved)",fieldPath=".spec.reserved",reason=FieldValueInvalid,message="a Reserved address must have spec.reserved set"

@@ -263,13 +263,14 @@ type NetworkStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=net
+// +kubebuilder:resource:scope=Cluster,shortName=net,categories=estuary
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="NetID",type=integer,JSONPath=`.spec.netID`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.used`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="BGP",type=string,JSONPath=`.status.conditions[?(@.type=="BGPPeersEstablished")].status`,description="BGPPeersEstablished: True when every node of a BGP network's domain has a session up"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Network struct {
 	metav1.TypeMeta   `json:",inline"`

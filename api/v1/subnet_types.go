@@ -172,7 +172,7 @@ type SubnetStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=sn
+// +kubebuilder:resource:scope=Cluster,shortName=sn,categories=estuary
 // +kubebuilder:printcolumn:name="Network",type=string,JSONPath=`.spec.network`
 // +kubebuilder:printcolumn:name="Version",type=integer,JSONPath=`.spec.range.version`
 // +kubebuilder:printcolumn:name="CIDR",type=string,JSONPath=`.spec.range.cidr`
@@ -180,6 +180,8 @@ type SubnetStatus struct {
 // +kubebuilder:printcolumn:name="Total",type=string,JSONPath=`.status.total`
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.used`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Private",type=boolean,JSONPath=`.spec.private`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Subnet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

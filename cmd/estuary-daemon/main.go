@@ -8,10 +8,14 @@
 // `estuary-daemon endpoints [--health-address ADDR]` instead prints, as
 // JSON, the endpoints the daemon running on this node plumbed, read from
 // its health server's /endpoints (kubectl estuary check runs it in each
-// daemon pod). --version prints the version and exits.
+// daemon pod). `estuary-daemon uninstall` takes estuary off the node it
+// runs on (the daemon must be stopped), as the daemon does itself when its
+// DaemonSet (--daemonset) is deleted. --version prints the version and
+// exits.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -31,11 +35,15 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == daemon.EndpointsCommandName {
 		os.Exit(daemon.EndpointsMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == uninstallCommand {
+		os.Exit(uninstallMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var (
 		cfg     daemon.Config
 		zapOpts = zap.Options{}
 	)
 	bindFlags(flag.CommandLine, &cfg)
+	daemonSet := flag.String("daemonset", "", "NAMESPACE/NAME of the DaemonSet running this daemon: when it is deleted (helm uninstall), the daemon takes estuary off the node as it stops. Empty: never")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -53,10 +61,48 @@ func main() {
 	}
 	cfg.Kube = kube
 	log.Info("starting daemon", "node", cfg.NodeName, "version", version.Version, "commit", version.GitCommit)
-	if err := daemon.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
-		log.Error(err, "daemon stopped")
+	ctx := ctrl.SetupSignalHandler()
+	var removal *daemon.Removal
+	if *daemonSet != "" {
+		if removal, err = daemon.WatchRemoval(ctx, kube, *daemonSet); err != nil {
+			log.Error(err, "watch the daemon's DaemonSet")
+			os.Exit(1)
+		}
+	}
+	runErr := daemon.Run(ctx, cfg)
+	if runErr != nil {
+		log.Error(runErr, "daemon stopped")
+	}
+	if removal != nil && !uninstallIfRemoved(removal, cfg) {
 		os.Exit(1)
 	}
+	if runErr != nil {
+		os.Exit(1)
+	}
+}
+
+// uninstallIfRemoved takes estuary off the node when the daemon's DaemonSet
+// was deleted. It reports false when it tried and failed.
+func uninstallIfRemoved(removal *daemon.Removal, cfg daemon.Config) bool {
+	log := ctrl.Log.WithName("uninstall")
+	ctx, cancel := context.WithTimeout(context.Background(), uninstallTimeout)
+	defer cancel()
+	removed, err := removal.Removed(ctx)
+	if err != nil {
+		log.Error(err, "cannot tell whether estuary is being uninstalled; the node keeps its estuary state (estuary-daemon uninstall removes it)")
+		return true
+	}
+	if !removed {
+		return true
+	}
+	log.Info("the daemon's DaemonSet is deleted: taking estuary off the node")
+	report, err := daemon.Uninstall(ctx, cfg)
+	if err != nil {
+		log.Error(err, "uninstall incomplete", "done", report.String())
+		return false
+	}
+	log.Info("estuary removed from the node", "done", report.String())
+	return true
 }
 
 // bindFlags registers the daemon's flags on fs, writing into cfg.

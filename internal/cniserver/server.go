@@ -1,8 +1,10 @@
 // Package cniserver owns the daemon side of the CNI protocol: the gRPC
 // server on the node-local unix socket that estuary-cni talks to, request
-// validation, per-container serialisation, and the endpoint store
-// (subpackage store) that is written before Add replies. Building the
-// interfaces themselves is delegated to a Backend.
+// validation, per-container serialisation, the endpoint store (subpackage
+// store) that is written before Add replies, and the requests' metrics:
+// their duration, and their failures by a Reason of a fixed set that the
+// error paths mark (WithReason). Building the interfaces themselves is
+// delegated to a Backend, which marks its own failures.
 package cniserver
 
 import (
@@ -35,6 +37,8 @@ type Config struct {
 	// (an attachment recorded or removed). It must not block: the node's
 	// data-path reconcile uses it as a trigger.
 	OnChange func()
+	// Metrics, if set, records every ADD, DEL, CHECK and GC request.
+	Metrics *Metrics
 }
 
 // Server serves the CNI service on a unix socket.
@@ -43,6 +47,7 @@ type Server struct {
 
 	backend    Backend
 	onChange   func()
+	metrics    *Metrics
 	store      *store.Store
 	locks      keyLocks
 	busy       busyKeys
@@ -77,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		backend:    cfg.Backend,
 		onChange:   cfg.OnChange,
+		metrics:    cfg.Metrics,
 		store:      st,
 		locks:      keyLocks{m: map[string]*keyLock{}},
 		busy:       busyKeys{m: map[store.Key]int{}},

@@ -22,6 +22,13 @@ import (
 // replying. A repeated Add for a recorded attachment in the same network
 // namespace returns the recorded result without calling the backend.
 func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddReply, error) {
+	start := time.Now()
+	reply, err := s.add(ctx, req)
+	s.metrics.observe(CommandAdd, start, err)
+	return reply, err
+}
+
+func (s *Server) add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddReply, error) {
 	a, err := validateArgs(req.GetArgs(), true)
 	if err != nil {
 		return nil, err
@@ -42,7 +49,7 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 			return nil, backendError("del of stale endpoint "+key.String(), err)
 		}
 	case !errors.Is(err, store.ErrNotFound):
-		return nil, status.Errorf(codes.Internal, "add %s: %v", key, err)
+		return nil, storeError("add %s: %v", key, err)
 	}
 
 	reply, err := s.backend.Add(ctx, a)
@@ -50,14 +57,15 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 		return nil, backendError("add "+key.String(), err)
 	}
 	ep, err := endpointOf(a, reply)
+	reason := ReasonInternal
 	if err == nil {
-		err = s.store.Put(ep)
+		err, reason = s.store.Put(ep), ReasonStore
 	}
 	if err != nil {
 		if delErr := s.backend.Del(ctx, a); delErr != nil {
 			err = errors.Join(err, fmt.Errorf("roll back: %w", delErr))
 		}
-		return nil, status.Errorf(codes.Internal, "add %s: %v", key, err)
+		return nil, WithReason(reason, status.Errorf(codes.Internal, "add %s: %v", key, err))
 	}
 	s.changed()
 	return reply, nil
@@ -67,6 +75,13 @@ func (s *Server) Add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 // succeeds for attachments that were never added or are already gone; a
 // failing backend keeps the record so that the runtime's retry finds it.
 func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelReply, error) {
+	start := time.Now()
+	reply, err := s.del(ctx, req)
+	s.metrics.observe(CommandDel, start, err)
+	return reply, err
+}
+
+func (s *Server) del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelReply, error) {
 	a, err := validateArgs(req.GetArgs(), false)
 	if err != nil {
 		return nil, err
@@ -80,13 +95,13 @@ func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelRepl
 	case err == nil && a.Netns == "":
 		a.Netns = ep.Netns
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return nil, status.Errorf(codes.Internal, "del %s: %v", key, err)
+		return nil, storeError("del %s: %v", key, err)
 	}
 	if err := s.backend.Del(ctx, a); err != nil {
 		return nil, backendError("del "+key.String(), err)
 	}
 	if err := s.store.Delete(key); err != nil {
-		return nil, status.Errorf(codes.Internal, "del %s: %v", key, err)
+		return nil, storeError("del %s: %v", key, err)
 	}
 	s.changed()
 	return &cniv1.DelReply{}, nil
@@ -95,6 +110,13 @@ func (s *Server) Del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelRepl
 // Check compares the request (and the runtime's prevResult, if any) with
 // the record, then asks the backend to verify the interface.
 func (s *Server) Check(ctx context.Context, req *cniv1.CheckRequest) (*cniv1.CheckReply, error) {
+	start := time.Now()
+	reply, err := s.check(ctx, req)
+	s.metrics.observe(CommandCheck, start, err)
+	return reply, err
+}
+
+func (s *Server) check(ctx context.Context, req *cniv1.CheckRequest) (*cniv1.CheckReply, error) {
 	a, err := validateArgs(req.GetArgs(), true)
 	if err != nil {
 		return nil, err
@@ -107,7 +129,7 @@ func (s *Server) Check(ctx context.Context, req *cniv1.CheckRequest) (*cniv1.Che
 		return nil, status.Errorf(codes.NotFound, "check %s: no endpoint is recorded for this container and interface", key)
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "check %s: %v", key, err)
+		return nil, storeError("check %s: %v", key, err)
 	}
 	if diffs := compare(ep, a, req.GetPrevResult()); len(diffs) > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "check %s: endpoint does not match its record: %s", key, strings.Join(diffs, "; "))
@@ -135,6 +157,13 @@ func (s *Server) Status(ctx context.Context, req *cniv1.StatusRequest) (*cniv1.S
 // judge here. Failures are reported after every stale attachment has been
 // tried; their records stay for the next GC.
 func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, error) {
+	start := time.Now()
+	reply, err := s.gc(ctx, req)
+	s.metrics.observe(CommandGC, start, err)
+	return reply, err
+}
+
+func (s *Server) gc(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, error) {
 	if err := validateGC(req); err != nil {
 		return nil, err
 	}
@@ -145,7 +174,7 @@ func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 	}
 	eps, err := s.store.List()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "gc: %v", err)
+		return nil, storeError("gc: %v", err)
 	}
 	reply := &cniv1.GCReply{}
 	var errs []error
@@ -163,7 +192,9 @@ func (s *Server) GC(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 		s.changed()
 	}
 	if len(errs) > 0 {
-		return nil, status.Errorf(codes.Internal, "gc: removed %d, failed %d: %v", len(reply.Removed), len(errs), errors.Join(errs...))
+		all := errors.Join(errs...)
+		return nil, WithReason(ReasonOf(all),
+			status.Errorf(codes.Internal, "gc: removed %d, failed %d: %v", len(reply.Removed), len(errs), all))
 	}
 	return reply, nil
 }
@@ -192,7 +223,10 @@ func (s *Server) collect(ctx context.Context, ep store.Endpoint) error {
 	if err := s.backend.Del(ctx, attachmentOf(ep)); err != nil {
 		return fmt.Errorf("del %s: %w", ep.Key, err)
 	}
-	return s.store.Delete(ep.Key)
+	if err := s.store.Delete(ep.Key); err != nil {
+		return WithReason(ReasonStore, fmt.Errorf("del %s: %w", ep.Key, err))
+	}
+	return nil
 }
 
 // compare lists the differences between a record and a Check request.
@@ -316,19 +350,26 @@ func addressesOf(r *cniv1.AddReply) []string {
 func decodeResult(ep store.Endpoint) (*cniv1.AddReply, error) {
 	reply := &cniv1.AddReply{}
 	if err := proto.Unmarshal(ep.Result, reply); err != nil {
-		return nil, status.Errorf(codes.Internal, "add %s: decode recorded result: %v", ep.Key, err)
+		return nil, storeError("add %s: decode recorded result: %v", ep.Key, err)
 	}
 	return reply, nil
 }
 
 // backendError keeps a status the backend chose and maps anything else to
-// Internal, naming the operation.
+// Internal, naming the operation; the Reason the backend marked (ReasonOf)
+// stays with it.
 func backendError(op string, err error) error {
+	reason := ReasonOf(err)
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-		return status.Errorf(st.Code(), "%s: %s", op, st.Message())
+		return WithReason(reason, status.Errorf(st.Code(), "%s: %s", op, st.Message()))
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err)
+		return WithReason(reason, status.Errorf(codes.DeadlineExceeded, "%s: %v", op, err))
 	}
-	return status.Errorf(codes.Internal, "%s: backend: %v", op, err)
+	return WithReason(reason, status.Errorf(codes.Internal, "%s: backend: %v", op, err))
+}
+
+// storeError is an Internal status for a failure of the endpoint store.
+func storeError(format string, args ...any) error {
+	return WithReason(ReasonStore, status.Errorf(codes.Internal, format, args...))
 }

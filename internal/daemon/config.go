@@ -268,3 +268,7 @@ func absolute(flag, path string) error {
 	}
 	return nil
 }
+
+// stateDir is the directory of the endpoint store, where the daemon keeps
+// its node journal too.
+func (c Config) stateDir() string { return filepath.Dir(c.StatePath) }

@@ -21,7 +21,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -57,6 +59,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	log.Info("starting", "node", cfg.NodeName, "hostNetns", cfg.HostNetns)
+	j, err := openOrResetJournal(cfg.stateDir(), cfg.HostNetns)
+	if err != nil {
+		return err
+	}
+	sysctl.SetRecorder(j)
+	defer sysctl.SetRecorder(nil)
 	if err := sysctl.Write(cfg.HostNetns, nodeSysctls); err != nil {
 		return fmt.Errorf("node sysctls: %w", err)
 	}
@@ -101,8 +109,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	var syncer *netsync.Syncer
+	metrics := newDaemonMetrics()
 	// syncer is set before the server serves its first ADD.
-	srv, backend, err := startServer(cfg, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() })
+	srv, backend, err := startServer(cfg, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() }, metrics.cni)
 	if err != nil {
 		return err
 	}
@@ -115,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(err, closeServer(srv))
 	}
 	defer local.Close()
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local); err != nil {
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local, metrics.datapath); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
@@ -124,7 +133,8 @@ func Run(ctx context.Context, cfg Config) error {
 	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
-	stopErr := run(ctx, cfg, parts, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store()})
+	stopErr := run(ctx, cfg, parts, j, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store(),
+		metrics: metrics.collectors()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
 }
@@ -164,7 +174,7 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods) (*netsync.Syncer, error) {
+	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods, m *netsync.Metrics) (*netsync.Syncer, error) {
 	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
@@ -173,7 +183,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	opts := netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
-		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local,
+		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local, Metrics: m,
 	}
 	if fp != nil {
 		opts.FastPath = fp
@@ -198,11 +208,12 @@ type healthSources struct {
 	peers     bgpPeers
 	fp        *fastPath
 	endpoints endpointStore
+	metrics   []prometheus.Collector
 }
 
 // run installs the plugin, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running, src healthSources) error {
-	if err := install(cfg); err != nil {
+func run(ctx context.Context, cfg Config, parts *running, j *journal, src healthSources) error {
+	if err := install(cfg, j); err != nil {
 		return err
 	}
 	if err := startHealth(ctx, cfg, parts, src); err != nil {
@@ -242,8 +253,10 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 }
 
 // startServer opens the CNI server over the podnet backend; the caller
-// serves it. onChange is called after each change of the endpoint store.
-func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func()) (*cniserver.Server, *podnet.Backend, error) {
+// serves it. onChange is called after each change of the endpoint store;
+// m records every request.
+func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func(),
+	m *cniserver.Metrics) (*cniserver.Server, *podnet.Backend, error) {
 	backend, err := podnet.New(podnet.Config{
 		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
@@ -252,7 +265,7 @@ func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onC
 		return nil, nil, fmt.Errorf("pod network backend: %w", err)
 	}
 	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend,
-		OnChange: onChange})
+		OnChange: onChange, Metrics: m})
 	if err != nil {
 		return nil, nil, fmt.Errorf("cni server: %w", err)
 	}
@@ -284,12 +297,17 @@ func closeServer(srv *cniserver.Server) error {
 
 // install puts the plugin binary, the conflist and the routing table names
 // in place.
-func install(cfg Config) error {
+func install(cfg Config, j *journal) error {
 	wrote, err := InstallBinary(cfg.CNIBinarySource, cfg.CNIBinDir)
 	if err != nil {
 		return fmt.Errorf("install cni binary: %w", err)
 	}
 	log.Info("cni binary installed", "from", cfg.CNIBinarySource, "dir", cfg.CNIBinDir, "name", PluginType, "changed", wrote)
+	for _, src := range cfg.CNIExtraPlugins {
+		if err := j.file(filepath.Join(cfg.CNIBinDir, filepath.Base(src))); err != nil {
+			return fmt.Errorf("install reference plugins: %w", err)
+		}
+	}
 	n, err := InstallPlugins(cfg.CNIExtraPlugins, cfg.CNIBinDir)
 	if err != nil {
 		return fmt.Errorf("install reference plugins: %w", err)
@@ -326,7 +344,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 	if err != nil {
 		return err
 	}
-	h.bgp, h.endpoints, h.node = src.peers, src.endpoints, cfg.NodeName
+	h.bgp, h.endpoints, h.node, h.metrics = src.peers, src.endpoints, cfg.NodeName, src.metrics
 	if src.fp != nil {
 		h.fastpath = src.fp.prog
 	}

@@ -39,6 +39,9 @@ type health struct {
 	// serves none.
 	endpoints endpointStore
 	node      string
+	// metrics are the daemon's own collectors (the CNI server's, the
+	// data-path loop's), served on /metrics.
+	metrics []prometheus.Collector
 }
 
 // bgpPeers returns the status of the BGP speakers' peers, per network.
@@ -104,7 +107,8 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveHealth listens on addr and serves /healthz, /bgp, /endpoints (the
-// endpoint store as JSON) and /metrics (the BGP peers' session states, Go
+// endpoint store as JSON) and /metrics (CNI requests, data-path reconciles,
+// the node GC, the BGP peers' session states, the fast path's verdicts, Go
 // and process metrics) until ctx ends; /bgp and /endpoints answer only
 // peers on the node's loopback, whatever addr is. It returns once listening, with the
 // bound address and a channel that yields Serve's outcome.
@@ -138,6 +142,7 @@ func (h *health) mux() *http.ServeMux {
 	mux.Handle("/healthz", h)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gcCollected)
+	reg.MustRegister(h.metrics...)
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", loopbackOnly(h.serveBGP))
 		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))

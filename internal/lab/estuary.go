@@ -144,6 +144,10 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	if err := os.WriteFile(e.Values, values, 0o600); err != nil {
 		return fmt.Errorf("write estuary values %s: %w", e.Values, err)
 	}
+	l.step("snapshot of every node before the install (%s)", filepath.Dir(PreInstallSnapshotPath(l.paths.Root, "node")))
+	if err := l.snapshotNodes(ctx); err != nil {
+		return err
+	}
 	l.step("installing estuary: helm upgrade --install %s %s -n %s -f %s", e.Release, e.Chart, e.Namespace, e.Values)
 	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--namespace", e.Namespace,
 		"--values", e.Values, "--timeout", "5m"); err != nil {

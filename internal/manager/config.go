@@ -49,6 +49,9 @@ type Config struct {
 	MaxRetainTTL time.Duration
 	// Webhook configures the admission webhook; Port 0 disables it.
 	Webhook WebhookConfig
+	// UpgradeCRDs brings estuary's CRDs to the manager's schema before the
+	// controllers start (--upgrade-crds; internal/crdupgrade).
+	UpgradeCRDs bool
 	// BootstrapDir holds YAML objects the leader creates when absent, once
 	// the webhook serves (--bootstrap-dir); empty: none.
 	BootstrapDir string

@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -19,7 +22,9 @@ import (
 	"github.com/estuary-cni/estuary/internal/controller/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
+	"github.com/estuary-cni/estuary/internal/crdupgrade"
 	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/version"
 	"github.com/estuary-cni/estuary/internal/webhook"
 	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -36,6 +41,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	if cfg.UpgradeCRDs {
+		if err := upgradeCRDs(ctx, cfg.Kube); err != nil {
+			return err
+		}
+	}
 	mgr, err := newManager(cfg)
 	if err != nil {
 		return err
@@ -183,6 +193,30 @@ func setupBootstrap(mgr ctrlmanager.Manager, dir, owner string, serving <-chan s
 	}
 	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("add bootstrap: %w", err)
+	}
+	return nil
+}
+
+// upgradeCRDs brings the cluster's estuary CRDs to the manager's schema.
+func upgradeCRDs(ctx context.Context, kube *rest.Config) error {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("upgrade CRDs: %w", err)
+	}
+	c, err := client.New(kube, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("upgrade CRDs: %w", err)
+	}
+	want, err := crdupgrade.Embedded()
+	if err != nil {
+		return fmt.Errorf("upgrade CRDs: %w", err)
+	}
+	results, err := crdupgrade.Ensure(ctx, c, want, version.Version)
+	for _, r := range results {
+		log.Info("CRD", "name", r.Name, "action", r.Action, "writtenBy", r.Release, "release", version.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade CRDs (--upgrade-crds): %w", err)
 	}
 	return nil
 }

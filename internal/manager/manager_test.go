@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,12 +86,12 @@ func freeAddr(t *testing.T) string {
 // it leads and has rebuilt its allocator, gives a scheduled pod an address
 // (an IPInstance), and on cancel returns nil and releases its Lease.
 func TestRunLeadsAllocatesAndStops(t *testing.T) {
-	probe := freeAddr(t)
+	probe, metrics := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(bg())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Kube: kube, MetricsAddr: "0", ProbeAddr: probe, LeaderElect: true,
+		done <- Run(ctx, Config{Kube: kube, MetricsAddr: metrics, ProbeAddr: probe, LeaderElect: true, UpgradeCRDs: true,
 			LeaderElectionNamespace: "default", Workers: 2})
 	}()
 	testenv.Eventually(t, "readyz answers 200", time.Minute, func() error {
@@ -145,6 +147,9 @@ func TestRunLeadsAllocatesAndStops(t *testing.T) {
 		}
 		return fmt.Errorf("no IPInstance of pod %s among %d", pod.Name, len(list.Items))
 	})
+	testenv.Eventually(t, "/metrics serves the subnet's capacity and disjoint address states", 30*time.Second, func() error {
+		return subnetMetrics(metrics, sn.Name)
+	})
 
 	cancel()
 	select {
@@ -161,4 +166,52 @@ func TestRunLeadsAllocatesAndStops(t *testing.T) {
 	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
 		t.Fatalf("Lease still held by %q after a clean stop", h)
 	}
+}
+
+// subnetMetrics scrapes the manager's /metrics and checks subnet's IPAM
+// series: a capacity, one used address, and used, reserved and available
+// adding up to the capacity, with no state that counts an address twice.
+func subnetMetrics(addr, subnet string) error {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	values := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || strings.HasPrefix(series, "#") || !strings.Contains(series, `subnet="`+subnet+`"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", line, err)
+		}
+		values[series] = v
+	}
+	capacity, ok := values[`estuary_ipam_subnet_capacity_addresses{subnet="`+subnet+`"}`]
+	if !ok {
+		return fmt.Errorf("no capacity of subnet %s among %v", subnet, values)
+	}
+	sum := 0.0
+	for series, v := range values {
+		if strings.HasPrefix(series, "estuary_ipam_addresses{") {
+			if !strings.Contains(series, `state="used"`) && !strings.Contains(series, `state="reserved"`) &&
+				!strings.Contains(series, `state="available"`) {
+				return fmt.Errorf("unexpected state in %s", series)
+			}
+			sum += v
+		}
+	}
+	if used := values[`estuary_ipam_addresses{state="used",subnet="`+subnet+`"}`]; used != 1 {
+		return fmt.Errorf("used = %v, want 1 (all: %v)", used, values)
+	}
+	if sum != capacity {
+		return fmt.Errorf("states sum to %v, capacity is %v (all: %v)", sum, capacity, values)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/estuary-cni/estuary/internal/nsrun"
 )
@@ -41,7 +42,7 @@ func List(settings []Setting) string {
 // own namespace when nsPath is empty), skipping those that already hold their
 // value. It reports every failure, not just the first.
 func Write(nsPath string, settings []Setting) error {
-	return nsrun.Do(nsPath, func() error { return apply(settings) })
+	return nsrun.Do(nsPath, func() error { return apply(nsPath, settings) })
 }
 
 // Read returns the value of key (a path under /proc/sys) in the network
@@ -59,13 +60,42 @@ func Read(nsPath, key string) (string, error) {
 	return v, err
 }
 
-func apply(settings []Setting) error {
+// Recorder learns the value a setting held before Write changed it, so
+// that the change can be undone (the daemon's node journal).
+type Recorder interface {
+	// Before is called with the namespace path Write was given, the
+	// setting about to be written and the value it holds, before writing.
+	// An error from Before stops that setting's write.
+	Before(nsPath string, s Setting, old string) error
+}
+
+var recorder atomic.Pointer[Recorder]
+
+// SetRecorder makes r see every value Write changes from now on, in this
+// process; nil stops recording.
+func SetRecorder(r Recorder) {
+	if r == nil {
+		recorder.Store(nil)
+		return
+	}
+	recorder.Store(&r)
+}
+
+func apply(nsPath string, settings []Setting) error {
 	var errs []error
+	rec := recorder.Load()
 	for _, s := range settings {
 		path := filepath.Join("/proc/sys", s.Key)
 		cur, err := os.ReadFile(path) // #nosec G304 -- keys are fixed /proc/sys paths
-		if err == nil && strings.TrimSpace(string(cur)) == s.Value {
+		old := strings.TrimSpace(string(cur))
+		if err == nil && old == s.Value {
 			continue
+		}
+		if err == nil && rec != nil {
+			if err := (*rec).Before(nsPath, s, old); err != nil {
+				errs = append(errs, fmt.Errorf("sysctl %s: record the value before: %w", s, err))
+				continue
+			}
 		}
 		if err := os.WriteFile(path, []byte(s.Value), 0o644); err != nil { // #nosec G306 -- a /proc/sys file
 			errs = append(errs, fmt.Errorf("sysctl %s: %w", s, err))

@@ -16,13 +16,16 @@ import (
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
-var k8s client.Client
+var (
+	k8s  client.Client
+	kube *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	// Strict: a field the schema does not know fails the write instead of
 	// being pruned, so a misplaced field in a test case cannot pass silently.
-	os.Exit(testenv.Main(m, testenv.Options{Strict: true}, func(_ *rest.Config, c client.Client) (func(), error) {
-		k8s = c
+	os.Exit(testenv.Main(m, testenv.Options{Strict: true}, func(cfg *rest.Config, c client.Client) (func(), error) {
+		k8s, kube = c, cfg
 		return nil, nil
 	}))
 }

@@ -29,6 +29,8 @@ type StatusWriter struct {
 	Interval time.Duration
 
 	written map[string]any
+	// measured are the subnets whose metrics the last pass published.
+	measured map[string]bool
 }
 
 // NeedLeaderElection returns true: only the leader's allocator is
@@ -65,6 +67,7 @@ func (w *StatusWriter) writeAll(ctx context.Context) {
 			logger.Error(err, "write subnet status", "subnet", name)
 		}
 	}
+	w.forgetRemoved(names)
 	w.Topology.mu.RLock()
 	nets := make([]string, 0, len(w.Topology.networks))
 	for n := range w.Topology.networks {
@@ -79,6 +82,21 @@ func (w *StatusWriter) writeAll(ctx context.Context) {
 	}
 }
 
+// forgetRemoved drops the metrics of the subnets measured before and not
+// among names (the allocator's now).
+func (w *StatusWriter) forgetRemoved(names []string) {
+	now := make(map[string]bool, len(names))
+	for _, n := range names {
+		now[n] = true
+	}
+	for n := range w.measured {
+		if !now[n] {
+			w.Metrics.forgetSubnet(n)
+		}
+	}
+	w.measured = now
+}
+
 func (w *StatusWriter) writeSubnet(ctx context.Context, name string) error {
 	st, err := w.Alloc.Stats(name)
 	if err != nil {
@@ -88,9 +106,7 @@ func (w *StatusWriter) writeSubnet(ctx context.Context, name string) error {
 	if c, err := w.Alloc.Cursor(name); err == nil && c.IsValid() {
 		want.last = c.String()
 	}
-	w.Metrics.addresses.WithLabelValues(name, "used").Set(float64(st.Used))
-	w.Metrics.addresses.WithLabelValues(name, "available").Set(float64(st.Available))
-	w.Metrics.addresses.WithLabelValues(name, "total").Set(float64(st.Total))
+	w.Metrics.setSubnet(name, st)
 	if w.written["subnet/"+name] == want {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 )
 
@@ -56,9 +57,10 @@ func (w *Waiter) waitEstablished(ctx context.Context, key, network string) error
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("pod %s: network %s: no Established BGP session on node %s (%s); "+
-				"set spec.bgpWaitForPeer to false on the network to let pods start without one: %w",
-				key, network, w.node, describeSessions(peers, running, err), ctx.Err())
+			return cniserver.WithReason(cniserver.ReasonBGPSession,
+				fmt.Errorf("pod %s: network %s: no Established BGP session on node %s (%s); "+
+					"set spec.bgpWaitForPeer to false on the network to let pods start without one: %w",
+					key, network, w.node, describeSessions(peers, running, err), ctx.Err()))
 		}
 	}
 }

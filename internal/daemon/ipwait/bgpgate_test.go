@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
@@ -136,6 +137,9 @@ func TestGateTimeoutNamesPodNetworkAndPeers(t *testing.T) {
 	}
 	if !errors.Is(r.err, context.DeadlineExceeded) || r.addrs != nil {
 		t.Fatalf("got %v, %v; want no address and a deadline error", r.addrs, r.err)
+	}
+	if reason := cniserver.ReasonOf(r.err); reason != cniserver.ReasonBGPSession {
+		t.Fatalf("reason of %v = %s, want %s", r.err, reason, cniserver.ReasonBGPSession)
 	}
 
 	// No speaker at all for the network.

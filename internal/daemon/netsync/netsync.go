@@ -21,7 +21,9 @@
 // (pods added one after another, a node's status updates) costs one
 // reconcile. A missed event is repaired by the next one (or by the periodic
 // resync), and a restarted daemon converges the same way without history. A
-// failed reconcile is retried with a capped backoff. WatchKernel also
+// failed reconcile is retried with a capped backoff. With Options.Metrics,
+// every pass's duration and each part that failed in it are recorded
+// (metrics.go). WatchKernel also
 // triggers on changes of the kernel's own links the data path depends on (a
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
@@ -153,6 +155,8 @@ type Options struct {
 	// first in every pass; nil reconciles none (the pods' ADDs still write
 	// their routes).
 	LocalPods LocalPods
+	// Metrics, if set, records every pass's duration and failed parts.
+	Metrics *Metrics
 }
 
 // LocalPods is the routing plan's local-pods writer (podnet.LocalPods).
@@ -273,7 +277,10 @@ func (s *Syncer) loop(ctx context.Context, sync func(context.Context) error) {
 		case <-retry:
 		}
 		retry = nil
-		if err := sync(ctx); err != nil {
+		start := time.Now()
+		err := sync(ctx)
+		s.opts.Metrics.observe(start, err)
+		if err != nil {
 			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
 			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", backoff)
 			retry = time.After(backoff)

@@ -21,18 +21,18 @@ import (
 
 // sync is one reconcile: the local-pods table, then read, the overlay
 // (compute, publish, apply), the underlay, BGP and the fast path, each
-// reported on its own.
+// reported on its own and marked with its part (metrics.go).
 func (s *Syncer) sync(ctx context.Context) error {
-	localErr := s.syncLocalPods(ctx)
+	localErr := inPart(PartLocalPods, s.syncLocalPods(ctx))
 	objs, err := s.read(ctx)
 	if err != nil {
-		return errors.Join(localErr, err)
+		return errors.Join(localErr, inPart(PartRead, err))
 	}
 	table := translate.NeighTable(s.opts.Node, objs)
 	s.neigh.Store(&table)
 	eps, err := s.eps.List()
 	if err != nil {
-		return fmt.Errorf("list local endpoints: %w", err)
+		return errors.Join(localErr, inPart(PartRead, fmt.Errorf("list local endpoints: %w", err)))
 	}
 	pods, _ := translate.LocalPods(eps, nil)
 	if !s.started {
@@ -44,10 +44,10 @@ func (s *Syncer) sync(ctx context.Context) error {
 	in, ovlErr := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent)
 	return errors.Join(
 		localErr,
-		ovlErr,
-		s.syncUnderlay(ctx, node, uin, uinErr, pods, parent),
-		s.syncBGP(ctx, node, objs, pods),
-		s.syncFastPath(objs, eps, in, parent),
+		inPart(PartOverlay, ovlErr),
+		inPart(PartUnderlay, s.syncUnderlay(ctx, node, uin, uinErr, pods, parent)),
+		inPart(PartBGP, s.syncBGP(ctx, node, objs, pods)),
+		inPart(PartFastPath, s.syncFastPath(objs, eps, in, parent)),
 	)
 }
 

@@ -147,7 +147,8 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 	t.Cleanup(cancel)
 	dp := &fakeDataplane{failNext: 1}
 	eps := &fakeEndpoints{}
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard()}, dp, c, k8s, eps)
+	m := NewMetrics()
+	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), Metrics: m}, dp, c, k8s, eps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +183,13 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 		}
 		if len(answered) != 1 || answered[0] != overlay.DeviceName(4) {
 			return fmt.Errorf("answerer started for %v", answered)
+		}
+		return nil
+	})
+	eventually(t, "the injected Apply failure counted as a failed pass under part overlay", func() error {
+		passes, failures := reconcileCounts(t, m)
+		if failures[PartOverlay] < 1 || passes["error"] < 1 {
+			return fmt.Errorf("passes %v, failures %v", passes, failures)
 		}
 		return nil
 	})

@@ -109,3 +109,43 @@ func (h *Handle) LinkIndexes() (map[string]int, error) {
 	}
 	return l.byName, nil
 }
+
+// DeleteEmptyClsact deletes link's clsact qdisc when no filter is left on
+// its ingress or egress hook (the qdisc AttachIngress added for estuary's
+// filter). It reports whether it deleted one; a link without the qdisc, or
+// with another party's filters on it, is left alone.
+func (h *Handle) DeleteEmptyClsact(link string) (bool, error) {
+	l, err := h.nl.LinkByName(link)
+	if errors.As(err, &netlink.LinkNotFoundError{}) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("clsact qdisc of %s: %w", link, err)
+	}
+	qs, err := h.nl.QdiscList(l)
+	if err != nil {
+		return false, fmt.Errorf("qdiscs of %s: %w", link, err)
+	}
+	var clsact netlink.Qdisc
+	for _, q := range qs {
+		if q.Type() == "clsact" {
+			clsact = q
+		}
+	}
+	if clsact == nil {
+		return false, nil
+	}
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := h.nl.FilterList(l, parent)
+		if err != nil {
+			return false, fmt.Errorf("filters of %s: %w", link, err)
+		}
+		if len(fs) > 0 {
+			return false, nil
+		}
+	}
+	if err := h.nl.QdiscDel(clsact); err != nil && !errors.Is(err, unix.ENOENT) {
+		return false, fmt.Errorf("delete clsact qdisc of %s: %w", link, err)
+	}
+	return true, nil
+}

@@ -31,12 +31,12 @@ type plumbing struct {
 func (b *Backend) open(a cniserver.Attachment, mtu int) (*plumbing, error) {
 	pod, err := ops.Open(a.Netns)
 	if err != nil {
-		return nil, fmt.Errorf("%s: pod namespace: %w", podRef(a), err)
+		return nil, cniserver.WithReason(cniserver.ReasonNetns, fmt.Errorf("%s: pod namespace: %w", podRef(a), err))
 	}
 	host, err := ops.Open(b.cfg.HostNetns)
 	if err != nil {
 		pod.Close()
-		return nil, fmt.Errorf("%s: host namespace: %w", podRef(a), err)
+		return nil, cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: host namespace: %w", podRef(a), err))
 	}
 	return &plumbing{a: a, hostNS: b.cfg.HostNetns, host: host, pod: pod, hostVeth: HostVethName(a), mtu: mtu}, nil
 }

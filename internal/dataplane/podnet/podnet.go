@@ -178,7 +178,7 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	}
 	mac, err := pinnedMAC(addrs)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", podRef(a), err)
+		return nil, cniserver.WithReason(cniserver.ReasonIPAMRefused, fmt.Errorf("%s: %w", podRef(a), err))
 	}
 	p, err := b.open(a, b.mtuFor(addrs))
 	if err != nil {
@@ -190,9 +190,10 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	if err == nil {
 		err = p.configure(addrs)
 	}
+	err = cniserver.WithReason(cniserver.ReasonDataplane, err)
 	if err == nil && b.cfg.Readiness != nil {
 		if rerr := b.cfg.Readiness.PodReady(ctx, addrs); rerr != nil {
-			err = fmt.Errorf("%s: %w", podRef(a), rerr)
+			err = cniserver.WithReason(cniserver.ReasonSegmentCheck, fmt.Errorf("%s: %w", podRef(a), rerr))
 		}
 	}
 	if err != nil {
@@ -206,6 +207,10 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	return p.reply(addrs)
 }
 
+// waitAddresses waits for the pod's addresses. Its errors carry their
+// cniserver.Reason: records that cannot be used are ipam_refused, no
+// records within AddressTimeout ipam_timeout, a runtime that gave up first
+// canceled (unless the wait marked its own, as the BGP gate does).
 func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]Address, error) {
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.AddressTimeout)
 	defer cancel()
@@ -213,17 +218,22 @@ func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]
 	if err != nil && wctx.Err() == nil {
 		// The records are there but unusable (a malformed field): waiting
 		// longer would not help, and the error says why.
-		return nil, fmt.Errorf("%s: its addresses: %w", podRef(a), err)
+		return nil, cniserver.WithReason(cniserver.ReasonIPAMRefused, fmt.Errorf("%s: its addresses: %w", podRef(a), err))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: no addresses within %s: %w", podRef(a), b.cfg.AddressTimeout, err)
+		reason := cniserver.ReasonIPAMTimeout
+		if ctx.Err() != nil {
+			reason = cniserver.ReasonCanceled
+		}
+		return nil, cniserver.WithReason(reason, fmt.Errorf("%s: no addresses within %s: %w", podRef(a), b.cfg.AddressTimeout, err))
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("%s: no addresses allocated", podRef(a))
+		return nil, cniserver.WithReason(cniserver.ReasonIPAMRefused, fmt.Errorf("%s: no addresses allocated", podRef(a)))
 	}
 	for _, ad := range addrs {
 		if !ad.IP.IsValid() || (ad.Family != family.Of(ad.IP.Addr()) && ad.Family != "") {
-			return nil, fmt.Errorf("%s: invalid address %v (family %q)", podRef(a), ad.IP, ad.Family)
+			return nil, cniserver.WithReason(cniserver.ReasonIPAMRefused,
+				fmt.Errorf("%s: invalid address %v (family %q)", podRef(a), ad.IP, ad.Family))
 		}
 	}
 	return addrs, nil
@@ -235,11 +245,11 @@ func (b *Backend) waitAddresses(ctx context.Context, a cniserver.Attachment) ([]
 func (b *Backend) Del(_ context.Context, a cniserver.Attachment) error {
 	host, err := ops.Open(b.cfg.HostNetns)
 	if err != nil {
-		return fmt.Errorf("%s: host namespace: %w", podRef(a), err)
+		return cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: host namespace: %w", podRef(a), err))
 	}
 	defer host.Close()
 	if err := host.DeleteLink(HostVethName(a)); err != nil {
-		return fmt.Errorf("%s: %w", podRef(a), err)
+		return cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: %w", podRef(a), err))
 	}
 	return nil
 }
@@ -251,7 +261,7 @@ func (b *Backend) Check(_ context.Context, a cniserver.Attachment, ep store.Endp
 	for _, s := range ep.IPs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return fmt.Errorf("%s: recorded address %q: %w", podRef(a), s, err)
+			return cniserver.WithReason(cniserver.ReasonStore, fmt.Errorf("%s: recorded address %q: %w", podRef(a), s, err))
 		}
 		ips = append(ips, p)
 	}
@@ -261,7 +271,7 @@ func (b *Backend) Check(_ context.Context, a cniserver.Attachment, ep store.Endp
 	}
 	defer p.close()
 	if errs := p.check(ips); len(errs) > 0 {
-		return fmt.Errorf("%s: %w", podRef(a), errors.Join(errs...))
+		return cniserver.WithReason(cniserver.ReasonMismatch, fmt.Errorf("%s: %w", podRef(a), errors.Join(errs...)))
 	}
 	return nil
 }

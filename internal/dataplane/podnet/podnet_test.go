@@ -216,6 +216,9 @@ func TestAddMissingNetnsLeavesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "pod default/ghost") {
 		t.Fatalf("Add = %v, want an error naming pod default/ghost", err)
 	}
+	if r := cniserver.ReasonOf(err); r != cniserver.ReasonNetns {
+		t.Errorf("reason of %v = %s, want %s", err, r, cniserver.ReasonNetns)
+	}
 	if out := hostLinks(t, e.host); strings.Contains(out, HostVethPrefix) {
 		t.Errorf("host has links left:\n%s", out)
 	}
@@ -237,6 +240,9 @@ func TestAddFailureCleansUp(t *testing.T) {
 		t.Fatalf("Add = %v, want an error naming pod default/noipv6 and its interface", err)
 	}
 	t.Logf("Add failed as intended: %v", err)
+	if r := cniserver.ReasonOf(err); r != cniserver.ReasonDataplane {
+		t.Errorf("reason of %v = %s, want %s", err, r, cniserver.ReasonDataplane)
+	}
 	if out := hostLinks(t, e.host); strings.Contains(out, HostVethName(a)) {
 		t.Errorf("host veth left behind:\n%s", out)
 	}
@@ -256,6 +262,9 @@ func TestAddressTimeout(t *testing.T) {
 	_, err := e.b.Add(context.Background(), a)
 	if err == nil || !strings.Contains(err.Error(), "pod default/late") {
 		t.Fatalf("Add = %v, want a timeout naming pod default/late", err)
+	}
+	if r := cniserver.ReasonOf(err); r != cniserver.ReasonIPAMTimeout {
+		t.Errorf("reason of %v = %s, want %s", err, r, cniserver.ReasonIPAMTimeout)
 	}
 	if out := hostLinks(t, e.host); strings.Contains(out, HostVethPrefix) {
 		t.Errorf("host has links left:\n%s", out)
@@ -320,6 +329,9 @@ func TestCheck(t *testing.T) {
 	want := "route 10.0.0.13/32 table 1000 dev " + HostVethName(a) + " missing"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "pod default/checked") {
 		t.Fatalf("Check = %v, want it to name %q", err, want)
+	}
+	if r := cniserver.ReasonOf(err); r != cniserver.ReasonMismatch {
+		t.Errorf("reason of %v = %s, want %s", err, r, cniserver.ReasonMismatch)
 	}
 	ipCmd(t, a.Netns, "route", "del", "default")
 	err = e.b.Check(context.Background(), a, ep)

@@ -1,0 +1,170 @@
+// Package crdupgrade brings estuary's CustomResourceDefinitions in the
+// cluster to the schema of the running manager.
+//
+// Helm installs a chart's crds/ directory on the first install only and
+// never upgrades it, so after `helm upgrade` the cluster would keep the
+// previous release's schema: new fields pruned, new validation and printer
+// columns missing. The manager therefore carries its CRDs (package
+// config/crd, generated from api/v1) and, before its controllers start,
+// replaces the spec of each installed CRD that differs.
+//
+// Rules:
+//
+//   - only the three CRDs estuary defines, by name, and only their spec
+//     and two annotations: the release (networking.estuary.io/crd-release,
+//     the manager's version) and a hash of the spec it wrote
+//     (networking.estuary.io/crd-spec-hash), by which an unchanged CRD is
+//     recognised without comparing the defaulted spec;
+//   - never downgrade: a CRD written by a newer release (both versions
+//     semantic versions, the installed one greater) is kept, so that an old
+//     replica starting during a rollout cannot take fields away. Builds of
+//     one version (development builds) replace each other;
+//   - never create: a missing CRD is an install problem (Helm installs
+//     them), reported as an error naming the CRD, and the manager's RBAC
+//     grants only get and update, by name.
+package crdupgrade
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/estuary-cni/estuary/config/crd"
+)
+
+// Annotations the manager writes on the CRDs it upgrades.
+const (
+	AnnotationRelease  = "networking.estuary.io/crd-release"
+	AnnotationSpecHash = "networking.estuary.io/crd-spec-hash"
+)
+
+// Action is what Ensure did to one CRD.
+type Action string
+
+// The actions.
+const (
+	Current   Action = "current"    // already the manager's schema
+	Updated   Action = "updated"    // spec replaced
+	KeptNewer Action = "kept-newer" // written by a newer release; left alone
+)
+
+// Result is one CRD's outcome.
+type Result struct {
+	Name   string
+	Action Action
+	// Release is the release that wrote the CRD before (empty: Helm's
+	// install, or a manager before this package).
+	Release string
+}
+
+// Embedded returns the manager's CRDs.
+func Embedded() ([]apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(crd.Files, "*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("embedded CRDs: %w", err)
+	}
+	sort.Strings(names)
+	var out []apiextensionsv1.CustomResourceDefinition
+	for _, n := range names {
+		b, err := crd.Files.ReadFile(n)
+		if err != nil {
+			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+		}
+		var c apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(b, &c); err != nil {
+			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("embedded CRDs: none")
+	}
+	return out, nil
+}
+
+// SpecHash is the hash Ensure records for a spec.
+func SpecHash(spec apiextensionsv1.CustomResourceDefinitionSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("hash CRD spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// Ensure brings each installed CRD of want to its spec, as release (the
+// manager's version), following the package rules. It stops at the first
+// error, which names the CRD.
+func Ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string) ([]Result, error) {
+	var results []Result
+	for i := range want {
+		r, err := ensureOne(ctx, c, &want[i], release)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, release string) (Result, error) {
+	hash, err := SpecHash(want.Spec)
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{Name: want.Name}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: want.Name}, &cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("CRD %s is not installed (install the chart's crds/, or kubectl apply -f charts/estuary/crds/): %w", want.Name, err)
+			}
+			return fmt.Errorf("read CRD %s: %w", want.Name, err)
+		}
+		r.Release = cur.Annotations[AnnotationRelease]
+		switch {
+		case cur.Annotations[AnnotationSpecHash] == hash:
+			r.Action = Current
+			return nil
+		case newer(r.Release, release):
+			r.Action = KeptNewer
+			return nil
+		}
+		cur.Spec = want.Spec
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[AnnotationRelease], cur.Annotations[AnnotationSpecHash] = release, hash
+		if err := c.Update(ctx, &cur); err != nil {
+			return fmt.Errorf("update CRD %s: %w", want.Name, err)
+		}
+		r.Action = Updated
+		return nil
+	})
+	return r, err
+}
+
+// newer reports whether installed is a semantic version greater than
+// running; false when either is not one.
+func newer(installed, running string) bool {
+	a, err := version.ParseSemantic(installed)
+	if err != nil {
+		return false
+	}
+	b, err := version.ParseSemantic(running)
+	if err != nil {
+		return false
+	}
+	return a.GreaterThan(b)
+}
