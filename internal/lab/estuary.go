@@ -8,16 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/estuary-cni/estuary/internal/lab/images"
+	"github.com/estuary-cni/estuary/internal/release"
 )
 
-// The estuary install of `up --cni estuary`: the chart in the checkout, installed
-// with the checkout's helm as one release in kube-system.
+// The estuary install of `up --cni estuary`: the checkout released into the
+// lab's registry (registry.go) and installed from there with the checkout's
+// helm as one release in kube-system.
 const (
 	EstuaryRelease   = "estuary"
 	EstuaryNamespace = "kube-system"
@@ -28,35 +31,40 @@ const (
 
 // EstuaryState records the estuary install of a lab.
 type EstuaryState struct {
-	Chart        string         `json:"chart"`
-	ChartVersion string         `json:"chartVersion"`
-	Release      string         `json:"release"`
-	Namespace    string         `json:"namespace"`
-	Values       string         `json:"values"` // the values file the release was installed with
-	Helm         string         `json:"helm"`
-	Images       images.Estuary `json:"images"`
-	InstalledAt  time.Time      `json:"installedAt,omitzero"`
+	// Chart is the chart's OCI reference in the lab's registry, installed at
+	// ChartVersion (the release's version).
+	Chart        string `json:"chart"`
+	ChartVersion string `json:"chartVersion"`
+	Release      string `json:"release"`
+	Namespace    string `json:"namespace"`
+	Values       string `json:"values"` // the values file the release was installed with
+	Helm         string `json:"helm"`
+	// Registry is where the release was pushed, as the host names it
+	// (127.0.0.1:<port>/estuary).
+	Registry    string            `json:"registry"`
+	RegistryBin string            `json:"registryBin"`
+	Repo        string            `json:"repo"`   // the checkout released
+	Commit      string            `json:"commit"` // its commit and date (hack/version.sh)
+	Created     time.Time         `json:"created"`
+	Images      map[string]string `json:"images,omitempty"` // image name: reference by digest
+	InstalledAt time.Time         `json:"installedAt,omitzero"`
 }
 
 // estuaryDir holds the values file and helm's own cache, config and data.
 func (p Paths) estuaryDir() string { return filepath.Join(p.Root, "estuary") }
 
-// EstuaryValues returns the chart values the lab installs estuary with: the images
-// it built (imported into every node, never pulled), the lab's pod range as the
-// default overlay subnet. The admission webhook is on: the lab's kube-apiserver
-// runs with --enable-aggregator-routing=true, so it dials the webhook Service's
-// endpoints (the manager's node address, on the switch) rather than its
-// ClusterIP, which the control plane, running no kube-proxy, cannot reach.
-func EstuaryValues(plan *Plan, img images.Estuary) ([]byte, error) {
-	image := func(b images.Built) map[string]any {
-		return map[string]any{"repository": b.Repository(), "tag": b.Version()}
-	}
+// EstuaryValues returns the chart values the lab installs estuary with: the
+// lab's pod range as the default overlay subnet. The images are the chart's
+// defaults, the release's in the lab registry. The admission webhook is on:
+// the lab's kube-apiserver runs with --enable-aggregator-routing=true, so it
+// dials the webhook Service's endpoints (the manager's node address, on the
+// switch) rather than its ClusterIP, which the control plane, running no
+// kube-proxy, cannot reach.
+func EstuaryValues(plan *Plan) ([]byte, error) {
 	v := map[string]any{
-		"imagePullPolicy": "Never",
-		"manager":         map[string]any{"image": image(img.Manager)},
 		// Debian's containerd 1.6 vendors a CNI library that parses results up
 		// to 1.0.0 only.
-		"daemon": map[string]any{"image": image(img.Daemon), "cniVersion": "1.0.0"},
+		"daemon": map[string]any{"cniVersion": "1.0.0"},
 		"defaultNetwork": map[string]any{
 			"enabled": true,
 			"subnets": []map[string]any{{"name": "overlay-v4", "cidr": plan.Pods.String(), "natOutgoing": true}},
@@ -73,27 +81,31 @@ func EstuaryValues(plan *Plan, img images.Estuary) ([]byte, error) {
 // network (the chart's default network name and the subnet named there).
 var defaultNetworkObjects = []string{"networks.networking.estuary.io/overlay", "subnets.networking.estuary.io/overlay-v4"}
 
-// prepareEstuary builds the estuary images (cached by content), installs helm into
-// the checkout's bin directory and returns what the install will use.
+// prepareEstuary installs helm and the registry into the checkout's bin
+// directory, reads the checkout's version and returns what the install will
+// use.
 func (l *Lab) prepareEstuary(repo string) (*EstuaryState, error) {
-	l.step("estuary images (build ./cmd/estuary-{manager,daemon,cni}, CNI plugins %s)", images.CNIPluginsVersion)
-	img, err := images.BuildEstuary(repo, filepath.Join(l.opts.CacheDir, "lab", "images"))
-	if err != nil {
-		return nil, err
-	}
-	l.p.printf("           %s\n           %s\n", img.Manager.Tag, img.Daemon.Tag)
-	l.step("helm (hack/helm.sh)")
+	l.step("helm (hack/helm.sh) and the distribution registry (hack/registry.sh)")
 	helm, err := l.runScript(filepath.Join(repo, "hack", "helm.sh"))
 	if err != nil {
 		return nil, err
 	}
-	chart := filepath.Join(repo, "charts", "estuary")
-	version, err := chartVersion(chart)
+	reg, err := l.runScript(filepath.Join(repo, "hack", "registry.sh"))
 	if err != nil {
 		return nil, err
 	}
-	return &EstuaryState{Chart: chart, ChartVersion: version, Release: EstuaryRelease, Namespace: EstuaryNamespace,
-		Values: filepath.Join(l.paths.estuaryDir(), "values.yaml"), Helm: helm, Images: img}, nil
+	v, err := checkoutVersion(repo)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.writeRegistryHosts(); err != nil {
+		return nil, err
+	}
+	e := &EstuaryState{ChartVersion: v.version, Release: EstuaryRelease, Namespace: EstuaryNamespace,
+		Values: filepath.Join(l.paths.estuaryDir(), "values.yaml"), Helm: helm,
+		Registry: l.registryHostAddr() + "/" + registryPath, RegistryBin: reg, Repo: repo, Commit: v.commit, Created: v.created}
+	e.Chart = "oci://" + e.Registry + "/charts/estuary"
+	return e, nil
 }
 
 // runScript runs a bash script of the checkout and returns the last line it printed.
@@ -110,22 +122,6 @@ func (l *Lab) runScript(script string, env ...string) (string, error) {
 	return strings.TrimSpace(lines[len(lines)-1]), nil
 }
 
-func chartVersion(chart string) (string, error) {
-	p := filepath.Join(chart, "Chart.yaml")
-	b, err := os.ReadFile(filepath.Clean(p))
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
-	}
-	var c struct{ Version string }
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		return "", fmt.Errorf("parse %s: %w", p, err)
-	}
-	if c.Version == "" {
-		return "", fmt.Errorf("%s has no version", p)
-	}
-	return c.Version, nil
-}
-
 // installEstuary installs the chart once every node has registered, then waits for
 // the daemon on every node and for the manager.
 func (l *Lab) installEstuary(ctx context.Context, st *State) error {
@@ -134,7 +130,7 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	if _, err := l.waitNodes(ctx, st.BinDir, false); err != nil {
 		return err
 	}
-	values, err := EstuaryValues(l.plan, e.Images)
+	values, err := EstuaryValues(l.plan)
 	if err != nil {
 		return err
 	}
@@ -144,13 +140,20 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	if err := os.WriteFile(e.Values, values, 0o600); err != nil {
 		return fmt.Errorf("write estuary values %s: %w", e.Values, err)
 	}
+	l.step("registry %s (%s in the lab)", l.registryHostAddr(), l.registryLabAddr())
+	if err := l.startRegistry(ctx, e.RegistryBin); err != nil {
+		return err
+	}
+	if err := l.releaseToRegistry(ctx, e); err != nil {
+		return err
+	}
 	l.step("snapshot of every node before the install (%s)", filepath.Dir(PreInstallSnapshotPath(l.paths.Root, "node")))
 	if err := l.snapshotNodes(ctx); err != nil {
 		return err
 	}
-	l.step("installing estuary: helm upgrade --install %s %s -n %s -f %s", e.Release, e.Chart, e.Namespace, e.Values)
-	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--namespace", e.Namespace,
-		"--values", e.Values, "--timeout", "5m"); err != nil {
+	l.step("installing estuary: helm install %s %s --version %s -n %s -f %s", e.Release, e.Chart, e.ChartVersion, e.Namespace, e.Values)
+	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--version", e.ChartVersion, "--plain-http",
+		"--namespace", e.Namespace, "--values", e.Values, "--timeout", "5m"); err != nil {
 		return err
 	}
 	l.step("waiting for DaemonSet %s on every node and Deployment %s", estuaryDaemonSet, estuaryDeployment)
@@ -174,10 +177,8 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 // helm runs the checkout's helm against the lab, keeping helm's files in the state
 // directory.
 func (l *Lab) helm(ctx context.Context, e *EstuaryState, args ...string) error {
-	home := filepath.Join(l.paths.estuaryDir(), "helm")
 	cmd := exec.CommandContext(ctx, e.Helm, append(args, "--kubeconfig", l.paths.Kubeconfig())...) //nolint:gosec // G204: runs programs the lab located itself
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	cmd.Env = append(os.Environ(), l.helmEnv()...)
 	out, err := cmd.CombinedOutput()
 	logPath := l.paths.Log("helm")
 	_ = os.WriteFile(logPath, out, 0o600)
@@ -185,6 +186,13 @@ func (l *Lab) helm(ctx context.Context, e *EstuaryState, args ...string) error {
 		return fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
 	}
 	return nil
+}
+
+// helmEnv keeps helm's cache, configuration and data in the state directory.
+func (l *Lab) helmEnv() []string {
+	home := filepath.Join(l.paths.estuaryDir(), "helm")
+	return []string{"HELM_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(home, "config"), "HELM_DATA_HOME=" + filepath.Join(home, "data")}
 }
 
 // rolloutStatus waits for a workload in the estuary namespace. It gives up early
@@ -298,4 +306,46 @@ func (l *Lab) ExportImages(dir string) (images.Estuary, error) {
 		return images.Estuary{}, fmt.Errorf("write %s: %w", p, err)
 	}
 	return img, nil
+}
+
+// checkout is a checkout's version, commit and commit date.
+type checkout struct {
+	version, commit string
+	created         time.Time
+}
+
+// checkoutVersion reads hack/version.sh: the version make build stamps, the
+// commit and its date. Outside a git checkout the date is now.
+func checkoutVersion(repo string) (checkout, error) {
+	script := filepath.Join(repo, "hack", "version.sh")
+	out, err := exec.Command("bash", script).Output() //nolint:gosec // G204: the checkout's own script
+	if err != nil {
+		return checkout{}, fmt.Errorf("%s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 {
+		return checkout{}, fmt.Errorf("%s printed %q, want version, commit and date", script, out)
+	}
+	c := checkout{version: lines[0], commit: lines[1]}
+	if c.created, err = time.Parse(time.RFC3339, lines[2]); err != nil {
+		c.created = time.Now().UTC()
+	}
+	return c, nil
+}
+
+// releaseToRegistry releases the checkout into the lab's registry for this
+// machine's platform, as make release does, and records the images.
+func (l *Lab) releaseToRegistry(ctx context.Context, e *EstuaryState) error {
+	l.step("make release VERSION=%s REGISTRY=%s (linux/%s)", e.ChartVersion, e.Registry, runtime.GOARCH)
+	p := []release.Platform{{OS: "linux", Arch: runtime.GOARCH}}
+	r, err := release.Run(ctx, release.Options{
+		Version: e.ChartVersion, Registry: release.Registry{Name: e.Registry}, Repo: e.Repo,
+		Out: filepath.Join(l.paths.estuaryDir(), "release"), Helm: release.Helm{Bin: e.Helm, Env: l.helmEnv()},
+		Commit: e.Commit, Created: e.Created, ImagePlatforms: p, PluginPlatforms: p, Log: prefixWriter{l.p},
+	})
+	if err != nil {
+		return fmt.Errorf("release %s to the lab registry: %w", e.ChartVersion, err)
+	}
+	e.Images, e.Chart = r.Images, r.ChartRef
+	return nil
 }

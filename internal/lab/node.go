@@ -99,6 +99,7 @@ func (l *Lab) startContainerd(ctx context.Context, m Member, dir string, holder 
 	cfg, err := render.Containerd(string(def), render.ContainerdOptions{
 		SandboxImage: in.pause, Root: "/var/lib/containerd", State: "/run/containerd",
 		Address: "/run/containerd/containerd.sock", CNIBinDir: "/opt/cni/bin", CNIConfDir: "/etc/cni/net.d",
+		RegistryConfigPath: l.paths.RegistryHostsDir(),
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.Name, err)

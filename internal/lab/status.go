@@ -116,7 +116,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 	s.BinDir = st.BinDir
 	if e := st.Estuary; e != nil {
 		s.Estuary = e
-		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images.Manager.Tag, e.Images.Daemon.Tag
+		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images["estuary-manager"], e.Images["estuary-daemon"]
 	}
 	s.Components = l.components()
 	if cg, rss, err := Memory(); err == nil {
@@ -173,8 +173,8 @@ func (s *Status) WriteTable(w io.Writer) error {
 	pf("control-plane %s (netns %s)\n", s.ControlPlane.Address, s.ControlPlane.Namespace)
 	pf("pods %s  services %s\n", s.PodCIDR, s.ServiceCIDR)
 	if e := s.Estuary; e != nil {
-		pf("estuary:      chart %s, release %s in %s, images %s %s\n", e.ChartVersion, e.Release, e.Namespace,
-			e.Images.Manager.Tag, e.Images.Daemon.Tag)
+		pf("estuary:      %s from %s, release %s in %s, images %s %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
+			e.Images["estuary-manager"], e.Images["estuary-daemon"])
 	}
 	pf("kernel:       802.1Q VLAN %v, VXLAN %v %s\n\n", s.Capabilities.VLAN, s.Capabilities.VXLAN, s.Capabilities.Detail)
 	rows := [][]string{{"NODE", "ADDRESS", "POD CIDR", "READY", "NETNS"}}

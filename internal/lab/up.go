@@ -84,7 +84,6 @@ func (l *Lab) prepare(repo string) (*State, error) {
 		if st.Estuary, err = l.prepareEstuary(repo); err != nil {
 			return nil, err
 		}
-		st.Images = append(st.Images, st.Estuary.Images.Manager.Archive, st.Estuary.Images.Daemon.Archive)
 	}
 	l.step("credentials (CA, certificates, kubeconfigs)")
 	if err := l.credentials(); err != nil {
@@ -177,8 +176,8 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, m.PodCIDR, n.Version)
 	}
 	if e := st.Estuary; e != nil {
-		l.p.printf("  estuary chart %s (release %s in %s)\n  images %s, %s\n", e.ChartVersion, e.Release, e.Namespace,
-			e.Images.Manager.Tag, e.Images.Daemon.Tag)
+		l.p.printf("  estuary %s from %s (release %s in %s)\n  images %s, %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
+			e.Images["estuary-manager"], e.Images["estuary-daemon"])
 	}
 	l.p.printf("\nexport KUBECONFIG=%s\n", l.paths.Kubeconfig())
 	return nil

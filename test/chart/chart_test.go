@@ -18,11 +18,6 @@ import (
 	"github.com/estuary-cni/estuary/internal/lab/images"
 )
 
-// labImages stand for the images the lab builds.
-var labImages = images.Estuary{
-	Manager: images.Built{Tag: images.ManagerRepo + ":0123456789ab"},
-	Daemon:  images.Built{Tag: images.DaemonRepo + ":ba9876543210"},
-}
 
 const dualStackValues = `
 defaultNetwork:
@@ -46,7 +41,7 @@ func renders(t *testing.T) map[string][]*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labValues, err := lab.EstuaryValues(plan, labImages)
+	labValues, err := lab.EstuaryValues(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +172,7 @@ func TestDaemonSet(t *testing.T) {
 			}
 		}
 		checkDaemonVolumes(t, what, ds.Spec.Template.Spec, c)
-		checkImage(t, what, c, name, labImages.Daemon)
+		checkImage(t, what, c, images.DaemonRepo)
 	}
 }
 
@@ -233,14 +228,11 @@ func checkDaemonVolumes(t *testing.T, what string, spec corev1.PodSpec, c *corev
 	}
 }
 
-// checkImage checks the image and pull policy: the chart's defaults, or what
-// the lab built and imported.
-func checkImage(t *testing.T, what string, c *corev1.Container, render string, lab images.Built) {
+// checkImage checks the image and pull policy: the chart's defaults in
+// every render (the lab installs a release whose defaults name its images).
+func checkImage(t *testing.T, what string, c *corev1.Container, repo string) {
 	t.Helper()
-	wantImage, wantPolicy := lab.Repository()+":0.1.0", corev1.PullIfNotPresent
-	if render == "lab" {
-		wantImage, wantPolicy = lab.Tag, corev1.PullNever
-	}
+	wantImage, wantPolicy := repo+":0.1.0", corev1.PullIfNotPresent
 	if c.Image != wantImage || c.ImagePullPolicy != wantPolicy {
 		t.Errorf("%s: image %s (%s), want %s (%s)", what, c.Image, c.ImagePullPolicy, wantImage, wantPolicy)
 	}
@@ -270,7 +262,7 @@ func TestManagerDeployment(t *testing.T) {
 		}
 		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 8081)
 		checkProbe(t, what+" readiness", c.ReadinessProbe, "/readyz", 8081)
-		checkImage(t, what, c, name, labImages.Manager)
+		checkImage(t, what, c, images.ManagerRepo)
 	}
 }
 

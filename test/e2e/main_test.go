@@ -52,6 +52,7 @@ type labEnv struct {
 	bin, repo, tmp, state string
 	reused, keep          bool
 	kubeconfig            string
+	estuary               *lab.EstuaryState // how the lab installed estuary
 
 	c             client.Client
 	nodes         []string
@@ -190,6 +191,7 @@ func (e *labEnv) load() error {
 	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
 	e.routerAddr = s.Router.Address
 	e.kubeconfig = s.Kubeconfig
+	e.estuary = s.Estuary
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", s.Kubeconfig, err)

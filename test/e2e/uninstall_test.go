@@ -26,15 +26,21 @@ import (
 // helm runs the checkout's helm (the one the lab installed estuary with)
 // against the lab.
 func (e *labEnv) helm(ctx context.Context, args ...string) (string, error) {
-	home := filepath.Join(e.state, "estuary", "helm")
-	cmd := exec.CommandContext(ctx, filepath.Join(e.repo, "bin", "helm"), append(args, "--kubeconfig", e.kubeconfig)...) // #nosec G204 -- test
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	cmd := exec.CommandContext(ctx, e.estuary.Helm, append(args, "--kubeconfig", e.kubeconfig)...) // #nosec G204 -- test
+	cmd.Env = append(os.Environ(), e.helmEnv()...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// helmEnv is the helm home the lab installed estuary with (its registry
+// configuration included).
+func (e *labEnv) helmEnv() []string {
+	home := filepath.Join(e.state, "estuary", "helm")
+	return []string{"HELM_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(home, "config"), "HELM_DATA_HOME=" + filepath.Join(home, "data")}
 }
 
 // nodeSnapshot takes a lab node's snapshot through `estuary-lab exec`.
@@ -90,16 +96,7 @@ func TestUninstallLeavesNodesAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.reinstall(t) })
-	eventually(t, "no estuary pod left", 2*time.Minute, func(ctx context.Context) error {
-		var pods corev1.PodList
-		if err := e.c.List(ctx, &pods, client.InNamespace(lab.EstuaryNamespace), client.MatchingLabels{"app.kubernetes.io/part-of": "estuary"}); err != nil {
-			return err
-		}
-		if len(pods.Items) > 0 {
-			return fmt.Errorf("%d estuary pods left, e.g. %s", len(pods.Items), pods.Items[0].Name)
-		}
-		return nil
-	})
+	e.waitNoEstuaryPods(t)
 	t.Logf("helm uninstall and every estuary pod gone in %s", time.Since(start).Round(time.Second))
 	for _, n := range e.nodes {
 		after, err := e.nodeSnapshot(ctx, n)
@@ -112,20 +109,31 @@ func TestUninstallLeavesNodesAsBefore(t *testing.T) {
 	}
 }
 
-// reinstall installs estuary again as the lab did, restarts CoreDNS (its
+// reinstall installs estuary again as the lab did (its release, from the
+// lab's registry), restarts CoreDNS (its
 // pods lost their network with the uninstall) and checks pods across the
 // nodes run.
 func (e *labEnv) reinstall(t *testing.T) {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Minute)
-	chart, values := filepath.Join(e.repo, "charts", "estuary"), filepath.Join(e.state, "estuary", "values.yaml")
-	if _, err := e.helm(ctx, "upgrade", "--install", lab.EstuaryRelease, chart, "-n", lab.EstuaryNamespace,
-		"--values", values, "--wait", "--timeout", "5m"); err != nil {
+	if _, err := e.helm(ctx, "upgrade", "--install", lab.EstuaryRelease, e.estuary.Chart, "--version", e.estuary.ChartVersion,
+		"--plain-http", "-n", lab.EstuaryNamespace, "--values", e.estuary.Values, "--wait", "--timeout", "5m"); err != nil {
 		t.Fatalf("install again: %v", err)
 	}
 	if err := e.waitInstall(); err != nil {
 		t.Fatalf("install again: %v", err)
 	}
+	e.restartCoreDNS(t)
+	ns := e.newNamespace(t, "reinstall")
+	e.mustCreate(t, ns, pausePods("again", len(e.nodes), e.nodes)...)
+	e.waitReady(t, ns, map[string]string{"app": "again"}, len(e.nodes), 3*time.Minute)
+}
+
+// restartCoreDNS re-creates the CoreDNS pods, whose network went with an
+// uninstall, and waits until they are Ready.
+func (e *labEnv) restartCoreDNS(t *testing.T) {
+	t.Helper()
+	ctx := testCtx(t, 5*time.Minute)
 	var dep appsv1.Deployment
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: lab.DNSNamespace, Name: render.CoreDNSName}, &dep); err != nil {
 		t.Fatal(err)
@@ -135,7 +143,4 @@ func (e *labEnv) reinstall(t *testing.T) {
 		t.Fatalf("restart CoreDNS: %v", err)
 	}
 	e.waitReady(t, lab.DNSNamespace, dep.Spec.Selector.MatchLabels, int(*dep.Spec.Replicas), 3*time.Minute)
-	ns := e.newNamespace(t, "reinstall")
-	e.mustCreate(t, ns, pausePods("again", len(e.nodes), e.nodes)...)
-	e.waitReady(t, ns, map[string]string{"app": "again"}, len(e.nodes), 3*time.Minute)
 }

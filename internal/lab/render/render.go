@@ -19,6 +19,9 @@ type ContainerdOptions struct {
 	Address      string // grpc socket path
 	CNIBinDir    string
 	CNIConfDir   string
+	// RegistryConfigPath is the CRI plugin's registry config_path: one
+	// directory per registry host holding its hosts.toml; empty: none.
+	RegistryConfigPath string
 }
 
 // Containerd edits the output of `containerd config default` (version 2 format):
@@ -32,6 +35,7 @@ func Containerd(def string, o ContainerdOptions) (string, error) {
 		{"conf_dir", quote(o.CNIConfDir)},
 		{"root", quote(o.Root)},
 		{"state", quote(o.State)},
+		{"config_path", quote(o.RegistryConfigPath)},
 	}
 	out := def
 	for _, e := range edits {

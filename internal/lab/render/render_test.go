@@ -25,6 +25,8 @@ state = "/run/containerd"
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/opt/cni/bin"
       conf_dir = "/etc/cni/net.d"
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = ""
   [plugins."io.containerd.snapshotter.v1.btrfs"]
     root_path = ""
 [ttrpc]
@@ -34,13 +36,14 @@ state = "/run/containerd"
 func TestContainerdEdits(t *testing.T) {
 	out, err := Containerd(defaultConfig, ContainerdOptions{
 		SandboxImage: "lab/pause:x", Root: "/r", State: "/s", Address: "/s/c.sock", CNIBinDir: "/b", CNIConfDir: "/c",
+		RegistryConfigPath: "/lab/registry/hosts.d",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"\nroot = \"/r\"", "\nstate = \"/s\"", "restrict_oom_score_adj = true", `sandbox_image = "lab/pause:x"`,
-		`bin_dir = "/b"`, `conf_dir = "/c"`, "[grpc]\n  gid = 0\n  address = \"/s/c.sock\"",
+		`bin_dir = "/b"`, `conf_dir = "/c"`, `config_path = "/lab/registry/hosts.d"`, "[grpc]\n  gid = 0\n  address = \"/s/c.sock\"",
 		"[debug]\n  address = \"\"", "[ttrpc]\n  address = \"\"", `root_path = ""`,
 	} {
 		if !strings.Contains(out, want) {
