@@ -18,7 +18,6 @@ import (
 	"github.com/estuary-cni/estuary/internal/lab/images"
 )
 
-
 const dualStackValues = `
 defaultNetwork:
   netID: 7
