@@ -10,10 +10,11 @@ package daemon
 // collector then deletes its pods. The daemon watches that one object from
 // its start, so by the time its own pod is deleted it has seen the
 // DaemonSet go, even though the uninstall deletes the daemon's RBAC in the
-// same pass. When it has not, a last read settles it: NotFound, or a
-// DaemonSet being deleted, means removal; an error means the daemon cannot
-// tell, and it keeps the node as it is (the safe side: `estuary-daemon
-// uninstall` finishes the job by hand).
+// same pass. At stop a last read decides when it can (a re-created
+// DaemonSet means no removal); when the read fails the watch decides, and
+// when the watch saw nothing the daemon cannot tell and keeps the node as
+// it is (the safe side: `estuary-daemon uninstall` finishes the job by
+// hand).
 
 import (
 	"context"
@@ -90,21 +91,25 @@ func (r *Removal) observe(obj any) {
 	}
 }
 
-// Removed reports whether the DaemonSet was deleted: seen by the watch, or
-// found gone or being deleted by a last read. An error of that read is
-// returned with false.
+// Removed reports whether the DaemonSet was deleted. A read decides when it
+// can: the DaemonSet gone (NotFound) or being deleted means removal, one
+// that exists means none, even if the watch saw a deletion (the DaemonSet
+// was re-created, say with --cascade=orphan, and adopted this pod). When the
+// read fails (the uninstall deleted the daemon's RBAC in the same pass),
+// the watch decides; if it saw nothing, the read's error is returned with
+// false.
 func (r *Removal) Removed(ctx context.Context) (bool, error) {
-	if r.deleted.Load() {
-		return true, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, removalCheckTimeout)
 	defer cancel()
 	ds, err := r.cs.AppsV1().DaemonSets(r.ns).Get(ctx, r.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	switch {
+	case err == nil:
+		return ds.DeletionTimestamp != nil, nil
+	case apierrors.IsNotFound(err):
 		return true, nil
-	}
-	if err != nil {
+	case r.deleted.Load():
+		return true, nil
+	default:
 		return false, fmt.Errorf("read DaemonSet %s/%s: %w", r.ns, r.name, err)
 	}
-	return ds.DeletionTimestamp != nil, nil
 }

@@ -188,3 +188,26 @@ func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 		t.Errorf("manager.upgradeCRDs=false renders args %s; want --upgrade-crds=false", args)
 	}
 }
+
+// TestRecreatedDaemonSetIsNoRemoval: a DaemonSet deleted and created again
+// (which adopts the running pods) is not an uninstall, although the watch
+// saw the deletion.
+func TestRecreatedDaemonSetIsNoRemoval(t *testing.T) {
+	ensureNamespace(t)
+	installRBAC(t, render(t))
+	ds := ownDaemonSet(t)
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	r, err := daemon.WatchRemoval(c, daemonRESTConfig(), namespace+"/estuary-daemon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx(t), ds); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, r, "the removal watch never saw the DaemonSet deleted")
+	ownDaemonSet(t)
+	if removed, err := r.Removed(ctx(t)); err != nil || removed {
+		t.Fatalf("Removed with the DaemonSet re-created = %v, %v; want false, nil", removed, err)
+	}
+}

@@ -5,11 +5,15 @@
 // overlay data path, address management and the CNI plugin on real nodes:
 // pod-to-pod and node-to-pod traffic without NAT, masquerading to the outside,
 // Services, StatefulSet address retention, churn without duplicate
-// addresses, daemon and manager restarts and crashes, and the CNI verbs run
-// against the installed binary.
+// addresses, daemon and manager restarts and crashes, the CNI verbs run
+// against the installed binary, an upgrade from an earlier commit without a
+// lost probe and an uninstall that leaves every node as before.
 //
 // They need root, and bringing a lab up replaces any lab already running on
 // the machine. Run: go test -tags lab -timeout 60m -v ./test/e2e/
 // ESTUARY_E2E_REUSE=<state-dir> runs them against a lab that is already up
-// (no up, no down); ESTUARY_E2E_KEEP=1 leaves the lab they brought up running.
+// (no up, no down); ESTUARY_E2E_KEEP=1 leaves the lab they brought up running;
+// ESTUARY_E2E_KUBERNETES_VERSION=vX.Y.Z brings the lab up on that Kubernetes
+// version (make test-kube-version); ESTUARY_UPGRADE_FROM=<commit> names the
+// commit TestUpgradeWithoutAnOutage upgrades from.
 package e2e

@@ -141,6 +141,10 @@ func (e *labEnv) up() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute) // a first up may build every binary
 	defer cancel()
 	args := e.labArgs("up", "--cni", "estuary", "--nodes", fmt.Sprint(nodeCount), "--api-port", apiPort, "--repo", e.repo)
+	// make test-kube-version runs the suite on another Kubernetes version.
+	if v := os.Getenv("ESTUARY_E2E_KUBERNETES_VERSION"); v != "" {
+		args = append(args, "--kubernetes-version", v)
+	}
 	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Dir = e.repo
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

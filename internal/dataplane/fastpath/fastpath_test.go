@@ -288,6 +288,23 @@ func TestNATedFlowsTakeTheStack(t *testing.T) {
 			t.Errorf("verdicts %+v; want the masqueraded flow and echoes left to the stack", d)
 		}
 	})
+	// An echo from outside into a natOutgoing subnet (a node pinging a pod
+	// of another node): the reply leaves such a subnet and takes the stack,
+	// so the request must too, or conntrack drops the reply as invalid, as
+	// kube-proxy's forward rule does.
+	t.Run("echo into a natOutgoing subnet", func(t *testing.T) {
+		nstest.IP(t, n.ext, "route", "add", subnet4, "via", node4)
+		defer nstest.IP(t, n.ext, "route", "del", subnet4)
+		nstest.Exec(t, n.host, "nft", "add table ip filter; "+
+			"add chain ip filter forwarding { type filter hook forward priority 0; }; "+
+			"add rule ip filter forwarding ct state invalid drop")
+		defer nstest.Exec(t, n.host, "nft", "delete table ip filter")
+		before := stats(t, p)
+		ping(t, n.ext, podA4)
+		if d := delta(before, stats(t, p)); d.RedirectPeer+d.RedirectNeigh != 0 {
+			t.Errorf("verdicts %+v; want the echoes and their replies left to the stack", d)
+		}
+	})
 }
 
 func TestAProgramOutlivesItsLoaderAndIsReplaced(t *testing.T) {

@@ -361,22 +361,30 @@ int estuary_fastpath(struct __sk_buff *skb)
 		return pass(skb, STAT_PASS_OTHER, in_if);
 	/* Scalars, not the two pointers: the verifier refuses arithmetic on
 	 * pointers the compiler may fold a double null test into. */
-	__u32 in_src = 0, in_dst = 0, src_flags = 0;
+	__u32 in_src = 0, in_dst = 0, src_flags = 0, dst_flags = 0;
 	struct subnet_info *si = subnet_of(f.src);
 	if (si) {
 		in_src = 1;
 		src_flags = si->flags;
 	}
-	if (subnet_of(f.dst))
+	struct subnet_info *di = subnet_of(f.dst);
+	if (di) {
 		in_dst = 1;
+		dst_flags = di->flags;
+	}
 	if (!(in_src | in_dst))
 		return pass(skb, STAT_PASS_OTHER, in_if);
 	if (f.proto == IPPROTO_ICMP || f.proto == IPPROTO_ICMPV6) {
 		/* ICMP has no conntrack lookup here. Echoes are never rewritten
 		 * between cluster addresses; out of the cluster only the source
-		 * NAT of a natOutgoing subnet would rewrite them. Errors carry
-		 * headers NAT rewrites: the stack's. */
-		if (!f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)))
+		 * NAT of a natOutgoing subnet would rewrite them, so an echo
+		 * leaving such a subnet takes the stack. So does one coming into
+		 * it from outside (a node's own address, say): its reply will
+		 * take the stack, and conntrack must have seen the request, or
+		 * it drops the reply as invalid. Errors carry headers NAT
+		 * rewrites: the stack's. */
+		if (!f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)) ||
+		    (!in_src && (dst_flags & SUBNET_NAT_OUTGOING)))
 			return pass(skb, STAT_PASS_CONNTRACK, in_if);
 	} else if (!established(skb, &f)) {
 		return pass(skb, STAT_PASS_CONNTRACK, in_if);
