@@ -124,15 +124,18 @@ type probe struct {
 
 const upgradeProbeInterval = 100 * time.Millisecond
 
-// serviceProber GETs a Service from a pod every upgradeProbeInterval and
-// counts the failures.
-type serviceProber struct {
+// httpProber GETs url from a namespace every upgradeProbeInterval, a new
+// connection each time, and counts the failures.
+type httpProber struct {
+	what, nsPath, url string
+
 	mu           sync.Mutex
 	sent, failed int
 	lastErr      error
 }
 
-func (s *serviceProber) run(nsPath, url string, stop <-chan struct{}) {
+func (s *httpProber) run(stop <-chan struct{}) {
+	nsPath, url := s.nsPath, s.url
 	tick := time.NewTicker(upgradeProbeInterval)
 	defer tick.Stop()
 	for {
@@ -157,7 +160,8 @@ func (s *serviceProber) run(nsPath, url string, stop <-chan struct{}) {
 // TestUpgradeWithoutAnOutage installs an earlier commit's release from the
 // lab's registry (its CRDs too), runs pods on the overlay and the underlay,
 // and probes every 0.1 s: pod to pod on one node and across nodes, overlay
-// to underlay, node to pod, and a Service from a pod. It then upgrades to
+// to underlay (ICMP echoes), node to pod on another node and a Service from
+// a pod (HTTP, a new connection each time). It then upgrades to
 // this checkout's release with `helm upgrade` and asserts that no probe
 // was lost, that no pod restarted or changed its address, and that the
 // manager brought the CRDs to this release's schema.
@@ -204,7 +208,6 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 		{"pod -> pod on one node (a -> b)", aNS, b.Status.PodIP},
 		{"pod -> pod across nodes (a -> c)", aNS, c.Status.PodIP},
 		{"overlay -> underlay (a -> under)", aNS, under.Status.PodIP},
-		{"node -> pod (node-3 -> a)", e.nodeNetns["node-3"], a.Status.PodIP},
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -218,8 +221,16 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 		probes = append(probes, probe{p.what, pg})
 		wg.Go(func() { _ = pg.stream(upgradeProbeInterval, stop) })
 	}
-	svc := &serviceProber{}
-	wg.Go(func() { svc.run(aNS, svcURL, stop) })
+	https := []*httpProber{
+		{what: "node -> pod (node-3 -> a)", nsPath: e.nodeNetns["node-3"], url: fmt.Sprintf("http://%s:%d/hostname", a.Status.PodIP, httpPort)},
+		{what: "pod -> Service (a -> web)", nsPath: aNS, url: svcURL},
+	}
+	for _, h := range https {
+		if _, err := httpGet(testCtx(t, time.Minute), h.nsPath, h.url); err != nil {
+			t.Fatalf("%s before the upgrade: %v", h.what, err)
+		}
+		wg.Go(func() { h.run(stop) })
+	}
 	stopped := false
 	stopProbes := func() {
 		if !stopped {
@@ -246,9 +257,11 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 			t.Errorf("%s: %d of %d probes lost during the upgrade (sequence numbers %v)", p.what, len(lost), sent, first(intStrings(lost), 30))
 		}
 	}
-	t.Logf("pod -> Service web: %d probes, %d failed", svc.sent, svc.failed)
-	if svc.failed > 0 {
-		t.Errorf("pod -> Service web: %d of %d probes failed during the upgrade; last: %v", svc.failed, svc.sent, svc.lastErr)
+	for _, h := range https {
+		t.Logf("%s: %d probes, %d failed", h.what, h.sent, h.failed)
+		if h.failed > 0 {
+			t.Errorf("%s: %d of %d probes failed during the upgrade; last: %v", h.what, h.failed, h.sent, h.lastErr)
+		}
 	}
 	after := e.podStates(t, ns)
 	for name, s := range before {
