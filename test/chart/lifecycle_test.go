@@ -211,3 +211,26 @@ func TestRecreatedDaemonSetIsNoRemoval(t *testing.T) {
 		t.Fatalf("Removed with the DaemonSet re-created = %v, %v; want false, nil", removed, err)
 	}
 }
+
+// TestUpdateStrategies: the manager, which holds its ports in the node's
+// network, rolls without a surge (a surge pod could not start beside the
+// old one, and a single-node cluster would wait forever); the daemon's
+// strategy is a value.
+func TestUpdateStrategies(t *testing.T) {
+	var dep appsv1.Deployment
+	convert(t, find(t, render(t), "Deployment", "estuary-manager"), &dep)
+	ru := dep.Spec.Strategy.RollingUpdate
+	if dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("manager strategy %+v; want RollingUpdate with maxSurge 0, maxUnavailable 1", dep.Spec.Strategy)
+	}
+	var ds appsv1.DaemonSet
+	convert(t, find(t, render(t, "--set", "daemon.updateStrategy.type=OnDelete", "--set", "daemon.updateStrategy.rollingUpdate=null"),
+		"DaemonSet", "estuary-daemon"), &ds)
+	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+		t.Errorf("daemon.updateStrategy.type=OnDelete rendered %+v", ds.Spec.UpdateStrategy)
+	}
+	if _, err := renderErr(t, "--set", "daemon.updateStrategy.type=Sometimes"); err == nil {
+		t.Error("daemon.updateStrategy.type=Sometimes was accepted")
+	}
+}
