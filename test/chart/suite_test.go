@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -74,11 +76,41 @@ func render(t *testing.T, args ...string) []*unstructured.Unstructured {
 	return objs
 }
 
+var serverVersionOnce struct {
+	sync.Once
+	v   string
+	err error
+}
+
+// serverVersion is the test API server's version, the cluster helm
+// renders for (the chart's kubeVersion is checked against it).
+func serverVersion(t *testing.T) string {
+	t.Helper()
+	serverVersionOnce.Do(func() {
+		dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+		if err != nil {
+			serverVersionOnce.err = err
+			return
+		}
+		info, err := dc.ServerVersion()
+		if err != nil {
+			serverVersionOnce.err = err
+			return
+		}
+		serverVersionOnce.v = info.GitVersion
+	})
+	if serverVersionOnce.err != nil {
+		t.Fatalf("API server version: %v", serverVersionOnce.err)
+	}
+	return serverVersionOnce.v
+}
+
 // renderErr is render that returns helm's failure.
 func renderErr(t *testing.T, args ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command(helmBinary(t), append([]string{"template", "estuary", chartDir, "--namespace", namespace}, args...)...)
+	cmd := exec.Command(helmBinary(t), append([]string{"template", "estuary", chartDir, "--namespace", namespace,
+		"--kube-version", serverVersion(t)}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
 	var stderr strings.Builder
