@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/estuary-cni/estuary/internal/nodesnap"
@@ -29,12 +30,13 @@ func PreInstallSnapshotPath(root, node string) string {
 // NodeRunner runs commands in a lab node's namespaces.
 func (l *Lab) NodeRunner(node string) nodesnap.Runner {
 	return func(ctx context.Context, argv ...string) (string, error) {
-		cmd, err := l.Command(node, argv)
+		c, err := l.Command(node, argv)
 		if err != nil {
 			return "", err
 		}
+		cmd := exec.CommandContext(ctx, c.Path, c.Args[1:]...) //nolint:gosec // G204: the lab's own nsenter command
 		var out, errOut bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, &out, &errOut
+		cmd.Env, cmd.Stdout, cmd.Stderr = c.Env, &out, &errOut
 		if err := cmd.Run(); err != nil {
 			return "", fmt.Errorf("%s: %w: %s", node, err, lastLines(errOut.String(), 5))
 		}

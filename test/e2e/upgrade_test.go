@@ -34,7 +34,7 @@ const (
 // releasePrevious releases commit into the lab's registry with that
 // commit's own release tool, for this machine's platform, and returns the
 // worktree it was built from.
-func (e *labEnv) releasePrevious(t *testing.T, ctx context.Context, commit string) string {
+func (e *labEnv) releasePrevious(ctx context.Context, t *testing.T, commit string) string {
 	t.Helper()
 	tree := filepath.Join(e.tmp, "upgrade-from")
 	if out, err := exec.CommandContext(ctx, "git", "-C", e.repo, "worktree", "add", "--detach", "--force", tree, commit).CombinedOutput(); err != nil { // #nosec G204 -- test
@@ -66,7 +66,7 @@ func lastLines(s string, n int) string {
 // putCRDs replaces the spec of the cluster's estuary CRDs with those in dir
 // (the previous release's), dropping the annotations of a manager that
 // upgraded them, as a cluster that ran only that release would have them.
-func (e *labEnv) putCRDs(t *testing.T, ctx context.Context, dir string) {
+func (e *labEnv) putCRDs(ctx context.Context, t *testing.T, dir string) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -172,7 +172,7 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 	if c := os.Getenv("ESTUARY_UPGRADE_FROM"); c != "" {
 		commit = c
 	}
-	tree := e.releasePrevious(t, ctx, commit)
+	tree := e.releasePrevious(ctx, t, commit)
 
 	// From a clean cluster (the uninstall cleans every node) to the previous
 	// release, with the previous release's CRDs.
@@ -181,7 +181,7 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { e.reinstall(t) })
 	e.waitNoEstuaryPods(t)
-	e.putCRDs(t, ctx, filepath.Join(tree, "charts", "estuary", "crds"))
+	e.putCRDs(ctx, t, filepath.Join(tree, "charts", "estuary", "crds"))
 	if _, err := e.helm(ctx, "install", lab.EstuaryRelease, "oci://"+e.estuary.Registry+"/charts/estuary", "--version", upgradeFromVersion,
 		"--plain-http", "-n", lab.EstuaryNamespace, "--values", e.estuary.Values, "--wait", "--timeout", "5m"); err != nil {
 		t.Fatalf("install %s: %v", upgradeFromVersion, err)
