@@ -236,12 +236,13 @@ func TestUpdateStrategies(t *testing.T) {
 }
 
 // TestKubeVersionFloor: the chart installs on the oldest supported minor
-// (1.30, whose ValidatingAdmissionPolicy v1 the chart uses) and refuses an
-// older one, naming the requirement.
+// (1.31: the CRDs' validation rules use CEL's IP and CIDR library, which
+// 1.30's API server does not know) and refuses an older one, naming the
+// requirement.
 func TestKubeVersionFloor(t *testing.T) {
-	render(t, "--kube-version", "v1.30.0")
-	_, err := renderErr(t, "--kube-version", "v1.29.15")
-	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.30.0-0") {
-		t.Fatalf("render for Kubernetes v1.29.15 = %v; want the chart's kubeVersion requirement", err)
+	render(t, "--kube-version", "v1.31.0")
+	_, err := renderErr(t, "--kube-version", "v1.30.14")
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.31.0-0") {
+		t.Fatalf("render for Kubernetes v1.30.14 = %v; want the chart's kubeVersion requirement", err)
 	}
 }
