@@ -26,6 +26,19 @@ func daemonRESTConfig() *rest.Config {
 	return cfg
 }
 
+// watchAsDaemon starts the daemon's removal watch of the DaemonSet
+// estuary-daemon as the daemon's service account, until the test ends.
+func watchAsDaemon(t *testing.T) *daemon.Removal {
+	t.Helper()
+	c, cancel := context.WithCancel(ctx(t))
+	t.Cleanup(cancel)
+	r, err := daemon.WatchRemoval(c, daemonRESTConfig(), namespace+"/estuary-daemon")
+	if err != nil {
+		t.Fatalf("watch as the daemon: %v", err)
+	}
+	return r
+}
+
 // ownDaemonSet creates a DaemonSet named estuary-daemon in the release
 // namespace (the API server runs no controllers: it stays an object).
 func ownDaemonSet(t *testing.T) *appsv1.DaemonSet {
@@ -56,12 +69,7 @@ func TestDaemonSeesItsDaemonSetDeleted(t *testing.T) {
 	ensureNamespace(t)
 	installRBAC(t, render(t))
 	ds := ownDaemonSet(t)
-	c, cancel := context.WithCancel(ctx(t))
-	defer cancel()
-	r, err := daemon.WatchRemoval(c, daemonRESTConfig(), namespace+"/estuary-daemon")
-	if err != nil {
-		t.Fatalf("watch as the daemon: %v", err)
-	}
+	r := watchAsDaemon(t)
 	if removed, err := r.Removed(ctx(t)); err != nil || removed {
 		t.Fatalf("Removed with the DaemonSet in place = %v, %v; want false, nil", removed, err)
 	}
@@ -94,12 +102,7 @@ func TestRemovalWatchSeesDeleteWithoutRBAC(t *testing.T) {
 	objs := render(t)
 	installRBAC(t, objs)
 	ds := ownDaemonSet(t)
-	c, cancel := context.WithCancel(ctx(t))
-	defer cancel()
-	r, err := daemon.WatchRemoval(c, daemonRESTConfig(), namespace+"/estuary-daemon")
-	if err != nil {
-		t.Fatalf("watch as the daemon: %v", err)
-	}
+	r := watchAsDaemon(t)
 	for _, o := range objs {
 		if o.GetKind() == "RoleBinding" && strings.HasPrefix(o.GetName(), "estuary-daemon-own-daemonset") {
 			if err := k8s.Delete(ctx(t), o.DeepCopy()); err != nil {
@@ -196,12 +199,7 @@ func TestRecreatedDaemonSetIsNoRemoval(t *testing.T) {
 	ensureNamespace(t)
 	installRBAC(t, render(t))
 	ds := ownDaemonSet(t)
-	c, cancel := context.WithCancel(ctx(t))
-	defer cancel()
-	r, err := daemon.WatchRemoval(c, daemonRESTConfig(), namespace+"/estuary-daemon")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := watchAsDaemon(t)
 	if err := k8s.Delete(ctx(t), ds); err != nil {
 		t.Fatal(err)
 	}
