@@ -244,7 +244,7 @@ func checkChart(t *testing.T, o Options, r Result) {
 	if err := yaml.Unmarshal([]byte(show), &chart); err != nil || chart.Version != testVersion || chart.AppVersion != testVersion {
 		t.Errorf("pulled chart: version %q appVersion %q (%v), want %s", chart.Version, chart.AppVersion, err, testVersion)
 	}
-	out, err := o.Helm.Run(context.Background(), "template", "estuary", pulled, "--kube-version", "v1.31.0")
+	out, err := o.Helm.Run(context.Background(), "template", "estuary", pulled, "--kube-version", "v1.32.0")
 	if err != nil {
 		t.Fatal(err)
 	}

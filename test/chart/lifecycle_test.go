@@ -233,14 +233,14 @@ func TestUpdateStrategies(t *testing.T) {
 	}
 }
 
-// TestKubeVersionFloor: the chart installs on the oldest supported minor
-// (1.31: the CRDs' validation rules use CEL's IP and CIDR library, which
-// 1.30's API server does not know) and refuses an older one, naming the
-// requirement.
+// TestKubeVersionFloor: the chart refuses the minors whose API servers
+// reject its CRDs (1.30: no CEL IP and CIDR library; 1.31: the Subnet
+// rules exceed its CEL cost budget), naming the requirement, and renders
+// for 1.32 on.
 func TestKubeVersionFloor(t *testing.T) {
-	render(t, "--kube-version", "v1.31.0")
-	_, err := renderErr(t, "--kube-version", "v1.30.14")
-	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.31.0-0") {
-		t.Fatalf("render for Kubernetes v1.30.14 = %v; want the chart's kubeVersion requirement", err)
+	render(t, "--kube-version", "v1.32.0")
+	_, err := renderErr(t, "--kube-version", "v1.31.4")
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.32.0-0") {
+		t.Fatalf("render for Kubernetes v1.31.4 = %v; want the chart's kubeVersion requirement", err)
 	}
 }
