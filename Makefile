@@ -45,6 +45,7 @@ build: ## Build every binary into ./bin.
 		CGO_ENABLED=0 go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/$$n ./cmd/$$n || exit 1; done
 	@echo 'go build $(CNI_BUILD_FLAGS) -o bin/estuary-cni ./cmd/estuary-cni'
 	@CGO_ENABLED=0 go build $(CNI_BUILD_FLAGS) -o $(BIN)/estuary-cni ./cmd/estuary-cni
+	@printf '#!/bin/sh\nexec kubectl-estuary __complete "$$@"\n' > $(BIN)/kubectl_complete-estuary && chmod 755 $(BIN)/kubectl_complete-estuary
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)
@@ -146,9 +147,12 @@ fuzz: ## Fuzz each parser for FUZZTIME (default 30s).
 	go test -run '^$$' -fuzz FuzzParseRange -fuzztime $${FUZZTIME:-30s} ./pkg/ipam/
 	go test -run '^$$' -fuzz FuzzIfName -fuzztime $${FUZZTIME:-30s} ./internal/dataplane/ops/
 	go test -run '^$$' -fuzz FuzzFixedFor -fuzztime $${FUZZTIME:-30s} ./internal/netmodel/
+	go test -run '^$$' -fuzz FuzzAliases -fuzztime $${FUZZTIME:-30s} ./internal/netmodel/
 	go test -run '^$$' -fuzz FuzzParseArgs -fuzztime $${FUZZTIME:-30s} ./cmd/estuary-cni/internal/plugin/
 	go test -run '^$$' -fuzz FuzzValidateArgs -fuzztime $${FUZZTIME:-30s} ./internal/cniserver/
 	go test -run '^$$' -fuzz FuzzValidateGC -fuzztime $${FUZZTIME:-30s} ./internal/cniserver/
+	go test -run '^$$' -fuzz FuzzObject -fuzztime $${FUZZTIME:-30s} ./internal/redact/
+	go test -run '^$$' -fuzz FuzzText -fuzztime $${FUZZTIME:-30s} ./internal/redact/
 
 .PHONY: lab
 lab: ## Build the lab tool.

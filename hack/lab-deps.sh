@@ -11,10 +11,13 @@ bash ./debian-deps.sh containerd runc containernetworking-plugins iproute2 iptab
   conntrack ipset bird2 iperf3 iputils-ping tcpdump util-linux procps \
   bind9-dnsutils netcat-openbsd iperf curl wget libpcre2-8-0 libssl3 zlib1g libcrypt1
 
-# nginx and busybox for the test images: each package is unpacked into the
-# cache, never installed, so no nginx service ever starts on this machine and
-# no busybox package is replaced (the dynamic build is the one the images need:
-# its shell looks commands up on PATH, the static build's runs its applets first).
+# nginx and busybox for the test images, and Debian's prometheus (prometheus
+# and promtool: test/chart checks the chart's alerts and dashboard with
+# promtool, the lab e2e scrapes the lab with prometheus): each package is
+# unpacked into the cache, never installed, so no nginx or prometheus service
+# ever starts on this machine and no busybox package is replaced (the dynamic
+# build is the one the images need: its shell looks commands up on PATH, the
+# static build's runs its applets first).
 debs=${ESTUARY_CACHE:-/var/cache/estuary}/debs
 unpack() { # unpack PACKAGE FILE: unpack PACKAGE into $debs/PACKAGE-root unless FILE is there
   local pkg=$1 file=$2
@@ -29,3 +32,4 @@ unpack() { # unpack PACKAGE FILE: unpack PACKAGE into $debs/PACKAGE-root unless 
 }
 unpack nginx usr/sbin/nginx
 unpack busybox bin/busybox
+unpack prometheus usr/bin/promtool

@@ -8,7 +8,10 @@
 // `estuary-daemon endpoints [--health-address ADDR]` instead prints, as
 // JSON, the endpoints the daemon running on this node plumbed, read from
 // its health server's /endpoints (kubectl estuary check runs it in each
-// daemon pod). `estuary-daemon uninstall` takes estuary off the node it
+// daemon pod). `estuary-daemon node-state [-o json]` prints the node's
+// links, addresses, rules, routes, neighbours, FDB, tc filters, nftables,
+// sysctls and the daemon's endpoints and BGP peers (kubectl estuary sysdump
+// runs it in each daemon pod). `estuary-daemon uninstall` takes estuary off the node it
 // runs on (the daemon must be stopped), as the daemon does itself when its
 // DaemonSet (--daemonset) is deleted. --version prints the version and
 // exits.
@@ -34,6 +37,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == daemon.EndpointsCommandName {
 		os.Exit(daemon.EndpointsMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == daemon.NodeStateCommandName {
+		os.Exit(daemon.NodeStateMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == uninstallCommand {
 		os.Exit(uninstallMain(os.Args[2:], os.Stdout, os.Stderr))
@@ -143,5 +149,8 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
 	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
 		`address /healthz, /metrics, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables); `+
-			`/bgp and /endpoints answer only peers on the node's loopback whatever the address`)
+			`/bgp and /endpoints answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
+	fs.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "",
+		`address /metrics is served on over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates `+
+			`and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); empty or "0": not served`)
 }

@@ -29,7 +29,8 @@ func main() {
 		cfg     manager.Config
 		zapOpts = zap.Options{}
 	)
-	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", manager.DefaultMetricsAddr, "address the metrics endpoint binds to")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", manager.DefaultMetricsAddr, "address the metrics endpoint binds to (\"0\" disables it)")
+	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", manager.DefaultProbeAddr, "address the health probes bind to")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "elect a leader so that one replica allocates at a time")
 	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")

@@ -65,8 +65,8 @@ running pods their node did not plumb, endpoints of pods that no longer exist, a
 nodes whose daemon could not be read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.output != "text" && f.output != "json" {
-				return fmt.Errorf("check: -o must be text or json, not %q", f.output)
+			if err := checkReportFormat("check", f.output); err != nil {
+				return err
 			}
 			k, err := o.newClient()
 			if err != nil {
@@ -89,7 +89,7 @@ nodes whose daemon could not be read.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&f.output, "output", "o", "text", "text or json")
+	c.Flags().StringVarP(&f.output, "output", "o", "text", reportFormats)
 	c.Flags().DurationVar(&f.grace, "grace", defaultGrace, "do not judge pods, records and node endpoints younger than this")
 	c.Flags().DurationVar(&f.interval, "interval", 5*time.Second, "time between the two reads that must agree")
 	c.Flags().BoolVar(&f.skipNodes, "skip-nodes", false, "do not read the daemons' endpoints (no pods/exec)")
@@ -111,10 +111,8 @@ func (f checkFlags) nodes(o *options, k client.Reader) (ipamcheck.NodeEndpoints,
 }
 
 func printReport(s Streams, r ipamcheck.Report, output string) error {
-	if output == "json" {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+	if output != "text" {
+		return report(s.Out, output, r)
 	}
 	if err := say(s.Out, "checked %d records, %d pods, %d subnets, %d endpoints on %d nodes: %d problems",
 		r.Records, r.Pods, r.Subnets, r.Endpoints, r.Nodes, len(r.Findings)); err != nil {

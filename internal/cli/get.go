@@ -15,8 +15,14 @@ import (
 )
 
 func getCmd(o *options) *cobra.Command {
-	c := &cobra.Command{Use: "get", Short: "Show who holds an address, or what a workload holds"}
-	c.AddCommand(&cobra.Command{
+	c := &cobra.Command{Use: "get", Short: "Show who holds an address, the addresses of a namespace, or what a workload holds"}
+	c.AddCommand(getIPCmd(o), getIPsCmd(o), workloadCmd(o))
+	return c
+}
+
+func getIPCmd(o *options) *cobra.Command {
+	var out *output
+	c := &cobra.Command{
 		Use:   "ip ADDRESS",
 		Short: "Who holds an address: pod, owner, node, phase, since when, until when",
 		Args:  cobra.ExactArgs(1),
@@ -25,19 +31,22 @@ func getCmd(o *options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("get ip: %q is not an IP address", args[0])
 			}
+			if err := out.validate("get ip"); err != nil {
+				return err
+			}
 			k, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			return getIP(cmd.Context(), k, o.streams, a)
+			return getIP(cmd.Context(), k, o.streams, out, a)
 		},
-	})
-	c.AddCommand(workloadCmd(o))
+	}
+	out = addOutput(c)
 	return c
 }
 
 // getIP prints the record of one address, read by its name.
-func getIP(ctx context.Context, k client.Client, s Streams, a netip.Addr) error {
+func getIP(ctx context.Context, k client.Client, s Streams, out *output, a netip.Addr) error {
 	ipi := &estuaryv1.IPInstance{}
 	err := k.Get(ctx, client.ObjectKey{Name: estuaryv1.InstanceName(a)}, ipi)
 	if apierrors.IsNotFound(err) {
@@ -45,6 +54,9 @@ func getIP(ctx context.Context, k client.Client, s Streams, a netip.Addr) error 
 	}
 	if err != nil {
 		return fmt.Errorf("get ipinstance %s: %w", estuaryv1.InstanceName(a), err)
+	}
+	if table, _ := out.table(); !table {
+		return out.object(s.Out, ipi)
 	}
 	b := ipi.Spec.Binding
 	t := newTable()

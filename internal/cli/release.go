@@ -155,9 +155,10 @@ func keptFor(ctx context.Context, k client.Client, ipi *estuaryv1.IPInstance) (s
 	return "", nil
 }
 
-// confirm asks a yes/no question on the streams; only "y" or "yes" agrees.
+// confirm asks a yes/no question on stderr (stdout stays the command's
+// output) and reads the answer; only "y" or "yes" agrees.
 func confirm(s Streams, question string) bool {
-	if _, err := fmt.Fprintf(s.Out, "%s? [y/N] ", question); err != nil {
+	if _, err := fmt.Fprintf(s.Err, "%s? [y/N] ", question); err != nil {
 		return false
 	}
 	line, _ := bufio.NewReader(s.In).ReadString('\n')

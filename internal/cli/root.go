@@ -2,10 +2,12 @@
 // address and what a workload holds, how full each subnet is, reserves
 // addresses for a workload, releases an address an operator names, checks
 // (and repairs) the agreement of the cluster's address records with its
-// pods, Subnet counts and what each node's daemon plumbed, and prints its own
-// version beside the cluster's. It talks only to the API server, with the
-// user's own credentials (check reaches the daemons through pods/exec), and
-// never takes a lock: the cluster keeps serving pods while it runs.
+// pods, Subnet counts and what each node's daemon plumbed, writes estuary's
+// objects for hybridnet's (migrate hybridnet, package migrate), and prints
+// its own version beside the cluster's. It talks only to the API server, with the
+// user's own credentials, read by kubectl's cli-runtime from every kubectl
+// global flag (check reaches the daemons through pods/exec), and never takes
+// a lock: the cluster keeps serving pods while it runs.
 package cli
 
 import (
@@ -16,9 +18,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -31,12 +33,12 @@ type Streams struct {
 	Out, Err io.Writer
 }
 
-// options are the flags every command shares.
+// options are the flags every command shares: kubectl's own global flags
+// (--kubeconfig, --context, -n, --server, --token, --as, ...), read by
+// cli-runtime exactly as kubectl reads them.
 type options struct {
-	streams    Streams
-	kubeconfig string
-	context    string
-	namespace  string
+	streams Streams
+	flags   *genericclioptions.ConfigFlags
 	// newClient makes the API client; tests replace it.
 	newClient func() (client.Client, error)
 	// config is the API server's configuration newClient uses.
@@ -58,10 +60,9 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
-	f := root.PersistentFlags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	o.flags = genericclioptions.NewConfigFlags(true)
+	o.flags.AddFlags(root.PersistentFlags())
+	registerCompletions(root, o)
 	o.config = func() (*rest.Config, error) { return o.restConfig(newConfig) }
 	o.newClient = func() (client.Client, error) {
 		cfg, err := o.config()
@@ -70,21 +71,15 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		}
 		return newClient(cfg)
 	}
-	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o))
+	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o), connectivityCmd(o), sysdumpCmd(o), statusCmd(o), migrateCmd(o))
 	return root
-}
-
-func (o *options) loader() clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
 }
 
 func (o *options) restConfig(newConfig func() (*rest.Config, error)) (*rest.Config, error) {
 	if newConfig != nil {
 		return newConfig()
 	}
-	cfg, err := o.loader().ClientConfig()
+	cfg, err := o.flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -93,23 +88,25 @@ func (o *options) restConfig(newConfig func() (*rest.Config, error)) (*rest.Conf
 
 // ns is the namespace flag, else the context's namespace, else default.
 func (o *options) ns() string {
-	if o.namespace != "" {
-		return o.namespace
-	}
-	if ns, _, err := o.loader().Namespace(); err == nil && ns != "" {
+	if ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace(); err == nil && ns != "" {
 		return ns
 	}
 	return "default"
 }
 
-func newClient(cfg *rest.Config) (client.Client, error) {
-	scheme := runtime.NewScheme()
+// cliScheme holds the types the plugin reads and prints.
+var cliScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, estuaryv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("register the plugin's types: %v", err))
 		}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return s
+}()
+
+func newClient(cfg *rest.Config) (client.Client, error) {
+	c, err := client.New(cfg, client.Options{Scheme: cliScheme})
 	if err != nil {
 		return nil, fmt.Errorf("connect to the API server: %w", err)
 	}

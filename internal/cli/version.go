@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,8 +55,8 @@ func versionCmd(o *options) *cobra.Command {
 			"each other's, is warned about on stderr.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("version: -o must be text or json, not %q", output)
+			if err := checkReportFormat("version", output); err != nil {
+				return err
 			}
 			r := VersionReport{Client: version.Get()}
 			if !clientOnly {
@@ -65,7 +64,7 @@ func versionCmd(o *options) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if r.Server, err = serverComponents(cmd.Context(), k, o.namespace); err != nil {
+				if r.Server, err = serverComponents(cmd.Context(), k, *o.flags.Namespace); err != nil {
 					return err
 				}
 				r.Warnings = skewWarnings(r.Client.Version, r.Server)
@@ -73,7 +72,7 @@ func versionCmd(o *options) *cobra.Command {
 			return printVersion(o.streams, r, output, clientOnly)
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	c.Flags().StringVarP(&output, "output", "o", "text", reportFormats)
 	c.Flags().BoolVar(&clientOnly, "client", false, "the plugin's version only, without asking the API server")
 	return c
 }
@@ -146,10 +145,8 @@ func printVersion(s Streams, r VersionReport, output string, clientOnly bool) er
 			return err
 		}
 	}
-	if output == "json" {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+	if output != "text" {
+		return report(s.Out, output, r)
 	}
 	t := newTable()
 	t.row("Client:\tkubectl-estuary %s\n", r.Client)

@@ -84,8 +84,12 @@ func TestVersion(t *testing.T) {
 	if err != nil || strings.Contains(out, "Server") || !strings.Contains(out, "kubectl-estuary 0.3.0") {
 		t.Errorf("--client: %q, %v", out, err)
 	}
-	if _, _, err := runSplit(t, "version", "-o", "yaml"); err == nil {
-		t.Error("-o yaml accepted")
+	out, _, err = runSplit(t, "version", "--client", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "version: 0.3.0") {
+		t.Errorf("-o yaml: %q, %v", out, err)
+	}
+	if _, _, err := runSplit(t, "version", "-o", "xml"); err == nil {
+		t.Error("-o xml accepted")
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,8 @@ import (
 )
 
 func workloadCmd(o *options) *cobra.Command {
-	return &cobra.Command{
+	var out *output
+	c := &cobra.Command{
 		Use:   "workload KIND/NAME",
 		Short: "The addresses a workload's pods hold and the workload keeps: retained and reserved ones too (StatefulSet, Deployment, ReplicaSet, DaemonSet, Job, CronJob, Pod)",
 		Args:  cobra.ExactArgs(1),
@@ -27,13 +27,18 @@ func workloadCmd(o *options) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("get workload: %w", err)
 			}
+			if err := out.validate("get workload"); err != nil {
+				return err
+			}
 			k, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			return getWorkload(cmd.Context(), k, o.streams, o.ns(), kind, name)
+			return getWorkload(cmd.Context(), k, o.streams, out, o.ns(), kind, name)
 		},
 	}
+	out = addOutput(c)
+	return c
 }
 
 // parseWorkload splits KIND/NAME and makes the kind canonical.
@@ -84,7 +89,7 @@ var parentKind = map[string]string{"ReplicaSet": "Deployment", "Job": "CronJob"}
 // getWorkload prints every record of the namespace that the workload's pods
 // hold or that names the workload as its owner: Bound, Retained and
 // Reserved ones.
-func getWorkload(ctx context.Context, k client.Client, s Streams, ns, kind, name string) error {
+func getWorkload(ctx context.Context, k client.Client, s Streams, out *output, ns, kind, name string) error {
 	pods, err := workloadPods(ctx, k, ns, kind, name)
 	if err != nil {
 		return err
@@ -109,15 +114,10 @@ func getWorkload(ctx context.Context, k client.Client, s Streams, ns, kind, name
 	slices.SortFunc(rows, func(a, b estuaryv1.IPInstance) int {
 		return strings.Compare(a.Spec.Binding.PodName+"/"+a.Name, b.Spec.Binding.PodName+"/"+b.Name)
 	})
-	t := newTable()
-	t.row("ADDRESS\tSUBNET\tPOD\tNODE\tPHASE\tRESERVED\tEXPIRES\tSINCE\n")
-	for i := range rows {
-		ipi := &rows[i]
-		b := ipi.Spec.Binding
-		t.row("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ipi.Spec.Address.IP, ipi.Spec.Subnet, orDash(b.PodName), orDash(b.NodeName), phaseOf(ipi),
-			yesNo(ipi.Spec.Reserved), expiresAt(ipi), ipi.CreationTimestamp.UTC().Format(time.RFC3339))
+	if table, wide := out.table(); table {
+		return ipTable(s, rows, false, wide)
 	}
-	return t.writeTo(s.Out)
+	return out.object(s.Out, &estuaryv1.IPInstanceList{Items: rows})
 }
 
 // workloadPods names the pods of ns whose top-level owner is kind/name (a

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -97,6 +98,12 @@ type Config struct {
 	// /bgp and /endpoints (--health-probe-bind-address, default
 	// DefaultHealthAddress); empty or "0" serves nothing.
 	HealthAddr string
+	// MetricsAddr serves /metrics over HTTPS to callers the API server
+	// authenticates and authorizes (--metrics-bind-address; see
+	// metricsserver.go); the health server's /metrics then answers only
+	// the node's loopback. Empty or "0": not served, and the health
+	// server's /metrics is the daemon's only one.
+	MetricsAddr string
 	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
 	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it
 	// from kube-proxy's ConfigMap, falling back to 14
@@ -249,6 +256,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := regexp.Compile(c.VXLANParentRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--vxlan-parent-regex: %w", err))
+	}
+	if c.servesMetrics() {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-bind-address: %w", err))
+		}
 	}
 	if c.KubeProxyMasqueradeBit < AutoMasqueradeBit || c.KubeProxyMasqueradeBit > 31 {
 		errs = append(errs, fmt.Errorf("--kube-proxy-masquerade-bit: %d is neither -1 (auto) nor in 0..31", c.KubeProxyMasqueradeBit))

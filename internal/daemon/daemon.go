@@ -9,8 +9,13 @@
 // underlay's VLAN interfaces, routes, rules, neighbours, FDB and NAT in line
 // with the API and the store and runs the BGP speakers; then it installs the
 // estuary-cni binary, the reference plugins and the conflist the container
-// runtime reads, and serves /healthz, the BGP peers' status as JSON on
-// /bgp and the endpoint store, read-only, as JSON on /endpoints. When its context ends it stops the server (the socket is removed,
+// runtime reads, keeps the conflist there and publishes what it set up (the
+// conflist, the fast path) on its Node (nodestatus.go), records Events on
+// its Node when those or a BGP session change (events.go), and serves
+// /healthz, the BGP peers' status as JSON on /bgp and the endpoint store,
+// read-only, as JSON on /endpoints, and its metrics on /metrics, over HTTPS
+// to scrapers the API server authorizes (metricsserver.go) and to the
+// node's loopback. When its context ends it stops the server (the socket is removed,
 // the store closed), the loop (its BGP speakers without deconfiguring their
 // sessions) and the cache; the kernel state stays, so pods keep their
 // connectivity while the daemon restarts. The installed binary and conflist
@@ -69,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("node sysctls: %w", err)
 	}
 	log.Info("node sysctls set", "sysctls", sysctl.List(nodeSysctls))
-	fp, err := startFastPath(cfg)
+	fp, fpStatus, err := startFastPath(cfg)
 	if err != nil {
 		return err
 	}
@@ -104,6 +109,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("api client: %w", err)
 	}
+	events := newNodeEvents(live, cfg.NodeName)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		defer cancel()
+		events.close(ctx)
+	}()
 	c, w, err := startCache(ctx, cfg, scheme, live, parts)
 	if err != nil {
 		return err
@@ -124,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(err, closeServer(srv))
 	}
 	defer local.Close()
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local, metrics.datapath); err != nil {
+	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local, metrics.datapath, events); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
 	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
@@ -133,7 +144,9 @@ func Run(ctx context.Context, cfg Config) error {
 	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
-	stopErr := run(ctx, cfg, parts, j, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store(),
+	rep := &statusReporter{node: cfg.NodeName, reader: c, writer: live, events: events, dir: cfg.CNIConfDir,
+		fastPath: fpStatus, interval: statusInterval}
+	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store(),
 		metrics: metrics.collectors()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
@@ -174,7 +187,8 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 
 // newSyncer builds the data-path loop over the cache and the endpoint store.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods, m *netsync.Metrics) (*netsync.Syncer, error) {
+	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods, m *netsync.Metrics,
+	events netsync.Events) (*netsync.Syncer, error) {
 	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
@@ -183,7 +197,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	opts := netsync.Options{
 		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
 		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
-		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local, Metrics: m,
+		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local, Metrics: m, Events: events,
 	}
 	if fp != nil {
 		opts.FastPath = fp
@@ -211,12 +225,19 @@ type healthSources struct {
 	metrics   []prometheus.Collector
 }
 
-// run installs the plugin, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running, j *journal, src healthSources) error {
-	if err := install(cfg, j); err != nil {
+// run installs the plugin, starts publishing the daemon's status on its
+// Node, serves health and waits for the end.
+func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statusReporter, src healthSources) error {
+	list, err := install(cfg, j)
+	if err != nil {
 		return err
 	}
-	if err := startHealth(ctx, cfg, parts, src); err != nil {
+	rep.list = list
+	if err := rep.installConflist(ctx); err != nil {
+		return err
+	}
+	parts.goFunc("daemon status", func() error { return rep.run(ctx, parts.synced) })
+	if _, err := startServing(ctx, cfg, parts, src); err != nil {
 		return err
 	}
 	select {
@@ -295,48 +316,54 @@ func closeServer(srv *cniserver.Server) error {
 	return nil
 }
 
-// install puts the plugin binary, the conflist and the routing table names
-// in place.
-func install(cfg Config, j *journal) error {
+// install puts the plugin binary, the reference plugins and the routing
+// table names in place, and returns the conflist to install with them (the
+// status reporter writes it and keeps it there).
+func install(cfg Config, j *journal) (Conflist, error) {
 	wrote, err := InstallBinary(cfg.CNIBinarySource, cfg.CNIBinDir)
 	if err != nil {
-		return fmt.Errorf("install cni binary: %w", err)
+		return Conflist{}, fmt.Errorf("install cni binary: %w", err)
 	}
 	log.Info("cni binary installed", "from", cfg.CNIBinarySource, "dir", cfg.CNIBinDir, "name", PluginType, "changed", wrote)
 	for _, src := range cfg.CNIExtraPlugins {
 		if err := j.file(filepath.Join(cfg.CNIBinDir, filepath.Base(src))); err != nil {
-			return fmt.Errorf("install reference plugins: %w", err)
+			return Conflist{}, fmt.Errorf("install reference plugins: %w", err)
 		}
 	}
 	n, err := InstallPlugins(cfg.CNIExtraPlugins, cfg.CNIBinDir)
 	if err != nil {
-		return fmt.Errorf("install reference plugins: %w", err)
+		return Conflist{}, fmt.Errorf("install reference plugins: %w", err)
 	}
 	if len(cfg.CNIExtraPlugins) > 0 {
 		log.Info("reference plugins installed", "plugins", cfg.CNIExtraPlugins, "dir", cfg.CNIBinDir, "written", n)
 	}
 	list, err := conflistFor(cfg)
 	if err != nil {
-		return err
+		return Conflist{}, err
 	}
-	wrote, err = InstallConflist(cfg.CNIConfDir, list)
-	if err != nil {
-		return fmt.Errorf("install conflist: %w", err)
-	}
-	log.Info("conflist installed", "dir", cfg.CNIConfDir, "name", ConflistName, "changed", wrote,
-		"bandwidth", list.Chains(BandwidthPluginType))
 	if cfg.RTTablesDir != "" {
 		if wrote, err = InstallRTTables(cfg.RTTablesDir); err != nil {
-			return fmt.Errorf("install routing table names: %w", err)
+			return Conflist{}, fmt.Errorf("install routing table names: %w", err)
 		}
 		log.Info("routing table names installed", "dir", cfg.RTTablesDir, "name", RTTablesName, "changed", wrote)
 	}
-	return nil
+	return list, nil
 }
 
-// startHealth serves /healthz, /bgp and /endpoints when an address is
-// configured.
-func startHealth(ctx context.Context, cfg Config, parts *running, src healthSources) error {
+// startServing starts the health server and the authenticated metrics
+// endpoint, each when an address is configured, over one metrics registry.
+// It returns the metrics endpoint's address, "" when none is served.
+func startServing(ctx context.Context, cfg Config, parts *running, src healthSources) (string, error) {
+	reg := newRegistry(src.peers, src.fastPathProgram(), src.metrics)
+	if err := startHealth(ctx, cfg, parts, src, reg); err != nil {
+		return "", err
+	}
+	return startMetrics(ctx, cfg, parts, reg)
+}
+
+// startHealth serves /healthz, /bgp, /endpoints and reg on /metrics when
+// an address is configured.
+func startHealth(ctx context.Context, cfg Config, parts *running, src healthSources, reg prometheus.Gatherer) error {
 	if cfg.HealthAddr == "" || cfg.HealthAddr == "0" {
 		return nil
 	}
@@ -344,10 +371,8 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 	if err != nil {
 		return err
 	}
-	h.bgp, h.endpoints, h.node, h.metrics = src.peers, src.endpoints, cfg.NodeName, src.metrics
-	if src.fp != nil {
-		h.fastpath = src.fp.prog
-	}
+	h.bgp, h.endpoints, h.node, h.reg = src.peers, src.endpoints, cfg.NodeName, reg
+	h.metricsLoopbackOnly = cfg.servesMetrics()
 	go func() {
 		<-ctx.Done()
 		_ = h.conn.Close()

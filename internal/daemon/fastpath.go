@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/sysctl"
@@ -33,11 +34,14 @@ type fastPath struct {
 
 // startFastPath loads the fast path, or, with cfg.FastPath off, removes a
 // previous daemon's from every device. A kernel that refuses the program
-// costs the fast path only: the daemon logs why and runs without it.
-func startFastPath(cfg Config) (*fastPath, error) {
+// costs the fast path only: the daemon logs why and runs without it. The
+// returned status says which it was (and why), for the Node's
+// daemon-status annotation.
+func startFastPath(cfg Config) (*fastPath, estuaryv1.NodeFastPathStatus, error) {
+	off := estuaryv1.NodeFastPathStatus{State: estuaryv1.FastPathOff}
 	h, err := ops.Open(cfg.HostNetns)
 	if err != nil {
-		return nil, fmt.Errorf("fast path: %w", err)
+		return nil, off, fmt.Errorf("fast path: %w", err)
 	}
 	if !cfg.FastPath {
 		n, err := fastpath.Remove(h)
@@ -46,10 +50,10 @@ func startFastPath(cfg Config) (*fastPath, error) {
 			// A pod's veth that goes while the devices are scanned is not a
 			// reason to keep pods from starting; the next start retries.
 			log.Error(err, "fast path off; removing it from some devices failed", "removedFromDevices", n)
-			return nil, nil
+			return nil, off, nil
 		}
 		log.Info("fast path off", "removedFromDevices", n)
-		return nil, nil
+		return nil, off, nil
 	}
 	opts := fastpath.Options{
 		TCPTimeout: conntrackTimeout(cfg.HostNetns, "net/netfilter/nf_conntrack_tcp_timeout_established"),
@@ -65,16 +69,16 @@ func startFastPath(cfg Config) (*fastPath, error) {
 	if err != nil {
 		h.Close()
 		log.Error(err, "fast path not started; pods' traffic takes the kernel's forwarding path")
-		return nil, nil
+		return nil, estuaryv1.NodeFastPathStatus{State: estuaryv1.FastPathRefused, Reason: err.Error()}, nil
 	}
 	a, err := fastpath.NewAttacher(prog, h, fastPathVerify)
 	if err != nil {
 		h.Close()
-		return nil, errors.Join(err, prog.Close())
+		return nil, off, errors.Join(err, prog.Close())
 	}
 	log.Info("fast path loaded", "sysctls", sysctl.List(fastPathSysctls),
 		"tcpTimeout", opts.TCPTimeout, "udpTimeout", opts.UDPTimeout)
-	return &fastPath{Attacher: a, prog: prog, h: h}, nil
+	return &fastPath{Attacher: a, prog: prog, h: h}, estuaryv1.NodeFastPathStatus{State: estuaryv1.FastPathLoaded}, nil
 }
 
 // conntrackTimeout reads a conntrack timeout sysctl (seconds); 0 (the

@@ -42,6 +42,20 @@ type health struct {
 	// metrics are the daemon's own collectors (the CNI server's, the
 	// data-path loop's), served on /metrics.
 	metrics []prometheus.Collector
+	// reg, when set, is the registry /metrics serves instead of one made
+	// of the fields above: Run shares it with the authenticated endpoint.
+	reg prometheus.Gatherer
+	// metricsLoopbackOnly makes /metrics answer only the node's loopback,
+	// when the authenticated endpoint serves the network (metricsserver.go).
+	metricsLoopbackOnly bool
+}
+
+// fastPathProgram is the loaded fast path's program, or nil.
+func (s healthSources) fastPathProgram() *fastpath.Program {
+	if s.fp == nil {
+		return nil
+	}
+	return s.fp.prog
 }
 
 // bgpPeers returns the status of the BGP speakers' peers, per network.
@@ -108,17 +122,23 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveHealth listens on addr and serves /healthz, /bgp, /endpoints (the
 // endpoint store as JSON) and /metrics (CNI requests, data-path reconciles,
-// the node GC, the BGP peers' session states, the fast path's verdicts, Go
-// and process metrics) until ctx ends; /bgp and /endpoints answer only
-// peers on the node's loopback, whatever addr is. It returns once listening, with the
-// bound address and a channel that yields Serve's outcome.
+// the node GC, the BGP sessions, the fast path's verdicts, Go and process
+// metrics) until ctx ends; /bgp and /endpoints answer only peers on the
+// node's loopback, whatever addr is, and so does /metrics when
+// h.metricsLoopbackOnly. It returns once listening, with the bound address
+// and a channel that yields Serve's outcome.
 func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan error, error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("health probe listener on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h.mux(), ReadHeaderTimeout: 5 * time.Second}
+	return lis.Addr().String(), serve(ctx, lis, &http.Server{Handler: h.mux(), ReadHeaderTimeout: 5 * time.Second}), nil
+}
+
+// serve serves srv on lis until ctx ends, then shuts it down; the channel
+// yields Serve's outcome, nil after a shutdown.
+func serve(ctx context.Context, lis net.Listener, srv *http.Server) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(lis)
@@ -133,26 +153,43 @@ func serveHealth(ctx context.Context, addr string, h *health) (string, <-chan er
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	return lis.Addr().String(), done, nil
+	return done
 }
 
 // mux routes the health server's paths.
 func (h *health) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gcCollected)
-	reg.MustRegister(h.metrics...)
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", loopbackOnly(h.serveBGP))
-		reg.MustRegister(bgp.NewNetworksCollector(h.bgp))
-	}
-	if h.fastpath != nil {
-		reg.MustRegister(newFastPathCollector(h.fastpath))
 	}
 	if h.endpoints != nil {
 		mux.HandleFunc("GET /endpoints", loopbackOnly(h.serveEndpoints))
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	reg := h.reg
+	if reg == nil {
+		reg = newRegistry(h.bgp, h.fastpath, h.metrics)
+	}
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP
+	if h.metricsLoopbackOnly {
+		metrics = loopbackOnly(metrics)
+	}
+	mux.HandleFunc("/metrics", metrics)
 	return mux
+}
+
+// newRegistry is the daemon's metrics registry: Go and process metrics,
+// the node GC's counter, the daemon's own collectors and, when there are
+// any, the BGP sessions and the fast path's verdicts.
+func newRegistry(peers bgpPeers, fp *fastpath.Program, own []prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), gcCollected)
+	reg.MustRegister(own...)
+	if peers != nil {
+		reg.MustRegister(bgp.NewNetworksCollector(peers))
+	}
+	if fp != nil {
+		reg.MustRegister(newFastPathCollector(fp))
+	}
+	return reg
 }

@@ -40,7 +40,7 @@ func TestMetricsEndpointServesTheDaemonsSeries(t *testing.T) {
 
 	addr := freeAddr(t)
 	parts := newRunning()
-	if err := startHealth(ctx, Config{HealthAddr: addr, SocketPath: socket, NodeName: "node-a"}, parts,
+	if _, err := startServing(ctx, Config{HealthAddr: addr, SocketPath: socket, NodeName: "node-a"}, parts,
 		healthSources{metrics: m.collectors()}); err != nil {
 		t.Fatal(err)
 	}

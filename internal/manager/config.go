@@ -33,6 +33,11 @@ type Config struct {
 	// MetricsAddr is where /metrics binds (--metrics-bind-address); "0"
 	// disables it.
 	MetricsAddr string
+	// MetricsSecure serves /metrics over HTTPS to callers whose bearer
+	// token the API server authenticates (TokenReview) and authorizes for
+	// get on the non-resource URL /metrics (SubjectAccessReview); false
+	// serves it over plain HTTP to anyone (--metrics-secure).
+	MetricsSecure bool
 	// ProbeAddr is where /healthz and /readyz bind
 	// (--health-probe-bind-address); "0" disables them.
 	ProbeAddr string

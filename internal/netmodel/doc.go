@@ -11,7 +11,10 @@
 //   - A pod's selection: its network annotations, each taken from the pod or
 //     else its namespace (SelectionFor), checked against the cluster's
 //     networks and subnets (ResolveNetwork), and the address families it
-//     takes from the network's pool (Families, FamiliesNeeded).
+//     takes from the network's pool (Families, FamiliesNeeded). The same
+//     keys may be written as estuary labels or as hybridnet's
+//     networking.alibaba.com/* annotations and labels, in hybridnet's
+//     syntax (aliases.go, Translate).
 //   - A pod's fixed addresses and retention (FixedFor), checked against its
 //     network's subnets (CheckAddresses) and the administrator's tenancy
 //     bounds: the longest ip-retain-ttl and where Never is allowed

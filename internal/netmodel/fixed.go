@@ -57,18 +57,36 @@ func (f *Fixed) Wants() bool { return len(f.Addresses) > 0 || len(f.Pool) > 0 }
 
 // FixedFor reads the fixed-address annotations of pod (and, for the keys
 // that may be inherited, of ns, which may be nil) into sel's Fixed, checking
-// that every value parses. Errors are Denials naming the annotation.
+// that every value parses. ip-pool, mac-pool and ip-retain may be written
+// in hybridnet's form too (see aliases.go). Errors are Denials naming the
+// key as written.
 func FixedFor(sel *Selection, pod *corev1.Pod, ns *corev1.Namespace) (Fixed, error) {
 	f := Fixed{sel: sel}
-	podOnly := func(key string) string { return sel.lookup(pod, nil, key) }
-	inherited := func(key string) string { return sel.lookup(pod, ns, key) }
 	var err error
-	if v := podOnly(estuaryv1.AnnotationIPAddress); v != "" {
+	get := func(key string, inherit bool) string {
+		if err != nil {
+			return ""
+		}
+		from := ns
+		if !inherit {
+			from = nil
+		}
+		var v string
+		v, err = sel.lookup(pod, from, key)
+		return v
+	}
+	addr, pool, mac, macPool := get(estuaryv1.AnnotationIPAddress, false), get(estuaryv1.AnnotationIPPool, true),
+		get(estuaryv1.AnnotationMACAddress, false), get(estuaryv1.AnnotationMACPool, true)
+	retain, ttl := get(estuaryv1.AnnotationIPRetain, true), get(estuaryv1.AnnotationIPRetainTTL, true)
+	if err != nil {
+		return f, err
+	}
+	if v := addr; v != "" {
 		if f.Addresses, err = f.parseEntry(estuaryv1.AnnotationIPAddress, v, ","); err != nil {
 			return f, err
 		}
 	}
-	if v := inherited(estuaryv1.AnnotationIPPool); v != "" {
+	if v := pool; v != "" {
 		if f.Pool, err = f.parsePool(v); err != nil {
 			return f, err
 		}
@@ -76,12 +94,12 @@ func FixedFor(sel *Selection, pod *corev1.Pod, ns *corev1.Namespace) (Fixed, err
 	if len(f.Addresses) > 0 && len(f.Pool) > 0 {
 		return f, sel.deny(estuaryv1.AnnotationIPAddress, "is set together with %s; ask for one address or for a pool, not both", estuaryv1.AnnotationIPPool)
 	}
-	if v := podOnly(estuaryv1.AnnotationMACAddress); v != "" {
+	if v := mac; v != "" {
 		if f.MAC, err = f.parseMAC(estuaryv1.AnnotationMACAddress, v, v); err != nil {
 			return f, err
 		}
 	}
-	if v := inherited(estuaryv1.AnnotationMACPool); v != "" {
+	if v := macPool; v != "" {
 		if f.MACPool, err = f.parseMACPool(v); err != nil {
 			return f, err
 		}
@@ -89,7 +107,7 @@ func FixedFor(sel *Selection, pod *corev1.Pod, ns *corev1.Namespace) (Fixed, err
 	if f.MAC != "" && len(f.MACPool) > 0 {
 		return f, sel.deny(estuaryv1.AnnotationMACAddress, "is set together with %s; ask for one MAC or for a pool, not both", estuaryv1.AnnotationMACPool)
 	}
-	if err := f.parseRetention(inherited(estuaryv1.AnnotationIPRetain), inherited(estuaryv1.AnnotationIPRetainTTL)); err != nil {
+	if err := f.parseRetention(retain, ttl); err != nil {
 		return f, err
 	}
 	return f, nil

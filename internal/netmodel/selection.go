@@ -31,14 +31,20 @@ type Selection struct {
 	NetworkType estuaryv1.NetworkType
 	// IPFamily is IPv4, IPv6 or DualStack.
 	IPFamily string
-	// From says, per annotation key set, whether the value came from the
-	// pod ("") or from its namespace (the namespace's name).
+	// From says, per annotation key set (in any of its forms, see
+	// aliases.go), whether the value came from the pod ("") or from its
+	// namespace (the namespace's name).
 	From map[string]string
 	// NamespaceLabels are the labels of the pod's namespace, which the
 	// namespace selectors of Networks and Subnets match: at least
 	// kubernetes.io/metadata.name, which the API server sets to the
 	// namespace's name, also when the namespace was not found.
 	NamespaceLabels labels.Set
+
+	// via says, per annotation key whose value was read from another
+	// source than the estuary annotation (a label, a hybridnet key), that
+	// source, so that denials name what was written.
+	via map[string]source
 }
 
 // Families lists, IPv4 first, the families the ip-family annotation asks
@@ -58,9 +64,13 @@ func (s *Selection) Families() []family.Family {
 // Empty reports whether the pod asks for nothing at all.
 func (s *Selection) Empty() bool { return len(s.From) == 0 }
 
-// field is the annotation's field path, noting when it was inherited.
+// field is the path of the key as written (the annotation, or the label or
+// hybridnet key it was read from), noting when it was inherited.
 func (s *Selection) field(key string) string {
 	f := "metadata.annotations[" + key + "]"
+	if src, ok := s.via[key]; ok {
+		f = src.field()
+	}
 	if ns := s.From[key]; ns != "" {
 		f += " (inherited from namespace " + `"` + ns + `")`
 	}
@@ -71,43 +81,61 @@ func (s *Selection) deny(key, format string, args ...any) *Denial {
 	return Deny(KindPod, s.Pod, s.field(key), format, args...)
 }
 
-// SelectionFor reads the pod's network annotations, each falling back to
-// ns's (ns may be nil), and checks that every value parses: object names for
-// the network and subnets (at most MaxSubnets, none twice), a NetworkType,
-// an IP family.
+// SelectionFor reads the pod's network annotations (or their label and
+// hybridnet forms, see aliases.go), each falling back to ns's (ns may be
+// nil), and checks that every value parses: object names for the network
+// and subnets (at most MaxSubnets, none twice), a NetworkType, an IP family.
 func SelectionFor(pod *corev1.Pod, ns *corev1.Namespace) (Selection, error) {
 	sel := Selection{Pod: podName(pod), Namespace: pod.Namespace, From: map[string]string{}, NamespaceLabels: namespaceLabels(pod.Namespace, ns)}
-	get := func(key string) string { return sel.lookup(pod, ns, key) }
-	if v := get(estuaryv1.AnnotationNetwork); v != "" {
-		if !validName(v) {
-			return sel, sel.deny(estuaryv1.AnnotationNetwork, "%q is not a valid network name", v)
-		}
-		sel.Network = v
-	}
-	if v := get(estuaryv1.AnnotationSubnet); v != "" {
-		subnets, err := parseSubnets(&sel, v)
+	var err error
+	get := func(key string) string {
 		if err != nil {
-			return sel, err
+			return ""
 		}
-		sel.Subnets = subnets
+		var v string
+		v, err = sel.lookup(pod, ns, key)
+		return v
 	}
-	if v := get(estuaryv1.AnnotationNetworkType); v != "" {
+	network, subnets, netType, fam := get(estuaryv1.AnnotationNetwork), get(estuaryv1.AnnotationSubnet),
+		get(estuaryv1.AnnotationNetworkType), get(estuaryv1.AnnotationIPFamily)
+	if err != nil {
+		return sel, err
+	}
+	return sel, sel.parse(network, subnets, netType, fam)
+}
+
+// parse checks and keeps the values of the selection's keys.
+func (s *Selection) parse(network, subnets, netType, fam string) error {
+	if v := network; v != "" {
+		if !validName(v) {
+			return s.deny(estuaryv1.AnnotationNetwork, "%q is not a valid network name", v)
+		}
+		s.Network = v
+	}
+	if v := subnets; v != "" {
+		names, err := parseSubnets(s, v)
+		if err != nil {
+			return err
+		}
+		s.Subnets = names
+	}
+	if v := netType; v != "" {
 		t := estuaryv1.NetworkType(v)
 		if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeUnderlay {
-			return sel, sel.deny(estuaryv1.AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
+			return s.deny(estuaryv1.AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
 		}
-		sel.NetworkType = t
+		s.NetworkType = t
 	}
-	if v := get(estuaryv1.AnnotationIPFamily); v != "" {
+	if v := fam; v != "" {
 		switch v {
 		case estuaryv1.IPFamilyIPv4, estuaryv1.IPFamilyIPv6, estuaryv1.IPFamilyDualStack:
-			sel.IPFamily = v
+			s.IPFamily = v
 		default:
-			return sel, sel.deny(estuaryv1.AnnotationIPFamily, "%q is not one of %s, %s, %s", v,
+			return s.deny(estuaryv1.AnnotationIPFamily, "%q is not one of %s, %s, %s", v,
 				estuaryv1.IPFamilyIPv4, estuaryv1.IPFamilyIPv6, estuaryv1.IPFamilyDualStack)
 		}
 	}
-	return sel, nil
+	return nil
 }
 
 // namespaceLabels are ns's labels (ns may be nil), with
@@ -127,20 +155,21 @@ func namespaceLabels(name string, ns *corev1.Namespace) labels.Set {
 // MaxSubnets is how many subnets the subnet annotation may name.
 const MaxSubnets = 16
 
-// lookup reads annotation key from pod or, when the pod does not set it,
-// from ns (nil: the pod only), noting in From where it came from.
-func (s *Selection) lookup(pod *corev1.Pod, ns *corev1.Namespace, key string) string {
-	if v, ok := pod.Annotations[key]; ok {
-		s.From[key] = ""
-		return v
+// lookup reads annotation key (or one of its other forms, see aliases.go)
+// from pod or, when the pod does not set it in any form, from ns (nil: the
+// pod only), noting in From where it came from. It refuses a value written
+// in two forms on one object with two meanings, and a hybridnet value that
+// does not parse.
+func (s *Selection) lookup(pod *corev1.Pod, ns *corev1.Namespace, key string) (string, error) {
+	if v, ok, err := s.readOn(&pod.ObjectMeta, key, ""); ok || err != nil {
+		return v, err
 	}
 	if ns != nil {
-		if v, ok := ns.Annotations[key]; ok {
-			s.From[key] = ns.Name
-			return v
+		if v, ok, err := s.readOn(&ns.ObjectMeta, key, ns.Name); ok || err != nil {
+			return v, err
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // parseSubnets splits the subnet annotation's comma-separated list, keeping

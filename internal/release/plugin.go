@@ -16,9 +16,13 @@ import (
 )
 
 // PluginName is the kubectl plugin's binary, and KrewName its name in krew.
+// CompletionName is the executable kubectl (1.26 or later) runs to complete
+// `kubectl estuary ...` when it is on the PATH; completionScript is it.
 const (
-	PluginName = "kubectl-estuary"
-	KrewName   = "estuary"
+	PluginName       = "kubectl-estuary"
+	KrewName         = "estuary"
+	CompletionName   = "kubectl_complete-estuary"
+	completionScript = "#!/bin/sh\n# kubectl runs this to complete `kubectl estuary ...`; put it on the PATH beside kubectl-estuary.\nexec kubectl-estuary __complete \"$@\"\n"
 )
 
 // Archive is a tar.gz of the kubectl plugin for one platform.
@@ -34,8 +38,9 @@ func ArchiveName(version string, p Platform) string {
 }
 
 // WritePluginArchive writes outDir/ArchiveName holding the plugin binary at
-// bin and the licence at license, each entry dated created (so a rebuild of
-// one commit gives the same archive), and returns it with its checksum.
+// bin, its completion script and the licence at license, each entry dated
+// created (so a rebuild of one commit gives the same archive), and returns
+// it with its checksum.
 func WritePluginArchive(outDir, version string, p Platform, bin, license string, created time.Time) (Archive, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -43,10 +48,13 @@ func WritePluginArchive(outDir, version string, p Platform, bin, license string,
 	for _, f := range []struct {
 		src, name string
 		mode      int64
-	}{{bin, PluginName, 0o755}, {license, "LICENSE", 0o644}} {
-		data, err := os.ReadFile(filepath.Clean(f.src))
-		if err != nil {
-			return Archive{}, fmt.Errorf("plugin archive for %s: %w", p, err)
+	}{{bin, PluginName, 0o755}, {"", CompletionName, 0o755}, {license, "LICENSE", 0o644}} {
+		data := []byte(completionScript)
+		if f.src != "" {
+			var err error
+			if data, err = os.ReadFile(filepath.Clean(f.src)); err != nil {
+				return Archive{}, fmt.Errorf("plugin archive for %s: %w", p, err)
+			}
 		}
 		hdr := &tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: created.UTC()}
 		if err := writeEntry(tw, hdr, data); err != nil {
@@ -145,7 +153,7 @@ func KrewManifest(version, homepage, downloadURL string, archives []Archive) Kre
 			Selector: KrewSelector{MatchLabels: map[string]string{"os": a.Platform.OS, "arch": a.Platform.Arch}},
 			URI:      strings.TrimSuffix(downloadURL, "/") + "/" + filepath.Base(a.Path),
 			SHA256:   a.SHA256,
-			Files:    []KrewFile{{From: PluginName, To: "."}, {From: "LICENSE", To: "."}},
+			Files:    []KrewFile{{From: PluginName, To: "."}, {From: CompletionName, To: "."}, {From: "LICENSE", To: "."}},
 			Bin:      PluginName,
 		})
 	}

@@ -299,6 +299,9 @@ func checkPlugin(t *testing.T, o Options, r Result) {
 		if files[PluginName] != fakeContent(PluginName, p) || !strings.Contains(files["LICENSE"], "Apache License") {
 			t.Errorf("%s holds %v", archive, keys(files))
 		}
+		if !strings.Contains(files[CompletionName], `exec kubectl-estuary __complete "$@"`) {
+			t.Errorf("%s: completion script %q", archive, files[CompletionName])
+		}
 	}
 }
 

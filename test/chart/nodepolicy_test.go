@@ -20,10 +20,11 @@ import (
 // TestDaemonMayPatchOnlyItsOwnNode installs the chart's RBAC and its
 // admission policy and patches Nodes as the daemon of node vap-self would
 // (its bound token names the node): the annotations it writes
-// (networking.estuary.io/vtep-ip, vtep-mac, bgp-peers) go through; another
-// Node, its labels, finalizers, owner references, generateName, spec, any
-// other annotation (networking.estuary.io/ ones included), or a token that
-// names no node are refused with the policy's message.
+// (networking.estuary.io/vtep-ip, vtep-mac, bgp-peers, daemon-status) go
+// through; another Node, its labels, finalizers, owner references,
+// generateName, spec, any other annotation (networking.estuary.io/ ones
+// included), or a token that names no node are refused with the policy's
+// message.
 func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 	ensureNamespace(t)
 	objs := render(t)
@@ -66,12 +67,13 @@ func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 	for _, body := range []string{own,
 		`{"metadata":{"annotations":{"networking.estuary.io/vtep-mac":"0a:58:0a:00:00:01","networking.estuary.io/bgp-peers":"{}"}}}`,
 		`{"metadata":{"annotations":{"networking.estuary.io/bgp-peers":null}}}`,
+		`{"metadata":{"annotations":{"networking.estuary.io/daemon-status":"{\"version\":\"v1\"}"}}}`,
 	} {
 		if err := patch(daemon, "vap-self", body); err != nil {
 			t.Errorf("the daemon may not write its own annotations (%s): %v", body, err)
 		}
 	}
-	const annotations = "may change only its annotations networking.estuary.io/vtep-ip, vtep-mac and bgp-peers"
+	const annotations = "may change only its annotations networking.estuary.io/vtep-ip, vtep-mac, bgp-peers and daemon-status"
 	const refs = "finalizers, ownerReferences or generateName"
 	for _, c := range []struct{ what, body, want string }{
 		{"a label", `{"metadata":{"labels":{"rack":"r2"}}}`, "labels or spec"},

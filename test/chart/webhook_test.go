@@ -165,7 +165,8 @@ func TestWebhookDisabled(t *testing.T) {
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ValidatingWebhookConfiguration", o.GetKind() == "MutatingWebhookConfiguration",
-			o.GetKind() == "Service", o.GetKind() == "Secret", o.GetName() == "estuary-manager-webhook":
+			o.GetKind() == "Service" && !strings.HasSuffix(o.GetName(), "-metrics"), o.GetKind() == "Secret",
+			o.GetName() == "estuary-manager-webhook":
 			t.Errorf("webhook.enabled=false rendered %s %s", o.GetKind(), o.GetName())
 		}
 	}

@@ -7,7 +7,9 @@
 // Services, StatefulSet address retention, churn without duplicate
 // addresses, daemon and manager restarts and crashes, the CNI verbs run
 // against the installed binary, an upgrade from an earlier commit without a
-// lost probe and an uninstall that leaves every node as before.
+// lost probe and an uninstall that leaves every node as before, and a real
+// Prometheus (Debian's, unpacked by hack/lab-deps.sh) scraping every
+// component's authenticated /metrics through a pod storm.
 //
 // They need root, and bringing a lab up replaces any lab already running on
 // the machine. Run: go test -tags lab -timeout 60m -v ./test/e2e/

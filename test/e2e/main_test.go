@@ -60,6 +60,7 @@ type labEnv struct {
 	nodeNetns     map[string]string // node -> host path of its network namespace
 	externalAddr  string
 	externalNetns string
+	controlNetns  string // host path of the control plane's network namespace (API server, registry)
 	routerAddr    string // the router's address on the switch, the lab's BGP peer
 }
 
@@ -193,6 +194,7 @@ func (e *labEnv) load() error {
 		e.nodeNetns[n.Name] = netnsPath(n.Namespace)
 	}
 	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
+	e.controlNetns = netnsPath(s.ControlPlane.Namespace)
 	e.routerAddr = s.Router.Address
 	e.kubeconfig = s.Kubeconfig
 	e.estuary = s.Estuary

@@ -175,3 +175,25 @@ sideEffects: None
 admissionReviewVersions: [v1]
 timeoutSeconds: {{ $p.timeoutSeconds }}
 {{- end -}}
+
+{{/*
+Whether /metrics is served over HTTPS to authorized scrapers only
+(metrics.secure, on unless set to false): "true" or "false".
+*/}}
+{{- define "estuary.metricsSecure" -}}
+{{- ne (toString ((.Values.metrics).secure)) "false" -}}
+{{- end -}}
+
+{{/*
+host:port of a listen address, an IPv6 host in brackets. Call with (dict
+"host" ... "port" ...); an empty host means every address.
+*/}}
+{{- define "estuary.hostPort" -}}
+{{- $h := toString (.host | default "") -}}
+{{- if contains ":" $h }}[{{ $h }}]:{{ .port }}{{ else }}{{ $h }}:{{ .port }}{{ end -}}
+{{- end -}}
+
+{{/*
+The label that marks the Services of the components' /metrics.
+*/}}
+{{- define "estuary.metricsServiceLabel" -}}networking.estuary.io/metrics: "true"{{- end -}}

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -200,7 +201,7 @@ func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRe
 	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
 		return false, nil
 	}
-	if sts.Spec.Template.Annotations[estuaryv1.AnnotationIPRetain] == "false" {
+	if retain := netmodel.TemplateRetain(sts.Spec.Template.ObjectMeta); retain != nil && !*retain {
 		return false, nil
 	}
 	return set.ordinal < ptr.Deref(sts.Spec.Replicas, 1), nil

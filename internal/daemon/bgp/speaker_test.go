@@ -142,16 +142,20 @@ func TestSpeakerWithoutPeers(t *testing.T) {
 		}
 	}
 
-	c := NewCollector(func() *Speaker { return s })
+	// The peer's session, as the daemon's /metrics exports it.
+	c := NewNetworksCollector(func(ctx context.Context) (map[string][]PeerStatus, error) {
+		peers, err := s.Peers(ctx)
+		return map[string][]PeerStatus{"fabric": peers}, err
+	})
 	want := `
-# HELP estuary_bgp_advertised_prefixes Number of prefixes the node's BGP speaker announces.
+# HELP estuary_bgp_advertised_prefixes Prefixes the node's BGP speaker has sent the peer (its Adj-RIB-Out): 0 while the session is down.
 # TYPE estuary_bgp_advertised_prefixes gauge
-estuary_bgp_advertised_prefixes 2
-# HELP estuary_bgp_peer_up Whether the BGP session with the peer is Established (1) or not (0).
+estuary_bgp_advertised_prefixes{network="fabric",peer="127.0.0.2"} 0
+# HELP estuary_bgp_peer_up Whether the node's BGP session with the peer is Established (1) or not (0).
 # TYPE estuary_bgp_peer_up gauge
-estuary_bgp_peer_up{peer="127.0.0.2"} 0
+estuary_bgp_peer_up{network="fabric",peer="127.0.0.2"} 0
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "estuary_bgp_advertised_prefixes", "estuary_bgp_peer_up"); err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
 
@@ -188,8 +192,8 @@ estuary_bgp_peer_up{peer="127.0.0.2"} 0
 	if peers, err := s.Peers(ctx); err != nil || len(peers) != 0 {
 		t.Fatalf("Peers after Stop = %v, %v; want none", peers, err)
 	}
-	if err := testutil.CollectAndCompare(NewCollector(func() *Speaker { return nil }), strings.NewReader("")); err != nil {
-		t.Fatalf("metrics without a speaker: %v", err)
+	if err := testutil.CollectAndCompare(c, strings.NewReader("")); err != nil {
+		t.Fatalf("metrics of a stopped speaker: %v", err)
 	}
 }
 

@@ -96,6 +96,7 @@ func (s *Syncer) publishBGPPeers(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return fmt.Errorf("node %s: bgp session states not published: %w", node.Name, err)
 	}
+	s.noteBGPSessions(nets)
 	value, err := EncodeBGPPeers(nets)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", node.Name, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,7 +146,8 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	fs := &stateSpeakers{state: bgp.StateActive}
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), StartSpeaker: fs.start},
+	ev := &events{}
+	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), StartSpeaker: fs.start, Events: ev},
 		&fakeDataplane{}, c, k8s, &fakeEndpoints{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +185,25 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	fs.set(bgp.StateEstablished)
 	eventually(t, "the Established sessions published", annotation(
 		`{"fabric":[{"address":"10.77.0.1","asn":65001,"state":"Established"},{"address":"10.77.0.2","asn":65000,"state":"Established"}]}`, true))
+	if got := ev.list(); len(got) != 0 {
+		t.Fatalf("sessions coming up recorded %v", got)
+	}
+
+	// Sessions that drop are recorded once each, as Events on the Node.
+	fs.set(bgp.StateActive)
+	eventually(t, "a BGPSessionDown per peer", func() error {
+		if got := ev.list(); len(got) != 2 || !strings.Contains(got[0], ReasonBGPSessionDown) || !strings.Contains(got[1], ReasonBGPSessionDown) {
+			return fmt.Errorf("recorded %q", got)
+		}
+		return nil
+	})
+	fs.set(bgp.StateEstablished)
+	eventually(t, "a BGPSessionUp per peer", func() error {
+		if got := ev.list(); len(got) != 4 || !strings.Contains(got[2], ReasonBGPSessionUp) || !strings.Contains(got[3], ReasonBGPSessionUp) {
+			return fmt.Errorf("recorded %q", got)
+		}
+		return nil
+	})
 
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"rack":"r9"}}}`))
 	if err := k8s.Patch(ctx, &a, patch); err != nil {
@@ -191,5 +213,59 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+}
+
+// events collects the Events the loop records.
+type events struct {
+	mu  sync.Mutex
+	got []string // "Type Reason: note"
+}
+
+func (e *events) Record(eventType, reason, _, note string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, fmt.Sprintf("%s %s: %s", eventType, reason, note))
+}
+
+func (e *events) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got)
+}
+
+// TestNoteBGPSessionsRecordsDownAndUpOnly: sessions that come up after
+// the start record nothing; an Established session that drops records one
+// BGPSessionDown naming the network, the peer and its state, whatever it
+// passes through before it is back; coming back records one BGPSessionUp;
+// a peer taken out of the network is forgotten.
+func TestNoteBGPSessionsRecordsDownAndUpOnly(t *testing.T) {
+	ev := &events{}
+	s := &Syncer{opts: withDefaults(Options{Log: logr.Discard(), Events: ev}), sessions: map[peerKey]session{}}
+	p1, p2 := netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("10.77.0.2")
+	look := func(s1, s2 bgp.SessionState) {
+		nets := map[string][]bgp.PeerStatus{"fabric": {{Address: p1, ASN: 65001, State: s1}}}
+		if s2 != "" {
+			nets["fabric"] = append(nets["fabric"], bgp.PeerStatus{Address: p2, ASN: 65000, State: s2})
+		}
+		s.noteBGPSessions(nets)
+	}
+	look(bgp.StateIdle, bgp.StateActive)
+	look(bgp.StateEstablished, bgp.StateEstablished)
+	look(bgp.StateEstablished, bgp.StateEstablished)
+	if got := ev.list(); len(got) != 0 {
+		t.Fatalf("sessions coming up after the start recorded %v", got)
+	}
+	look(bgp.StateActive, bgp.StateEstablished)
+	look(bgp.StateConnect, bgp.StateEstablished)
+	look(bgp.StateEstablished, bgp.StateEstablished)
+	look(bgp.StateEstablished, "")              // p2 taken out
+	look(bgp.StateEstablished, bgp.StateActive) // p2 back, never up since
+	want := []string{
+		"Warning BGPSessionDown: network fabric: BGP session with peer 10.77.0.1 (AS 65001) is down: Active",
+		"Normal BGPSessionUp: network fabric: BGP session with peer 10.77.0.1 (AS 65001) is Established again",
+	}
+	if got := ev.list(); !slices.Equal(got, want) {
+		t.Fatalf("recorded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -157,6 +157,9 @@ type Options struct {
 	LocalPods LocalPods
 	// Metrics, if set, records every pass's duration and failed parts.
 	Metrics *Metrics
+	// Events, if set, records a BGP session going down and coming back as
+	// Events on the Node (bgpevents.go).
+	Events Events
 }
 
 // LocalPods is the routing plan's local-pods writer (podnet.LocalPods).
@@ -189,6 +192,7 @@ type Syncer struct {
 	bgpStarted   map[string]bool      // networks that had a speaker in this run
 	passwords    map[string]password  // last password read per network, peer and key
 	noVeth       string               // the endpoints without a host veth, as last logged
+	sessions     map[peerKey]session  // the BGP sessions as last published
 
 	mu       sync.Mutex // guards speakers
 	speakers map[string]speakerState
@@ -199,7 +203,8 @@ type Syncer struct {
 // annotations through w. It registers its triggers with c's informers.
 func New(ctx context.Context, opts Options, dp Dataplane, c cache.Cache, w client.Client, eps Endpoints) (*Syncer, error) {
 	s := &Syncer{opts: withDefaults(opts), dp: dp, reader: c, writer: w, eps: eps, trigger: make(chan struct{}, 1),
-		bgpStarted: map[string]bool{}, passwords: map[string]password{}, speakers: map[string]speakerState{}}
+		bgpStarted: map[string]bool{}, passwords: map[string]password{}, speakers: map[string]speakerState{},
+		sessions: map[peerKey]session{}}
 	empty := map[netip.Addr]state.MAC{}
 	s.neigh.Store(&empty)
 	h := toolscache.ResourceEventHandlerFuncs{

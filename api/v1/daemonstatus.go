@@ -1,0 +1,56 @@
+package v1
+
+// AnnotationDaemonStatus is the Node annotation in which the node's daemon
+// publishes what it set up on the node: its release, the conflist the
+// container runtime reads, and the forwarding fast path (a JSON
+// NodeDaemonStatus). Only that node's daemon writes it, and only when it
+// changes; `kubectl estuary status` reads it for every node without
+// reaching into the daemons.
+const AnnotationDaemonStatus = "networking.estuary.io/daemon-status"
+
+// NodeDaemonStatus is the value of AnnotationDaemonStatus.
+type NodeDaemonStatus struct {
+	// Version is the daemon's release.
+	Version string `json:"version"`
+	// Conflist is the state of the daemon's CNI network configuration.
+	Conflist NodeConflistStatus `json:"conflist"`
+	// FastPath is the state of the tc BPF forwarding fast path.
+	FastPath NodeFastPathStatus `json:"fastPath"`
+}
+
+// NodeConflistStatus is the state of the conflist the daemon installs.
+type NodeConflistStatus struct {
+	// Path is the conflist's path on the node.
+	Path string `json:"path"`
+	// Installed is true when the file holds what the daemon wrote.
+	Installed bool `json:"installed"`
+	// Error says why the conflist could not be written.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// ShadowedBy names a configuration file in the same directory that
+	// sorts first: the container runtime uses that one, not estuary's.
+	// +optional
+	ShadowedBy string `json:"shadowedBy,omitempty"`
+}
+
+// NodeFastPathStatus is the state of the forwarding fast path.
+type NodeFastPathStatus struct {
+	// State is FastPathLoaded, FastPathOff or FastPathRefused.
+	State string `json:"state"`
+	// Reason says why the kernel refused the fast path.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// Values of NodeFastPathStatus.State.
+const (
+	// FastPathLoaded: the program is loaded and attached to the node's
+	// devices.
+	FastPathLoaded = "Loaded"
+	// FastPathOff: the daemon runs without it by configuration
+	// (--fast-path=false).
+	FastPathOff = "Off"
+	// FastPathRefused: the daemon was asked for it but the kernel refused
+	// the program; pods' traffic takes the kernel's forwarding path.
+	FastPathRefused = "Refused"
+)
