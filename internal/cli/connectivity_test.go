@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -209,7 +210,7 @@ func TestConnectivityObjectsAndCleanup(t *testing.T) {
 	checkProbePods(t, ns)
 	checkRetainAndService(t, ns)
 
-	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "underlay-1.sandbox"}, Type: corev1.EventTypeWarning,
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "underlay-1."}, Type: corev1.EventTypeWarning,
 		Reason: "FailedCreatePodSandBox", Message: "plugin type=estuary failed (add): no address", LastTimestamp: metav1.Now()}
 	var u corev1.Pod
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "underlay-1"}, &u); err != nil {
@@ -244,11 +245,12 @@ func TestConnectivityObjectsAndCleanup(t *testing.T) {
 	}
 	node.stop()
 
-	// Nothing finalizes this one: the wait ends with the namespace's state.
-	stays := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conn-stays"}}
+	// Nothing finalizes this one (it stays Terminating in the test API
+	// server): the wait ends with the namespace's state.
+	stays := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conn-stays-" + utilrand.String(5)}}
 	create(t, stays)
 	err = deleteNamespace(ctx, k8s, stays.Name, time.Second)
-	if err == nil || !strings.Contains(err.Error(), "namespace not deleted: conn-stays still there after 1s: Terminating") {
+	if err == nil || !strings.Contains(err.Error(), "namespace not deleted: "+stays.Name+" still there after 1s: Terminating") {
 		t.Errorf("namespace that stays: %v", err)
 	}
 }
@@ -323,11 +325,11 @@ func checkRetainAndService(t *testing.T, ns string) {
 // A namespace of the test's name the plugin did not make is never used or
 // deleted; one it made (a --keep run) is deleted and made again.
 func TestConnectivityNamespaceOwnership(t *testing.T) {
-	foreign := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conn-foreign"}}
+	foreign := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "conn-foreign-" + utilrand.String(5)}}
 	create(t, foreign)
 	createReadyNodes(t, "conn-own-a", "conn-own-b")
-	out, err := run(t, "", "connectivity-test", "--test-namespace", "conn-foreign")
-	if err == nil || !strings.Contains(err.Error(), "namespace conn-foreign exists and was not made by a connectivity test") {
+	out, err := run(t, "", "connectivity-test", "--test-namespace", foreign.Name)
+	if err == nil || !strings.Contains(err.Error(), "namespace "+foreign.Name+" exists and was not made by a connectivity test") {
 		t.Errorf("foreign namespace: %v\n%s", err, out)
 	}
 	if err := k8s.Get(bg(), client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.DeletionTimestamp != nil {

@@ -1,13 +1,16 @@
 // Package cli is the kubectl plugin `kubectl estuary`: it shows who holds an
-// address and what a workload holds, how full each subnet is, reserves
-// addresses for a workload, releases an address an operator names, checks
-// (and repairs) the agreement of the cluster's address records with its
-// pods, Subnet counts and what each node's daemon plumbed, writes estuary's
-// objects for hybridnet's (migrate hybridnet, package migrate), and prints
-// its own version beside the cluster's. It talks only to the API server, with the
-// user's own credentials, read by kubectl's cli-runtime from every kubectl
-// global flag (check reaches the daemons through pods/exec), and never takes
-// a lock: the cluster keeps serving pods while it runs.
+// address, the addresses of a namespace and what a workload holds, how full
+// each subnet is, reserves addresses for a workload, releases an address an
+// operator names, checks (and repairs) the agreement of the cluster's
+// address records with its pods, Subnet counts and what each node's daemon
+// plumbed, says whether estuary is healthy (status), collects a support
+// archive (sysdump), probes every packet path with pods of its own
+// (connectivity-test), writes estuary's objects for hybridnet's (migrate
+// hybridnet, package migrate), and prints its own version beside the
+// cluster's. It talks only to the API server, with the user's own
+// credentials, read by kubectl's cli-runtime from every kubectl global flag
+// (check and sysdump reach the daemons through pods/exec), and never takes a
+// lock: the cluster keeps serving pods while it runs.
 package cli
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -182,5 +183,35 @@ func TestSysdumpRefusesBadFlags(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("refused sysdumps left %d files", len(ents))
+	}
+}
+
+// A log longer than --max-log-bytes keeps its most recent part, from a
+// line's start, behind a line saying how much was left out; a short one is
+// kept whole.
+func TestTailBufferKeepsTheLastLines(t *testing.T) {
+	var in strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&in, "line %04d\n", i)
+	}
+	b := &tailBuffer{max: 1024}
+	for _, chunk := range strings.SplitAfter(in.String(), "7") {
+		_, _ = b.Write([]byte(chunk))
+	}
+	got := string(b.kept())
+	head, rest, _ := strings.Cut(got, "\n")
+	if !b.truncated() || !strings.HasPrefix(head, "[sysdump: the first ") || len(rest) > 1024 {
+		t.Fatalf("kept %d bytes after %q (truncated %t)", len(rest), head, b.truncated())
+	}
+	if !strings.HasPrefix(rest, "line ") || !strings.HasSuffix(rest, "line 0999\n") {
+		t.Errorf("kept part does not run from a line's start to the last line: %q ... %q", rest[:20], rest[len(rest)-20:])
+	}
+	if dropped := fmt.Sprintf("the first %d bytes", in.Len()-len(rest)); !strings.Contains(head, dropped) {
+		t.Errorf("header %q, want %q", head, dropped)
+	}
+	short := &tailBuffer{max: 1024}
+	_, _ = short.Write([]byte("one line\n"))
+	if string(short.kept()) != "one line\n" || short.truncated() {
+		t.Errorf("a short log became %q", short.kept())
 	}
 }

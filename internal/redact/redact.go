@@ -11,7 +11,9 @@
 //   - by name: a field, annotation, label, env var or ConfigMap key whose
 //     name says credential (password, secret, token, private or API key,
 //     client-key-data, ...) has its value replaced, unless the name says it
-//     only refers to one (secretName, passwordSecretRef, tokenFile, ...);
+//     only refers to one (secretName, passwordSecretRef, tokenFile, ...) or
+//     the value is a Secret's namespace/name under a name ending in secret
+//     (--webhook-cert-secret=kube-system/estuary-webhook-cert);
 //   - by content: PEM private key blocks, "Bearer" and "Basic" credentials,
 //     JWTs (service account tokens), and `name: value` or `name=value` pairs
 //     with a credential's name inside free text (a kubeconfig, a config
@@ -63,6 +65,16 @@ func CredentialName(name string) bool {
 	return strings.HasSuffix(strings.ToLower(name), ".key")
 }
 
+// namespacedName is a Secret's namespace/name.
+var namespacedName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`)
+
+// secretReference reports whether value, under name, names a Secret
+// (--webhook-cert-secret=kube-system/estuary-webhook-cert) rather than
+// holding one: the name ends in "secret" and the value is a namespace/name.
+func secretReference(name, value string) bool {
+	return strings.HasSuffix(normaliseName(name), "secret") && namespacedName.MatchString(value)
+}
+
 func normaliseName(name string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(name) {
@@ -106,7 +118,7 @@ func redactValue(name string, v any) (any, int) {
 		}
 		return t, n
 	case string:
-		if CredentialName(name) && t != "" && t != Redacted {
+		if CredentialName(name) && t != "" && t != Redacted && !secretReference(name, t) {
 			return Redacted, 1
 		}
 		return redactString(t)
@@ -185,7 +197,7 @@ func Text(s string) (string, int) {
 	})
 	s = namedValue.ReplaceAllStringFunc(s, func(m string) string {
 		p := namedValue.FindStringSubmatch(m)
-		if p[3] == Redacted || !CredentialName(p[1]) {
+		if p[3] == Redacted || !CredentialName(p[1]) || secretReference(p[1], p[3]) {
 			return m
 		}
 		n++

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,14 +101,17 @@ func TestSysdumpOnTheLab(t *testing.T) {
 
 	file := filepath.Join(e.tmp, "sysdump.tar.gz")
 	start := time.Now()
-	out, err := runPlugin(plugin, e.kubeconfig, "sysdump", "--output", file)
+	cmd := exec.CommandContext(ctx, plugin, "sysdump", "--output", file)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("sysdump: %v\n%s", err, out)
+		t.Fatalf("kubectl estuary sysdump: %v\n%s", err, out)
 	}
-	t.Logf("sysdump took %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("kubectl estuary sysdump --output %s took %s:\n%s", file, time.Since(start).Round(time.Millisecond), out)
 	files := untar(t, file)
 	t.Logf("archive: %d files, summary:\n%s", len(files), files["summary.txt"])
 	logListing(t, files)
+	t.Logf("nodes/%s/node-state.txt:\n%s", e.nodes[0], files["nodes/"+e.nodes[0]+"/node-state.txt"])
 	if got := strings.TrimSpace(files["errors.txt"]); got != "none" {
 		t.Errorf("errors.txt on a healthy lab:\n%s", got)
 	}
@@ -155,6 +159,9 @@ func TestSysdumpOnTheLab(t *testing.T) {
 	}
 	if !strings.Contains(files["resources/events.yaml"], "E2ESysdump") {
 		t.Error("the Node's Event is not in the archive")
+	}
+	if ref := "--webhook-cert-secret=" + systemNS + "/estuary-webhook-cert"; !strings.Contains(files["resources/deployments.apps.yaml"], ref) {
+		t.Errorf("redaction took the manager's %s, a reference, not a credential", ref)
 	}
 	for name, content := range files {
 		for what, v := range forbidden {
