@@ -49,6 +49,18 @@ const (
 	AnnotationMACPool = "networking.estuary.io/mac-pool"
 )
 
+// LabelWebhook set to WebhookDisabled on a pod (or its template) keeps
+// estuary's pod admission webhooks away from it: the API server does not
+// call them (the webhook configurations' objectSelector), and a webhook
+// called anyway admits the pod unchanged. Such a pod gets no node affinity
+// for its network's domain or free capacity, and a bad selection or fixed
+// address is not denied at creation; the manager still applies the same
+// rules before it allocates, and refuses with an event on the pod.
+const LabelWebhook = "networking.estuary.io/webhook"
+
+// WebhookDisabled is the LabelWebhook value that opts a pod out.
+const WebhookDisabled = "disabled"
+
 // RetainNever is the AnnotationIPRetainTTL value that keeps a retained
 // address until it is released by hand.
 const RetainNever = "Never"

@@ -4,9 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// NetworkType says whether a network's pods ride a tunnel (Overlay) or the
-// data centre's own network (Underlay).
-// +kubebuilder:validation:Enum=Overlay;Underlay
+// NetworkType says whether a network's pods ride a tunnel (Overlay), the
+// data centre's own network of a group of nodes (Underlay), or routed host
+// addresses usable on every node (GlobalBGP).
+// +kubebuilder:validation:Enum=Overlay;Underlay;GlobalBGP
 type NetworkType string
 
 // Network types.
@@ -16,6 +17,13 @@ const (
 	NetworkTypeOverlay NetworkType = "Overlay"
 	// NetworkTypeUnderlay puts pods on the physical network of a group of nodes.
 	NetworkTypeUnderlay NetworkType = "Underlay"
+	// NetworkTypeGlobalBGP is a pool of addresses usable on every node: each
+	// pod's host route (/32 or /128) is announced by the BGP speaker of the
+	// BGP-mode Underlay network whose domain holds the pod's node, to that
+	// network's peers. A cluster has at most one. It takes no mode, netID,
+	// nodeSelector, bgpPeers or bgpWaitForPeer: those of the node's BGP
+	// network apply.
+	NetworkTypeGlobalBGP NetworkType = "GlobalBGP"
 )
 
 // NetworkMode is how a network carries pod traffic.
@@ -38,8 +46,14 @@ const (
 // carries pod traffic.
 //
 // The mode defaults from the type (Overlay: VXLAN, Underlay: VLAN); setting it
-// later to that default is allowed, changing it is not.
+// later to that default is allowed, changing it is not. A GlobalBGP network
+// takes no mode, netID or nodeSelector.
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || (self.type == 'Overlay' ? self.mode == 'VXLAN' : self.mode in ['VLAN', 'BGP'])",fieldPath=".mode",reason=FieldValueInvalid,message="Overlay networks use mode VXLAN; Underlay networks use mode VLAN or BGP"
+// +kubebuilder:validation:XValidation:rule="self.type != 'GlobalBGP' || !has(self.mode)",fieldPath=".mode",reason=FieldValueForbidden,message="a GlobalBGP network takes no mode: its addresses are announced by the BGP speaker of each node's BGP network"
+// +kubebuilder:validation:XValidation:rule="self.type != 'GlobalBGP' || !has(self.netID)",fieldPath=".netID",reason=FieldValueForbidden,message="a GlobalBGP network takes no netID: each node announces its addresses with the AS number of its own BGP network"
+// +kubebuilder:validation:XValidation:rule="self.type != 'GlobalBGP' || !has(self.nodeSelector) || size(self.nodeSelector) == 0",fieldPath=".nodeSelector",reason=FieldValueForbidden,message="a GlobalBGP network spans every node and takes no nodeSelector"
+// +kubebuilder:validation:XValidation:rule="!has(self.bgpPeers) || self.bgpPeers.exists(p, !has(p.doesNotRouteTraffic) || !p.doesNotRouteTraffic)",fieldPath=".bgpPeers",reason=FieldValueInvalid,message="at least one of bgpPeers must route traffic (doesNotRouteTraffic unset or false): the network's pods leave through it"
+// +kubebuilder:validation:XValidation:rule="!has(self.bgpWaitForPeer) || self.bgpWaitForPeer || !has(self.bgpPeers) || !self.bgpPeers.exists(p, has(p.requireEstablished) && p.requireEstablished)",fieldPath=".bgpPeers",reason=FieldValueInvalid,message="requireEstablished has no effect while bgpWaitForPeer is false: pods then wait for no peer"
 // +kubebuilder:validation:XValidation:rule="self.type != 'Underlay' || (has(self.nodeSelector) && size(self.nodeSelector) > 0)",fieldPath=".nodeSelector",reason=FieldValueRequired,message="an Underlay network needs a nodeSelector naming the nodes of its domain"
 // +kubebuilder:validation:XValidation:rule="self.type != 'Overlay' || !has(self.nodeSelector) || size(self.nodeSelector) == 0",fieldPath=".nodeSelector",reason=FieldValueForbidden,message="an Overlay network spans every node and takes no nodeSelector"
 // +kubebuilder:validation:XValidation:rule="(has(self.mode) ? self.mode : (self.type == 'Overlay' ? 'VXLAN' : 'VLAN')) != 'VXLAN' || (has(self.netID) && self.netID >= 1 && self.netID <= 16777215)",fieldPath=".netID",reason=FieldValueInvalid,message="a VXLAN network needs netID, its VNI, from 1 to 16777215"
@@ -51,7 +65,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.mode) ? (has(self.mode) && self.mode == oldSelf.mode) : (!has(self.mode) || self.mode == (self.type == 'Overlay' ? 'VXLAN' : 'VLAN'))",fieldPath=".mode",reason=FieldValueForbidden,message="mode is immutable"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.netID) == has(self.netID) && (!has(self.netID) || self.netID == oldSelf.netID)",fieldPath=".netID",reason=FieldValueForbidden,message="netID is immutable"
 type NetworkSpec struct {
-	// Type is Overlay or Underlay. Immutable.
+	// Type is Overlay, Underlay or GlobalBGP. Immutable.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="type is immutable"
 	Type NetworkType `json:"type"`
@@ -84,12 +98,13 @@ type NetworkSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	BGPPeers []BGPPeer `json:"bgpPeers,omitempty"`
 
-	// BGPWaitForPeer says whether a pod of this BGP network waits, while its
+	// BGPWaitForPeer says whether a pod of this BGP network, or of the
+	// GlobalBGP network on a node of this network's domain, waits, while its
 	// node's daemon sets it up, until the node has an Established session
-	// with at least one of bgpPeers, so that its address is announced before
-	// it runs. Unset means true. False lets pods start without a session;
-	// their addresses are announced once one comes up. Only allowed in mode
-	// BGP.
+	// with at least one of bgpPeers and with every peer marked
+	// requireEstablished, so that its address is announced before it runs.
+	// Unset means true. False lets pods start without a session; their
+	// addresses are announced once one comes up. Only allowed in mode BGP.
 	// +optional
 	BGPWaitForPeer *bool `json:"bgpWaitForPeer,omitempty"`
 
@@ -128,7 +143,7 @@ type NetworkRetention struct {
 
 // WaitsForBGPPeer reports whether a pod of the network waits for an
 // Established BGP session on its node: a BGP network unless bgpWaitForPeer
-// is false.
+// is false. A GlobalBGP pod waits as its node's BGP network says.
 func (s *NetworkSpec) WaitsForBGPPeer() bool {
 	return s.Mode == NetworkModeBGP && (s.BGPWaitForPeer == nil || *s.BGPWaitForPeer)
 }
@@ -185,6 +200,21 @@ type BGPPeer struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4095
 	GracefulRestartSeconds *int32 `json:"gracefulRestartSeconds,omitempty"`
+
+	// DoesNotRouteTraffic marks a peer that exchanges routes but forwards no
+	// pod traffic (a route reflector, say): it is never the default gateway
+	// of the network's pods, which leave through the first other peer on the
+	// node's uplink network. At least one peer of a network must route
+	// traffic.
+	// +optional
+	DoesNotRouteTraffic bool `json:"doesNotRouteTraffic,omitempty"`
+
+	// RequireEstablished makes a pod of the network (and a GlobalBGP pod on
+	// the network's nodes) wait, while bgpWaitForPeer is not false, until
+	// its node's session with this peer is Established, not only one
+	// session with any peer. Not allowed with bgpWaitForPeer false.
+	// +optional
+	RequireEstablished bool `json:"requireEstablished,omitempty"`
 }
 
 // SecretKeyReference names one key of a Secret.
@@ -258,8 +288,9 @@ type NetworkStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Network is a network domain: an Overlay spanning every node, or an Underlay
-// spanning the nodes its selector picks. Subnets hold its addresses.
+// Network is a network domain: an Overlay spanning every node, an Underlay
+// spanning the nodes its selector picks, or the GlobalBGP pool announced
+// from every node's BGP network. Subnets hold its addresses.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

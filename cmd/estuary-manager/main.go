@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/estuary-cni/estuary/internal/faultinject"
+	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/manager"
 	"github.com/estuary-cni/estuary/internal/version"
 	"github.com/estuary-cni/estuary/internal/webhook"
@@ -36,6 +37,9 @@ func main() {
 	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
 	flag.IntVar(&cfg.Workers, "workers", manager.DefaultWorkers, "pods served in parallel")
 	flag.DurationVar(&cfg.MaxRetainTTL, "max-retain-ttl", manager.DefaultMaxRetainTTL, "longest networking.estuary.io/ip-retain-ttl a pod (or its namespace default) may ask for; the webhook denies, and the manager refuses, a longer one (0: the default)")
+	flag.StringVar(&cfg.DefaultNetworkType, "default-network-type", manager.DefaultNetworkType, "network type of a pod that names no network, subnet or type, nor does its namespace: Overlay, or Underlay (the Underlay network of the node it is scheduled to, among the domains with free addresses)")
+	flag.StringVar(&cfg.DefaultIPFamily, "default-ip-family", manager.DefaultIPFamily, "IP family of a pod that names no family and no subnet, nor does its namespace: IPv4, IPv6, DualStack, or Network (every family its network has a public subnet of)")
+	flag.StringVar(&cfg.DefaultIPRetain, "default-ip-retain", manager.DefaultIPRetain, "whether a StatefulSet's pod whose template sets no networking.estuary.io/ip-retain keeps its addresses for the pod of the same ordinal: true or false")
 	flag.IntVar(&cfg.Webhook.Port, "webhook-port", 0, "port the admission webhook serves on; 0 disables the webhook")
 	flag.StringVar(&cfg.Webhook.CertDir, "webhook-cert-dir", "", "directory holding the webhook's tls.crt and tls.key (default: controller-runtime's)")
 	flag.StringVar(&cfg.Webhook.Secret, "webhook-cert-secret", "", "namespace/name of an existing Secret in which to create and rotate the webhook's certificate; it must be mounted at --webhook-cert-dir (required with it). Empty: the certificate in --webhook-cert-dir is provided")
@@ -44,6 +48,8 @@ func main() {
 	flag.BoolVar(&cfg.UpgradeCRDs, "upgrade-crds", true, "at start, bring estuary's three CRDs to this manager's schema (never a newer release's down; never creating one)")
 	flag.StringVar(&cfg.BootstrapDir, "bootstrap-dir", "", "directory of YAML objects the leader creates when absent, never updating existing ones (after the webhook serves); empty: none")
 	flag.StringVar(&cfg.BootstrapOwner, "bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
+	flag.StringVar(&cfg.PodLabelSelector, "pod-label-selector", "", "label selector (kubectl's syntax, e.g. \"networking.example.com/cni=estuary\") of the pods estuary serves: the manager gives no address to another pod and the pod webhooks skip it; empty: every pod")
+	kubeclient.BindFlags(flag.CommandLine, &cfg.KubeClientQPS, &cfg.KubeClientBurst, "manager")
 	var loseEvery int64
 	flag.Int64Var(&loseEvery, "fault-lose-answers", 0, "fault testing only: every nth write to IPInstances reaches the API server and its answer is then dropped, as when a connection fails after the write (0: off)")
 	showVersion := flag.Bool("version", false, "print the version and exit")

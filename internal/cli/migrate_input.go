@@ -229,10 +229,14 @@ func migrateExisting(ctx context.Context, k client.Client, dryRun bool, ex *migr
 // workloads are found without an API call per pod.
 func migrateOwners(ctx context.Context, k client.Client, ns string) (*migrateReader, error) {
 	r := &migrateReader{objs: map[string]metav1.ObjectMeta{}}
-	for _, gvk := range workload.Owners {
+	for i, gvk := range slices.Concat(workload.Owners, workload.Optional) {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := k.List(ctx, list, client.InNamespace(ns)); err != nil {
+		err := k.List(ctx, list, client.InNamespace(ns))
+		if i >= len(workload.Owners) && meta.IsNoMatchError(err) {
+			continue // KubeVirt or OpenKruise is not installed
+		}
+		if err != nil {
 			return nil, fmt.Errorf("list %s of namespace %s: %w", gvk.Kind, ns, err)
 		}
 		for _, item := range list.Items {

@@ -310,7 +310,7 @@ func requireMigrated(t *testing.T, ns string, db0, api *corev1.Pod, sts *appsv1.
 	if err := k8s.Get(bg(), client.ObjectKey{Name: "mig-bgp"}, bgp); err != nil {
 		t.Fatal(err)
 	}
-	wantPeer := estuaryv1.BGPPeer{Address: "10.187.9.1", ASN: 65000, GracefulRestartSeconds: ptr.To[int32](300),
+	wantPeer := estuaryv1.BGPPeer{Address: "10.187.9.1", ASN: 65000, GracefulRestartSeconds: ptr.To[int32](300), RequireEstablished: true,
 		PasswordSecretRef: &estuaryv1.SecretKeyReference{Namespace: ns, Name: "mig-bgp-bgp-passwords", Key: "10.187.9.1"}}
 	if bgp.Spec.Mode != estuaryv1.NetworkModeBGP || ptr.Deref(bgp.Spec.NetID, 0) != 65010 || len(bgp.Spec.BGPPeers) != 1 ||
 		!equality.Semantic.DeepEqual(bgp.Spec.BGPPeers[0], wantPeer) {

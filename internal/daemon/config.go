@@ -38,6 +38,11 @@ type Config struct {
 	NodeName string
 	// Kube is the API server's client configuration (--kubeconfig).
 	Kube *rest.Config
+	// KubeClientQPS and KubeClientBurst rate-limit every API client of the
+	// daemon (--kube-client-qps, --kube-client-burst); 0:
+	// kubeclient.DefaultQPS, kubeclient.DefaultBurst. See client.go.
+	KubeClientQPS   float32
+	KubeClientBurst int
 	// SocketPath is the CNI server's unix socket (--socket).
 	SocketPath string
 	// StatePath is the endpoint store (--state-db).
@@ -210,6 +215,7 @@ func (c Config) Validate() error {
 	if c.Kube == nil {
 		errs = append(errs, errors.New("--kubeconfig: no API server configuration"))
 	}
+	errs = append(errs, c.validateClient()...)
 	errs = append(errs,
 		absolute("--socket", c.SocketPath),
 		absolute("--state-db", c.StatePath),

@@ -63,6 +63,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	cfg.Kube = cfg.RESTConfig()
 	log.Info("starting", "node", cfg.NodeName, "hostNetns", cfg.HostNetns)
 	j, err := openOrResetJournal(cfg.stateDir(), cfg.HostNetns)
 	if err != nil {

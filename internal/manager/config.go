@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
@@ -52,6 +53,14 @@ type Config struct {
 	// by the webhook and again before allocation (--max-retain-ttl); 0:
 	// DefaultMaxRetainTTL.
 	MaxRetainTTL time.Duration
+	// DefaultNetworkType, DefaultIPFamily and DefaultIPRetain are the
+	// cluster's defaults for pods that do not say, applied by the webhook
+	// and the allocator alike (--default-network-type: Overlay or
+	// Underlay; --default-ip-family: IPv4, IPv6, DualStack or Network;
+	// --default-ip-retain: true or false, a StatefulSet's pods); empty:
+	// DefaultNetworkType, DefaultIPFamily, DefaultIPRetain. See
+	// PodDefaults.
+	DefaultNetworkType, DefaultIPFamily, DefaultIPRetain string
 	// Webhook configures the admission webhook; Port 0 disables it.
 	Webhook WebhookConfig
 	// UpgradeCRDs brings estuary's CRDs to the manager's schema before the
@@ -63,6 +72,15 @@ type Config struct {
 	// BootstrapOwner is a cluster-scoped object, <kind>.<group>/<name>, that
 	// owns every bootstrap object created (--bootstrap-owner); empty: none.
 	BootstrapOwner string
+	// PodLabelSelector selects the pods the manager gives addresses to and
+	// the pod webhooks act on (--pod-label-selector, labels.Parse syntax);
+	// empty: every pod. See client.go.
+	PodLabelSelector string
+	// KubeClientQPS and KubeClientBurst rate-limit every API client of the
+	// manager (--kube-client-qps, --kube-client-burst); 0:
+	// kubeclient.DefaultQPS, kubeclient.DefaultBurst.
+	KubeClientQPS   float32
+	KubeClientBurst int
 }
 
 // WebhookConfig configures the admission webhook's server and certificate.
@@ -107,9 +125,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--webhook-cert-secret=%q: needs --webhook-port", c.Webhook.Secret))
 		}
 	}
+	if _, err := c.PodDefaults(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.BootstrapOwner != "" && c.BootstrapDir == "" {
 		errs = append(errs, fmt.Errorf("--bootstrap-owner=%q: needs --bootstrap-dir", c.BootstrapOwner))
 	}
+	errs = append(errs, c.validateClient()...)
 	return errors.Join(errs...)
 }
 
@@ -123,6 +145,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Webhook.Configuration == "" {
 		c.Webhook.Configuration = webhook.ConfigurationName
+	}
+	if c.KubeClientQPS == 0 {
+		c.KubeClientQPS = kubeclient.DefaultQPS
+	}
+	if c.KubeClientBurst == 0 {
+		c.KubeClientBurst = kubeclient.DefaultBurst
 	}
 	return c
 }

@@ -43,6 +43,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	cfg.Kube = cfg.restConfig()
+	selector, err := cfg.podSelector()
+	if err != nil {
+		return err
+	}
 	if cfg.UpgradeCRDs {
 		if err := upgradeCRDs(ctx, cfg.Kube); err != nil {
 			return err
@@ -55,7 +60,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := workload.Watch(ctx, mgr.GetCache()); err != nil {
 		return fmt.Errorf("set up owner metadata informers: %w", err)
 	}
-	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers, MaxRetainTTL: cfg.MaxRetainTTL})
+	defaults, err := cfg.PodDefaults()
+	if err != nil {
+		return err
+	}
+	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers, MaxRetainTTL: cfg.MaxRetainTTL, PodSelector: selector, Defaults: defaults})
 	if err != nil {
 		return fmt.Errorf("set up pod addresses: %w", err)
 	}
@@ -67,7 +76,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var serving <-chan struct{}
 	if cfg.Webhook.Port != 0 {
-		opts := webhook.Options{Bounds: netmodel.Bounds{MaxRetainTTL: cfg.MaxRetainTTL}}
+		opts := webhook.Options{Bounds: netmodel.Bounds{MaxRetainTTL: cfg.MaxRetainTTL}, Scope: webhook.PodScope{Selector: selector}, Defaults: defaults}
 		if serving, err = setupWebhook(ctx, mgr, cfg.Webhook, opts); err != nil {
 			return fmt.Errorf("set up webhook: %w", err)
 		}

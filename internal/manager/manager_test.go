@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
@@ -55,6 +56,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"secret", func(c *Config) { c.Webhook.Port, c.Webhook.Secret = 9443, "nons" }, `--webhook-cert-secret="nons": want namespace/name`},
 		{"secret without port", func(c *Config) { c.Webhook.Secret = "ns/s" }, "needs --webhook-port"},
 		{"owner without dir", func(c *Config) { c.BootstrapOwner = "ClusterRole.rbac.authorization.k8s.io/x" }, "needs --bootstrap-dir"},
+		{"default network type", func(c *Config) { c.DefaultNetworkType = "VXLAN" }, `--default-network-type=VXLAN: "VXLAN" is not Overlay or Underlay`},
+		{"default ip family", func(c *Config) { c.DefaultIPFamily = "IPv4Only" }, `--default-ip-family=IPv4Only: "IPv4Only" is not one of IPv4, IPv6, DualStack, Network`},
+		{"default ip retain", func(c *Config) { c.DefaultIPRetain = "maybe" }, `--default-ip-retain=maybe: "maybe" is not true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid
@@ -214,4 +218,18 @@ func subnetMetrics(addr, subnet string) error {
 		return fmt.Errorf("states sum to %v, capacity is %v (all: %v)", sum, capacity, values)
 	}
 	return nil
+}
+
+// TestPodDefaults: the flags' values reach the webhook and the allocator
+// as one netmodel.Defaults; the flags' own defaults change nothing.
+func TestPodDefaults(t *testing.T) {
+	d, err := Config{DefaultNetworkType: DefaultNetworkType, DefaultIPFamily: DefaultIPFamily, DefaultIPRetain: DefaultIPRetain}.PodDefaults()
+	if err != nil || d != (netmodel.Defaults{NetworkType: "Overlay", IPFamily: netmodel.IPFamilyNetwork}) {
+		t.Errorf("flag defaults = %+v, %v; want Overlay, Network, StatefulSets retain", d, err)
+	}
+	d, err = Config{DefaultNetworkType: "underlay", DefaultIPFamily: "ipv4", DefaultIPRetain: "false"}.PodDefaults()
+	want := netmodel.Defaults{NetworkType: "Underlay", IPFamily: "IPv4", NoStatefulRetain: true}
+	if err != nil || d != want {
+		t.Errorf("PodDefaults = %+v, %v; want %+v", d, err, want)
+	}
 }

@@ -17,10 +17,13 @@ package migrate
 //     only, since the next pod's own annotations decide from then on.
 //   - The MAC hybridnet recorded goes with the address.
 //
-// An address whose pod is gone or finished (hybridnet releases it), of a
-// VirtualMachine, of another kind of owner, or that estuary would not
-// hand out (outside its subnet's range, excluded, a node's), is left out
-// and reported.
+// A virtual machine's address (hybridnet's VMIPRetain) is kept for the
+// VirtualMachine, Bound to its virt-launcher pod when it runs, Retained for
+// the machine otherwise.
+//
+// An address whose pod is gone or finished (hybridnet releases it), of
+// another kind of owner, or that estuary would not hand out (outside its
+// subnet's range, excluded, a node's), is left out and reported.
 
 import (
 	"fmt"
@@ -171,8 +174,8 @@ func (t *translator) bind(hn *hnIPInstance, u *unstructured.Unstructured, ipi *e
 	case workload.KindStatefulSet:
 		return t.bindStateful(hn, ref.Name, ref.UID, podName, pod, live, ipi)
 	case workload.KindPod, "":
-	case "VirtualMachineInstance", "VirtualMachine":
-		return fmt.Sprintf("held for %s %s/%s: estuary does not keep a VirtualMachine's addresses", ref.Kind, ns, ref.Name)
+	case workload.KindVirtualMachineInstance, workload.KindVirtualMachine:
+		return t.bindMachine(u, ref.Kind, ref.Name, pod, live, ipi)
 	default:
 		return fmt.Sprintf("held for %s %s/%s: estuary keeps addresses by ordinal for StatefulSets only", ref.Kind, ns, ref.Name)
 	}
@@ -222,6 +225,28 @@ func (t *translator) bindStateful(hn *hnIPInstance, set, uid, podName string, po
 	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: workload.KindStatefulSet, Name: set, UID: uid}
 	ipi.Spec.Binding.StatefulOrdinal = ptr.To(ordinal)
 	if live && pod.Owner.Kind == workload.KindStatefulSet && pod.Owner.Name == set {
+		bound(ipi, pod)
+		return ""
+	}
+	ipi.Status.Phase = estuaryv1.IPInstanceRetained
+	return ""
+}
+
+// bindMachine keeps a virtual machine's address for the machine:
+// hybridnet labels it with the VirtualMachine's name (its binding names the
+// VirtualMachine, or the VirtualMachineInstance), so it goes to the
+// VirtualMachine, or to an instance no machine is named for. It is Bound to
+// its pod when that pod runs now as the same machine's, Retained for the
+// machine (without expiry, until the machine is deleted) otherwise.
+func (t *translator) bindMachine(u *unstructured.Unstructured, kind, name string, pod Pod, live bool, ipi *estuaryv1.IPInstance) string {
+	if vm := u.GetLabels()[Group+"/vm"]; vm != "" {
+		kind, name = workload.KindVirtualMachine, vm
+	}
+	owner := workload.Ref{Namespace: ipi.Spec.Binding.Namespace, Kind: kind, Name: name}
+	ipi.Spec.Binding.Owner = estuaryv1.OwnerReference{Kind: kind, Name: name}
+	ipi.Spec.Retention = &estuaryv1.Retention{}
+	if live && pod.Owner.Same(owner) {
+		ipi.Spec.Binding.Owner.UID = pod.Owner.UID
 		bound(ipi, pod)
 		return ""
 	}

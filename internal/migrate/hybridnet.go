@@ -47,6 +47,8 @@ type hnBGPPeer struct {
 	Address                string `json:"address"`
 	GracefulRestartSeconds int32  `json:"gracefulRestartSeconds,omitempty"`
 	Password               string `json:"password,omitempty"`
+	DoesNotRouteTraffic    bool   `json:"doesNotRouteTraffic,omitempty"`
+	AllowNotEstablished    bool   `json:"allowNotEstablished,omitempty"`
 }
 
 // hnSubnet is a hybridnet Subnet's spec.
@@ -115,7 +117,8 @@ type anyKeys struct{}
 
 var networkShape = shape{
 	"nodeSelector": anyKeys{}, "netID": nil, "type": nil, "mode": nil,
-	"config": shape{"bgpPeers": []shape{{"asn": nil, "address": nil, "gracefulRestartSeconds": nil, "password": nil}}},
+	"config": shape{"bgpPeers": []shape{{"asn": nil, "address": nil, "gracefulRestartSeconds": nil, "password": nil,
+		"doesNotRouteTraffic": nil, "allowNotEstablished": nil}}},
 }
 
 var subnetShape = shape{

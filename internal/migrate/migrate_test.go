@@ -71,10 +71,12 @@ func find[T interface{ GetName() string }](t *testing.T, objs []T, name string) 
 
 // Networks and their BGP passwords: types and modes with hybridnet's
 // defaults made explicit, netIDs and selectors kept, peers canonical with
-// their password in a Secret, GlobalBGP left out.
+// their password in a Secret, hybridnet's peer knobs as estuary's (every
+// peer without allowNotEstablished requires an Established session), the
+// GlobalBGP network with its netID dropped.
 func TestTranslateNetworks(t *testing.T) {
 	r := Translate(fixture(t))
-	if got, want := names(r.Networks), []string{"init", "vlan-a", "vlan-b", "bgp-a"}; !sameSet(got, want) {
+	if got, want := names(r.Networks), []string{"init", "vlan-a", "vlan-b", "bgp-a", "global"}; !sameSet(got, want) {
 		t.Fatalf("networks %v, want %v", got, want)
 	}
 	for _, c := range []struct {
@@ -88,6 +90,7 @@ func TestTranslateNetworks(t *testing.T) {
 		{"vlan-a", estuaryv1.NetworkTypeUnderlay, estuaryv1.NetworkModeVLAN, 100, map[string]string{"network": "vlan-a"}},
 		{"vlan-b", estuaryv1.NetworkTypeUnderlay, estuaryv1.NetworkModeVLAN, 200, map[string]string{"network": "vlan-b"}},
 		{"bgp-a", estuaryv1.NetworkTypeUnderlay, estuaryv1.NetworkModeBGP, 65001, map[string]string{"network": "bgp-a"}},
+		{"global", estuaryv1.NetworkTypeGlobalBGP, "", -1, nil},
 	} {
 		n := find(t, r.Networks, c.name)
 		if n.Spec.Type != c.typ || n.Spec.Mode != c.mode || ptr.Deref(n.Spec.NetID, -1) != c.netID ||
@@ -97,21 +100,25 @@ func TestTranslateNetworks(t *testing.T) {
 	}
 	bgp := find(t, r.Networks, "bgp-a")
 	wantPeers := []estuaryv1.BGPPeer{
-		{Address: "10.82.0.1", ASN: 65000, PasswordSecretRef: &estuaryv1.SecretKeyReference{Namespace: "kube-system", Name: "bgp-a-bgp-passwords", Key: "10.82.0.1"}},
-		{Address: "fd00:82::1", ASN: 65000, GracefulRestartSeconds: ptr.To[int32](120)},
+		{Address: "10.82.0.1", ASN: 65000, RequireEstablished: true,
+			PasswordSecretRef: &estuaryv1.SecretKeyReference{Namespace: "kube-system", Name: "bgp-a-bgp-passwords", Key: "10.82.0.1"}},
+		{Address: "fd00:82::1", ASN: 65000, GracefulRestartSeconds: ptr.To[int32](120), RequireEstablished: true},
+		{Address: "10.82.0.3", ASN: 65000, DoesNotRouteTraffic: true},
 	}
 	if !equality.Semantic.DeepEqual(bgp.Spec.BGPPeers, wantPeers) {
 		t.Errorf("bgp-a peers %+v, want %+v", bgp.Spec.BGPPeers, wantPeers)
+	}
+	if bgp.Spec.BGPWaitForPeer != nil {
+		t.Errorf("bgp-a: bgpWaitForPeer %v, want unset (two peers require a session)", *bgp.Spec.BGPWaitForPeer)
 	}
 	if len(r.Secrets) != 1 || r.Secrets[0].Namespace != "kube-system" || r.Secrets[0].Name != "bgp-a-bgp-passwords" ||
 		string(r.Secrets[0].Data["10.82.0.1"]) != "s3cret" || len(r.Secrets[0].Data) != 1 {
 		t.Errorf("secrets %+v", r.Secrets)
 	}
 	requireReported(t, r.Report.NotMigrated,
-		"network global: spec.type GlobalBGP",
+		"network global: spec.netID: 65002: a GlobalBGP network takes no netID",
 		"network vlan-b: spec.config.futureKnob: a field kubectl estuary migrate does not know",
-		"network bgp-a: spec.config.bgpPeers[0].gracefulRestartSeconds: 5000 is over 4095",
-		"subnet global-1: its network \"global\" is not migrated")
+		"network bgp-a: spec.config.bgpPeers[0].gracefulRestartSeconds: 5000 is over 4095")
 	requireReported(t, r.Report.Notes, "network bgp-a: spec.config.bgpPeers[*].password: moved into Secret kube-system/bgp-a-bgp-passwords")
 }
 
@@ -121,7 +128,7 @@ func TestTranslateNetworks(t *testing.T) {
 // exclusions do not fit left out whole.
 func TestTranslateSubnets(t *testing.T) {
 	r := Translate(fixture(t))
-	if got, want := names(r.Subnets), []string{"init", "init-2", "vlan-a-1", "vlan-b-1", "bgp-a-1"}; !sameSet(got, want) {
+	if got, want := names(r.Subnets), []string{"init", "init-2", "vlan-a-1", "vlan-b-1", "bgp-a-1", "global-1"}; !sameSet(got, want) {
 		t.Fatalf("subnets %v, want %v", got, want)
 	}
 	v6 := find(t, r.Subnets, "init-2")
@@ -155,7 +162,7 @@ func TestTranslateSubnets(t *testing.T) {
 // hybridnet would release or estuary would not hand out left out with why.
 func TestTranslateAddresses(t *testing.T) {
 	r := Translate(fixture(t))
-	if got, want := names(r.IPInstances), []string{"10.81.0.11", "10.81.0.12", "172.24.0.5", "fd00-24--5", "10.82.1.5"}; !sameSet(got, want) {
+	if got, want := names(r.IPInstances), []string{"10.81.0.11", "10.81.0.12", "172.24.0.5", "fd00-24--5", "10.82.1.5", "10.84.0.5", "172.24.0.8"}; !sameSet(got, want) {
 		t.Fatalf("records %v, want %v", got, want)
 	}
 	web0 := find(t, r.IPInstances, "10.81.0.11")
@@ -187,27 +194,38 @@ func TestTranslateAddresses(t *testing.T) {
 		"ipinstance default/10-81-0-13: StatefulSet default/web has 3 replicas, so no pod of ordinal 3",
 		"ipinstance default/172-24-0-6: pod default/gone-pod is gone",
 		"ipinstance default/172-24-0-7: pod default/batch-done has finished",
-		"ipinstance vms/172-24-0-8: held for VirtualMachineInstance vms/vm-1",
-		"ipinstance default/10-81-0-30: estuary would not hand out 10.81.0.30 in subnet vlan-a-1",
-		"ipinstance default/10-84-0-5: its subnet \"global-1\" is not migrated")
-	if n := len(r.Report.NotMigrated); n != 13 {
-		t.Errorf("%d items not migrated, want 13:\n%v", n, r.Report.NotMigrated)
+		"ipinstance default/10-81-0-30: estuary would not hand out 10.81.0.30 in subnet vlan-a-1")
+	global := find(t, r.IPInstances, "10.84.0.5")
+	if global.Spec.Network != "global" || global.Spec.Subnet != "global-1" || global.Spec.Address.IP != "10.84.0.5/24" ||
+		ptr.Deref(global.Spec.Binding.StatefulOrdinal, -1) != 2 {
+		t.Errorf("web-2's GlobalBGP record: %+v", global.Spec)
+	}
+	if n := len(r.Report.NotMigrated); n != 10 {
+		t.Errorf("%d items not migrated, want 10:\n%v", n, r.Report.NotMigrated)
+	}
+	// A virtual machine's address, its virt-launcher pod not running now:
+	// kept for the VirtualMachine hybridnet's label names, without expiry.
+	vm := find(t, r.IPInstances, "172.24.0.8")
+	if vm.Status.Phase != estuaryv1.IPInstanceRetained || vm.Spec.Binding.Owner != (estuaryv1.OwnerReference{Kind: "VirtualMachine", Name: "vm-1"}) ||
+		vm.Spec.Retention == nil || vm.Spec.Retention.TTL != nil || vm.Spec.Binding.PodUID != "" {
+		t.Errorf("vm-1's record: %+v %+v", vm.Spec, vm.Status)
 	}
 }
 
 // Without the pods (files holding only hybridnet's objects), a
-// StatefulSet's address is still kept for its ordinal; any other pod's is
-// reported, since its workload is not known.
+// StatefulSet's address is still kept for its ordinal and a virtual
+// machine's for the machine; any other pod's is reported, since its
+// workload is not known.
 func TestTranslateWithoutPods(t *testing.T) {
 	in := fixture(t)
 	in.Pods, in.Sets = nil, nil
 	r := Translate(in)
-	if got, want := names(r.IPInstances), []string{"10.81.0.11", "10.81.0.12", "10.81.0.13"}; !sameSet(got, want) {
+	if got, want := names(r.IPInstances), []string{"10.81.0.11", "10.81.0.12", "10.81.0.13", "10.84.0.5", "172.24.0.8"}; !sameSet(got, want) {
 		t.Fatalf("records %v, want %v", got, want)
 	}
 	for _, ipi := range r.IPInstances {
 		if ipi.Status.Phase != estuaryv1.IPInstanceRetained {
-			t.Errorf("%s is %s; without the pods every StatefulSet address is Retained for its ordinal", ipi.Name, ipi.Status.Phase)
+			t.Errorf("%s is %s; without the pods every StatefulSet and virtual machine address is Retained", ipi.Name, ipi.Status.Phase)
 		}
 	}
 	requireReported(t, r.Report.NotMigrated, "ipinstance default/172-24-0-5: pod default/api-7d9f-x2x4k: its workload is not known without the pods")

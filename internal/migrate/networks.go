@@ -6,12 +6,19 @@ package migrate
 // into a Secret, one per network (key: the peer's address, colons as
 // dashes), that the peer's passwordSecretRef names; the daemon reads only
 // the Secrets the chart's underlay.bgpPasswordSecrets lists, which the
-// report says. GlobalBGP networks have no estuary equivalent and are left
-// out with their subnets and addresses.
+// report says. A peer's doesNotRouteTraffic carries over as it is;
+// hybridnet's wait rule (a pod waits until every peer without
+// allowNotEstablished is Established) becomes requireEstablished on each
+// such peer, and bgpWaitForPeer false when every peer allows it.
+//
+// A GlobalBGP network becomes estuary's GlobalBGP network (mode unset); a
+// netID on it, which hybridnet's own webhook refuses and which means
+// nothing there, is reported and dropped.
 
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +53,11 @@ func (t *translator) network(u *unstructured.Unstructured) {
 	}
 	n := &estuaryv1.Network{ObjectMeta: objectMeta(u.GetName())}
 	n.SetGroupVersionKind(estuaryv1.GroupVersion.WithKind("Network"))
+	if hn.Type == string(estuaryv1.NetworkTypeGlobalBGP) && hn.NetID != nil {
+		t.out.Report.skip(obj, "spec.netID", "%d: a GlobalBGP network takes no netID (hybridnet's webhook refuses one too); "+
+			"each node announces its GlobalBGP pods with its own BGP network's AS number", *hn.NetID)
+		hn.NetID = nil
+	}
 	if why := networkSpec(&hn, n); why != "" {
 		t.out.Report.skip(obj, "", "%s", why)
 		return
@@ -89,8 +101,11 @@ func networkSpec(hn *hnNetwork, n *estuaryv1.Network) string {
 		default:
 			return fmt.Sprintf("spec.mode %s: an Underlay network's mode is VLAN or BGP in estuary", hn.Mode)
 		}
-	case "GlobalBGP":
-		return "spec.type GlobalBGP: estuary has no GlobalBGP networks; its subnets and addresses are not migrated either"
+	case string(estuaryv1.NetworkTypeGlobalBGP):
+		n.Spec.Type = estuaryv1.NetworkTypeGlobalBGP
+		if hn.Mode != "" && hn.Mode != string(estuaryv1.NetworkTypeGlobalBGP) {
+			return fmt.Sprintf("spec.mode %s: a GlobalBGP network's mode is GlobalBGP in hybridnet and unset in estuary", hn.Mode)
+		}
 	default:
 		return fmt.Sprintf("spec.type %q is not a hybridnet network type", hn.Type)
 	}
@@ -98,8 +113,12 @@ func networkSpec(hn *hnNetwork, n *estuaryv1.Network) string {
 		return why
 	}
 	switch {
-	case n.Spec.Type == estuaryv1.NetworkTypeOverlay && len(hn.NodeSelector) > 0:
-		return "spec.nodeSelector: an Overlay network spans every node and takes no node selector"
+	case n.Spec.Type != estuaryv1.NetworkTypeUnderlay && len(hn.NodeSelector) > 0:
+		article := "a"
+		if n.Spec.Type == estuaryv1.NetworkTypeOverlay {
+			article = "an"
+		}
+		return fmt.Sprintf("spec.nodeSelector: %s %s network spans every node and takes no node selector", article, n.Spec.Type)
 	case n.Spec.Type == estuaryv1.NetworkTypeUnderlay && len(hn.NodeSelector) == 0:
 		return "spec.nodeSelector is empty: an Underlay network needs one naming the nodes of its domain"
 	case len(hn.NodeSelector) > maxSelectorLabels:
@@ -177,6 +196,8 @@ func (t *translator) peers(obj string, hn *hnNetwork, n *estuaryv1.Network) *cor
 		case g > 0:
 			peer.GracefulRestartSeconds = ptr.To(g)
 		}
+		peer.DoesNotRouteTraffic = p.DoesNotRouteTraffic
+		peer.RequireEstablished = !p.AllowNotEstablished
 		if p.Password != "" {
 			key := strings.ReplaceAll(peer.Address, ":", "-")
 			secret.Data[key] = []byte(p.Password)
@@ -184,6 +205,7 @@ func (t *translator) peers(obj string, hn *hnNetwork, n *estuaryv1.Network) *cor
 		}
 		n.Spec.BGPPeers = append(n.Spec.BGPPeers, peer)
 	}
+	t.peerKnobs(obj, n)
 	if len(secret.Data) == 0 {
 		return nil
 	}
@@ -195,6 +217,28 @@ func (t *translator) peers(obj string, hn *hnNetwork, n *estuaryv1.Network) *cor
 		return nil
 	}
 	return secret
+}
+
+// peerKnobs makes the migrated peers' knobs valid in estuary: when no peer
+// requires an Established session (hybridnet lets pods start with every
+// peer down) the network waits for none; when no peer routes traffic
+// (hybridnet's pods then have no default route) the flag is dropped and
+// reported.
+func (t *translator) peerKnobs(obj string, n *estuaryv1.Network) {
+	peers := n.Spec.BGPPeers
+	if len(peers) == 0 {
+		return
+	}
+	if !slices.ContainsFunc(peers, func(p estuaryv1.BGPPeer) bool { return p.RequireEstablished }) {
+		n.Spec.BGPWaitForPeer = ptr.To(false)
+	}
+	if !slices.ContainsFunc(peers, func(p estuaryv1.BGPPeer) bool { return !p.DoesNotRouteTraffic }) {
+		t.out.Report.skip(obj, "spec.config.bgpPeers[*].doesNotRouteTraffic",
+			"true on every peer leaves hybridnet's pods without a default route; estuary needs one peer that routes traffic, so the flag is dropped")
+		for i := range peers {
+			peers[i].DoesNotRouteTraffic = false
+		}
+	}
 }
 
 func hasPeer(n *estuaryv1.Network, addr string) bool {

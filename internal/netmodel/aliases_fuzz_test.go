@@ -31,10 +31,12 @@ var fuzzed = []struct {
 	{estuaryv1.AnnotationIPFamily, []form{{estuaryv1.AnnotationIPFamily, false}, {HybridnetIPFamily, false}}},
 	{estuaryv1.AnnotationIPPool, []form{{estuaryv1.AnnotationIPPool, false}, {HybridnetIPPool, false}}},
 	{estuaryv1.AnnotationIPRetain, []form{{estuaryv1.AnnotationIPRetain, false}, {HybridnetIPRetain, false}}},
+	{estuaryv1.AnnotationNetworkType, []form{{estuaryv1.AnnotationNetworkType, false}, {estuaryv1.AnnotationNetworkType, true},
+		{HybridnetNetworkType, false}, {HybridnetNetworkType, true}}},
 }
 
 // FuzzAliases writes arbitrary values in every form of the subnet,
-// ip-family, ip-pool and ip-retain keys on a pod and its namespace. It
+// ip-family, ip-pool, ip-retain and network-type keys on a pod and its namespace. It
 // never panics; a refusal is a Denial of the pod naming a form that was
 // written; and the outcome is what a model of the rules predicts: on each
 // object the first form written gives the value (translated from
@@ -47,6 +49,7 @@ func FuzzAliases(f *testing.F) {
 	f.Add(uint16(0b0000_0000_1111_1111), "a", "a/b/c", "DualStack", "10.0.0.5", "maybe", "x")
 	f.Add(uint16(0b1111_1111_0000_0000), "b, a", "a/b", "IPv4", "10.0.0.5,10.0.0.5", "0", "")
 	f.Add(uint16(0xffff), "", "/", "", "", "", "")
+	f.Add(uint16(0xffff), "globalbgp", "GlobalBGP", "UNDERLAY", "overlay", "GlobalBGP", "globalBGP")
 	f.Fuzz(func(t *testing.T, mask uint16, v1, v2, v3, v4, v5, v6 string) {
 		values := []string{v1, v2, v3, v4, v5, v6}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
@@ -86,7 +89,7 @@ func FuzzAliases(f *testing.F) {
 		if err != nil || wantErr != nil {
 			return
 		}
-		if !slices.Equal(sel.Subnets, want.sel.Subnets) || sel.IPFamily != want.sel.IPFamily ||
+		if !slices.Equal(sel.Subnets, want.sel.Subnets) || sel.IPFamily != want.sel.IPFamily || sel.NetworkType != want.sel.NetworkType ||
 			!slices.EqualFunc(fx.Pool, want.fx.Pool, slices.Equal) || !equalBool(fx.Retain, want.fx.Retain) {
 			t.Fatalf("read %v %s %v %v; as estuary annotations %v %s %v %v", sel.Subnets, sel.IPFamily, fx.Pool, fx.Retain,
 				want.sel.Subnets, want.sel.IPFamily, want.fx.Pool, want.fx.Retain)

@@ -92,6 +92,10 @@ func TestSelectionAliases(t *testing.T) {
 		{"two forms, one meaning", map[string]string{estuaryv1.AnnotationSubnet: "u4, u6", HybridnetSubnet: "u4/u6"}, nil,
 			Selection{Subnets: []string{"u4", "u6"}}},
 		{"empty hybridnet value is unset", map[string]string{HybridnetNetwork: ""}, nil, Selection{}},
+		{"hybridnet GlobalBGP in any case", map[string]string{HybridnetNetworkType: "globalbgp"}, nil,
+			Selection{NetworkType: estuaryv1.NetworkTypeGlobalBGP}},
+		{"estuary GlobalBGP label", nil, map[string]string{estuaryv1.AnnotationNetworkType: "GlobalBGP"},
+			Selection{NetworkType: estuaryv1.NetworkTypeGlobalBGP}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: meta(c.ann, c.lbls)}
@@ -154,8 +158,8 @@ func TestAliasPrecedence(t *testing.T) {
 			[]string{"metadata.annotations[" + HybridnetSubnet + "]", "names 3 subnets"}},
 		{"bad hybridnet label under a good annotation", map[string]string{estuaryv1.AnnotationNetworkType: "Overlay"},
 			map[string]string{HybridnetNetworkType: "bgp"}, []string{"metadata.labels[" + HybridnetNetworkType + "]", `"bgp"`}},
-		{"GlobalBGP is not an estuary type", map[string]string{HybridnetNetworkType: "globalbgp"}, nil,
-			[]string{"metadata.annotations[" + HybridnetNetworkType + "]", `"GlobalBGP" is not Overlay or Underlay`}},
+		{"an unknown type", map[string]string{estuaryv1.AnnotationNetworkType: "globalbgp"}, nil,
+			[]string{"metadata.annotations[" + estuaryv1.AnnotationNetworkType + "]", `"globalbgp" is not Overlay, Underlay or GlobalBGP`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := SelectionFor(&corev1.Pod{ObjectMeta: meta(c.ann, c.lbls)}, nil)

@@ -11,7 +11,11 @@
 //   - A pod's selection: its network annotations, each taken from the pod or
 //     else its namespace (SelectionFor), checked against the cluster's
 //     networks and subnets (ResolveNetwork), and the address families it
-//     takes from the network's pool (Families, FamiliesNeeded). The same
+//     takes from the network's pool (Families, FamiliesNeeded), after the
+//     cluster's defaults for what neither says (Defaults: network type, IP
+//     family, StatefulSet retention), and the Underlay network of a pod
+//     asking for one by type (ByType, UnderlayNetworks, NodeUnderlay;
+//     defaults.go). The same
 //     keys may be written as estuary labels or as hybridnet's
 //     networking.alibaba.com/* annotations and labels, in hybridnet's
 //     syntax (aliases.go, Translate).

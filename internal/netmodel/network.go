@@ -18,13 +18,16 @@ import (
 const DefaultVNI = 4
 
 // Mode is the network's mode, defaulted from its type when unset: VXLAN for
-// Overlay, VLAN for Underlay.
+// Overlay, VLAN for Underlay, BGP for GlobalBGP (whose addresses are routed
+// by the speakers of the nodes' BGP networks).
 func Mode(spec *estuaryv1.NetworkSpec) estuaryv1.NetworkMode {
 	switch {
 	case spec.Mode != "":
 		return spec.Mode
 	case spec.Type == estuaryv1.NetworkTypeOverlay:
 		return estuaryv1.NetworkModeVXLAN
+	case spec.Type == estuaryv1.NetworkTypeGlobalBGP:
+		return estuaryv1.NetworkModeBGP
 	default:
 		return estuaryv1.NetworkModeVLAN
 	}
@@ -97,7 +100,7 @@ func NATOutgoing(t estuaryv1.NetworkType, sn *estuaryv1.SubnetSpec) bool {
 }
 
 // Attached reports whether network n reaches a node with these labels: the
-// Overlay network reaches every node, an Underlay network the nodes its
+// Overlay and GlobalBGP networks reach every node, an Underlay network the nodes its
 // nodeSelector matches. An Underlay network without a selector (which the
 // CRD refuses) reaches every node, as DomainSelector then adds no domain to
 // its pods either.
@@ -119,10 +122,20 @@ func DomainSelector(n *estuaryv1.Network) map[string]string {
 // deleted: the first by name if (against the admission rules) there are
 // several.
 func OverlayNetwork(nets []estuaryv1.Network) (estuaryv1.Network, bool) {
+	return firstOfType(nets, estuaryv1.NetworkTypeOverlay)
+}
+
+// GlobalBGPNetwork returns the cluster's GlobalBGP network that is not being
+// deleted, as OverlayNetwork does the Overlay one.
+func GlobalBGPNetwork(nets []estuaryv1.Network) (estuaryv1.Network, bool) {
+	return firstOfType(nets, estuaryv1.NetworkTypeGlobalBGP)
+}
+
+func firstOfType(nets []estuaryv1.Network, t estuaryv1.NetworkType) (estuaryv1.Network, bool) {
 	var best *estuaryv1.Network
 	for i := range nets {
 		n := &nets[i]
-		if n.Spec.Type == estuaryv1.NetworkTypeOverlay && n.DeletionTimestamp == nil && (best == nil || n.Name < best.Name) {
+		if n.Spec.Type == t && n.DeletionTimestamp == nil && (best == nil || n.Name < best.Name) {
 			best = n
 		}
 	}

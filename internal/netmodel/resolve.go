@@ -26,13 +26,20 @@ func ValidatePod(pod *corev1.Pod, ns *corev1.Namespace, networks []estuaryv1.Net
 }
 
 // ResolveNetwork returns the network a pod with this selection gets: the
-// named network, else the named subnets' network, else the Overlay network.
+// named network, else the named subnets' network, else the Overlay network;
+// nil for a pod asking for Underlay by type (ByType), whose network is its
+// node's (NodeUnderlay), when some Underlay network may be it.
 // Named networks and subnets must exist, the subnets (any number of each
 // family, tried in order by the allocator) must all belong to that network,
-// the network's type must be the requested one, and the network and any
-// named private subnet must allow the pod's namespace. It returns nil and no
+// the network's type must be the requested one, the network and any
+// named private subnet must allow the pod's namespace, and the network must
+// have a public subnet of each family of the cluster's default family the
+// pod takes (Defaults). It returns nil and no
 // error when the selection is empty and the cluster has no Overlay network.
 func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estuaryv1.Subnet) (*estuaryv1.Network, error) {
+	if sel.ByType() {
+		return nil, resolveByType(sel, networks, subnets)
+	}
 	name, err := networkOfSubnets(sel, subnets)
 	if err != nil {
 		return nil, err
@@ -53,6 +60,9 @@ func ResolveNetwork(sel *Selection, networks []estuaryv1.Network, subnets []estu
 		return nil, err
 	}
 	if err := allowsSubnets(sel, subnets); err != nil {
+		return nil, err
+	}
+	if err := checkDefaultFamily(sel, n, subnets); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -110,16 +120,23 @@ func findSubnet(name string, subnets []estuaryv1.Subnet) *estuaryv1.Subnet {
 	return nil
 }
 
-// findNetwork returns the named network, or the Overlay network when name
-// is empty.
+// findNetwork returns the named network, or when name is empty the
+// GlobalBGP network for a pod asking for that type and the Overlay network
+// for any other.
 func findNetwork(sel *Selection, name string, networks []estuaryv1.Network) (*estuaryv1.Network, error) {
+	byType := estuaryv1.NetworkTypeOverlay
+	if sel.NetworkType == estuaryv1.NetworkTypeGlobalBGP {
+		byType = estuaryv1.NetworkTypeGlobalBGP
+	}
 	for i := range networks {
 		n := &networks[i]
-		if name != "" && n.Name == name || name == "" && n.Spec.Type == estuaryv1.NetworkTypeOverlay {
+		if name != "" && n.Name == name || name == "" && n.Spec.Type == byType {
 			return n, nil
 		}
 	}
 	switch {
+	case name == "" && byType == estuaryv1.NetworkTypeGlobalBGP:
+		return nil, sel.deny(estuaryv1.AnnotationNetworkType, "%s: no network or subnet is named and the cluster has no GlobalBGP network", sel.NetworkType)
 	case name != "" && sel.Network != "":
 		return nil, sel.deny(estuaryv1.AnnotationNetwork, "names %s %q, which does not exist", KindNetwork, name)
 	case name != "":
@@ -135,29 +152,16 @@ func findNetwork(sel *Selection, name string, networks []estuaryv1.Network) (*es
 // FamiliesNeeded lists, IPv4 first, the families a pod with this selection
 // takes a new address of from the pool of network n, as the manager's
 // allocator resolves them: the families of the ip-family annotation, else
-// every family n has a public (non-private) subnet of. A pod that names its
-// subnets needs none: the availability labels describe the network's
-// public pool, not one subnet (which may be private).
+// the cluster's default family (Defaults), else every family n has a public
+// (non-private) subnet of. A pod that names its subnets needs none: the
+// availability labels describe the network's public pool, not one subnet
+// (which may be private).
 func FamiliesNeeded(sel *Selection, n *estuaryv1.Network, subnets []estuaryv1.Subnet) []family.Family {
 	if len(sel.Subnets) > 0 {
 		return nil
 	}
-	if fams := sel.Families(); fams != nil {
+	if fams := sel.WantedFamilies(); fams != nil {
 		return fams
 	}
-	var has [2]bool
-	for i := range subnets {
-		s := &subnets[i]
-		if s.Spec.Network == n.Name && !s.Spec.Private {
-			i, _ := SubnetFamily(&s.Spec).Index()
-			has[i] = true
-		}
-	}
-	var fams []family.Family
-	for i, f := range []family.Family{family.IPv4, family.IPv6} {
-		if has[i] {
-			fams = append(fams, f)
-		}
-	}
-	return fams
+	return publicFamilies(n, subnets)
 }

@@ -45,6 +45,11 @@ type Selection struct {
 	// source than the estuary annotation (a label, a hybridnet key), that
 	// source, so that denials name what was written.
 	via map[string]source
+	// defaults are the cluster's (Defaults.Apply).
+	defaults Defaults
+	// boundTo is the node whose Underlay network Network is, for a pod
+	// that asked by type (Bind).
+	boundTo string
 }
 
 // Families lists, IPv4 first, the families the ip-family annotation asks
@@ -68,6 +73,9 @@ func (s *Selection) Empty() bool { return len(s.From) == 0 }
 // hybridnet key it was read from), noting when it was inherited.
 func (s *Selection) field(key string) string {
 	f := "metadata.annotations[" + key + "]"
+	if key == estuaryv1.AnnotationNetwork && s.boundTo != "" {
+		return "spec.nodeName (" + s.Network + " is the Underlay network of node " + `"` + s.boundTo + `")`
+	}
 	if src, ok := s.via[key]; ok {
 		f = src.field()
 	}
@@ -121,8 +129,9 @@ func (s *Selection) parse(network, subnets, netType, fam string) error {
 	}
 	if v := netType; v != "" {
 		t := estuaryv1.NetworkType(v)
-		if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeUnderlay {
-			return s.deny(estuaryv1.AnnotationNetworkType, "%q is not %s or %s", v, estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay)
+		if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeUnderlay && t != estuaryv1.NetworkTypeGlobalBGP {
+			return s.deny(estuaryv1.AnnotationNetworkType, "%q is not %s, %s or %s", v,
+				estuaryv1.NetworkTypeOverlay, estuaryv1.NetworkTypeUnderlay, estuaryv1.NetworkTypeGlobalBGP)
 		}
 		s.NetworkType = t
 	}

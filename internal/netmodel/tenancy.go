@@ -56,13 +56,14 @@ func (b Bounds) MaxTTL() time.Duration {
 }
 
 // retains reports whether the pod's addresses are kept when it goes: a
-// StatefulSet's pod (stateful) unless ip-retain is false, any other pod
-// only when ip-retain is true.
+// StatefulSet's pod (stateful) unless ip-retain, or the cluster's default
+// (Defaults.NoStatefulRetain), is false; any other pod only when ip-retain
+// is true.
 func (f *Fixed) retains(stateful bool) bool {
-	if stateful {
-		return f.Retain == nil || *f.Retain
+	if f.Retain != nil {
+		return *f.Retain
 	}
-	return f.Retain != nil && *f.Retain
+	return stateful && (f.sel == nil || !f.sel.defaults.NoStatefulRetain)
 }
 
 // CheckRetention checks the ip-retain-ttl of a pod whose addresses are

@@ -7,7 +7,9 @@
 //   - Network: at most one Overlay network; two Underlay networks never
 //     share a node (their nodeSelectors must not both match any Node, and
 //     must not be identical even while no Node matches); a BGP network has a
-//     peer; a network that still has subnets cannot be deleted.
+//     peer; a network that still has subnets cannot be deleted, nor a BGP
+//     network while GlobalBGP addresses are in use on its nodes
+//     (globalbgp.go).
 //   - Subnet: its network exists; subnets do not overlap anywhere in the
 //     cluster, except that subnets of one network may share an identical CIDR
 //     when their start-end ranges are disjoint and neither range holds the
@@ -21,6 +23,9 @@
 //     ip-retain-ttl, Never only where its Network allows it; no Node
 //     address, reservedIPs and private subnets only from the namespaces
 //     their Subnet selects, at most netmodel.MaxPoolEntries pool entries).
+//     A pod of the GlobalBGP network is refused while the cluster has no
+//     BGP network (there is no node whose speaker would announce it; a pod
+//     let through by a bypassed webhook fails its CNI ADD, bgp_session).
 //   - Network and Subnet: their namespace selectors parse.
 //
 // Mutating rules (pod create), each ANDed into every one of the pod's own
@@ -34,7 +39,18 @@
 //     IPInstance is kept for), networking.estuary.io/ipv4-available-<network>
 //     (or ipv6-) NotIn [false], the labels internal/controller/nodelabel
 //     keeps (keys from netmodel.AvailableKey), so a pod whose network is full stays Pending with the
-//     scheduler's node affinity reason instead of failing on a node.
+//     scheduler's node affinity reason instead of failing on a node;
+//   - a pod asking for an Underlay network by type (no network or subnet
+//     named) gets one alternative per Underlay network it may use, the
+//     network's nodeSelector and availability, ORed (bytype.go).
+//   - a pod of the GlobalBGP network gets one alternative per BGP-mode
+//     Underlay network, its nodeSelector and the GlobalBGP network's
+//     availability, ORed (globalbgp.go).
+//
+// The cluster's defaults (Options.Defaults: network type, IP family,
+// StatefulSet retention; the manager's --default-* flags) are applied to
+// every pod's selection before these rules, as the manager applies them
+// before it allocates.
 //
 // Design: every rule is a pure function over plain values (the object and
 // the lists of Networks, Subnets, Nodes or IPInstances it is checked against)

@@ -21,18 +21,27 @@ import (
 // be claimed by the pod's namespace, none is a Node's address
 // (CheckAddresses), and no address the pod names with ip-address is
 // recorded for another workload. The selection is read and resolved once
-// for all.
+// for all, with the cluster's defaults; a pod asking for Underlay by type
+// is checked against every network it may get (checkByType), a GlobalBGP
+// pod needs a BGP network (CheckGlobalBGPPod).
 func (v *PodValidator) validatePod(ctx context.Context, r client.Reader, pod *corev1.Pod, in podInputs) error {
 	sel, err := netmodel.SelectionFor(pod, in.ns)
 	if err != nil {
 		return err
 	}
+	v.Defaults.Apply(&sel)
 	n, err := netmodel.ResolveNetwork(&sel, in.networks, in.subnets)
 	if err != nil {
 		return err
 	}
 	fx, err := netmodel.FixedFor(&sel, pod, in.ns)
 	if err != nil {
+		return err
+	}
+	if sel.ByType() {
+		return v.checkByType(&sel, &fx, pod, in)
+	}
+	if err := CheckGlobalBGPPod(&sel, n, in.networks); err != nil {
 		return err
 	}
 	if err := fx.CheckRetention(v.Bounds, n, statefulPod(pod)); err != nil {

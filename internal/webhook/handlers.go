@@ -40,18 +40,25 @@ func (v *NetworkValidator) ValidateUpdate(ctx context.Context, old, n *estuaryv1
 	return nil, v.validate(ctx, n)
 }
 
-// ValidateDelete applies ValidateNetworkDelete.
+// ValidateDelete applies ValidateNetworkDelete and, to a BGP network,
+// ValidateBGPNetworkDelete.
 func (v *NetworkValidator) ValidateDelete(ctx context.Context, n *estuaryv1.Network) (admission.Warnings, error) {
 	var subnets estuaryv1.SubnetList
 	if err := v.Reader.List(ctx, &subnets, client.MatchingFields{IndexSubnetNetwork: n.Name}); err != nil {
 		return nil, internal("list subnets", err)
 	}
-	return nil, confirm(ValidateNetworkDelete(n, subnets.Items), v.Live, func(live client.Reader) error {
+	err := confirm(ValidateNetworkDelete(n, subnets.Items), v.Live, func(live client.Reader) error {
 		var all estuaryv1.SubnetList
 		if err := live.List(ctx, &all); err != nil {
 			return internal("list subnets", err)
 		}
 		return ValidateNetworkDelete(n, all.Items)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nil, confirm(checkBGPDelete(ctx, v.Reader, n), v.Live, func(live client.Reader) error {
+		return checkBGPDelete(ctx, live, n)
 	})
 }
 
@@ -146,11 +153,16 @@ type PodValidator struct {
 	Live    client.Reader
 	Bounds  netmodel.Bounds
 	Layouts *netmodel.Layouts
+	// Scope says which pods are checked; the others are admitted.
+	Scope PodScope
+	// Defaults are the cluster's defaults for what a pod does not say,
+	// the same the manager allocates by.
+	Defaults netmodel.Defaults
 }
 
 // ValidateCreate applies validatePod.
 func (v *PodValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
-	if pod.Spec.HostNetwork {
+	if pod.Spec.HostNetwork || !v.Scope.Serves(pod) {
 		return nil, nil
 	}
 	pod.Namespace = podNamespace(ctx, pod)
@@ -183,15 +195,20 @@ func (v *PodValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.W
 type PodDefaulter struct {
 	Reader client.Reader
 	Live   client.Reader
+	// Scope says which pods are defaulted; the others are left alone.
+	Scope PodScope
+	// Defaults are the cluster's defaults for what a pod does not say.
+	Defaults netmodel.Defaults
 }
 
 // Default resolves the pod's network and adds to the pod's required node
 // affinity the network's domain, if it is an Underlay network, and the
 // availability labels of each family the pod takes a new address of. A pod
-// whose network cannot be resolved is left alone; the validating webhook
-// refuses it.
+// asking for Underlay by type gets the alternatives of underlayByType, a
+// GlobalBGP pod those of globalBGP. A pod whose network cannot be
+// resolved is left alone; the validating webhook refuses it.
 func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
-	if pod.Spec.HostNetwork {
+	if pod.Spec.HostNetwork || !d.Scope.Serves(pod) {
 		return nil
 	}
 	namespace := podNamespace(ctx, pod)
@@ -199,15 +216,21 @@ func (d *PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	sel, n := in.network(pod, namespace)
-	if n == nil && d.Live != nil {
+	sel, n := in.network(pod, namespace, d.Defaults)
+	if n == nil && !in.byType(&sel) && d.Live != nil {
 		if in, err = readPodInputs(ctx, d.Live, namespace); err != nil {
 			return err
 		}
-		sel, n = in.network(pod, namespace)
+		sel, n = in.network(pod, namespace, d.Defaults)
+	}
+	if sel.ByType() {
+		return d.underlayByType(ctx, namespace, pod, &sel, in)
 	}
 	if n == nil {
 		return nil
+	}
+	if n.Spec.Type == estuaryv1.NetworkTypeGlobalBGP {
+		return d.globalBGP(ctx, namespace, pod, &sel, n, in)
 	}
 	AddDomainAffinity(pod, netmodel.DomainSelector(n))
 	fams := netmodel.FamiliesNeeded(&sel, n, in.subnets)
@@ -249,14 +272,16 @@ type podInputs struct {
 
 // network is the selection and network of pod, created in namespace (the
 // request's, which the object may not carry), nil also when the selection
-// does not parse or resolve (the validating webhook refuses such a pod).
-func (in *podInputs) network(pod *corev1.Pod, namespace string) (netmodel.Selection, *estuaryv1.Network) {
+// does not parse or resolve (the validating webhook refuses such a pod)
+// and for a pod asking for Underlay by type. d are the cluster's defaults.
+func (in *podInputs) network(pod *corev1.Pod, namespace string, d netmodel.Defaults) (netmodel.Selection, *estuaryv1.Network) {
 	named := *pod
 	named.Namespace = namespace
 	sel, err := netmodel.SelectionFor(&named, in.ns)
 	if err != nil {
 		return sel, nil
 	}
+	d.Apply(&sel)
 	n, err := netmodel.ResolveNetwork(&sel, in.networks, in.subnets)
 	if err != nil {
 		return sel, nil
@@ -268,21 +293,8 @@ func (in *podInputs) network(pod *corev1.Pod, namespace string) (netmodel.Select
 // IPInstance that the StatefulSet keeps for it: such a pod gets those
 // addresses back, needs no free one, and must not wait for capacity.
 func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod *corev1.Pod) (bool, error) {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.Kind != "StatefulSet" || pod.Name == "" {
-		return false, nil
-	}
-	var instances estuaryv1.IPInstanceList
-	if err := r.List(ctx, &instances, client.MatchingFields{IndexIPInstancePod: namespace + "/" + pod.Name}); err != nil {
-		return false, internal("list ipinstances", err)
-	}
-	for i := range instances.Items {
-		b := &instances.Items[i].Spec.Binding
-		if b.Namespace == namespace && b.PodName == pod.Name && b.Owner.Kind == "StatefulSet" && b.Owner.Name == owner.Name {
-			return true, nil
-		}
-	}
-	return false, nil
+	rec, err := heldRecord(ctx, r, namespace, pod)
+	return rec != nil, err
 }
 
 // keptForWorkload reports whether the pod's workload has an address of

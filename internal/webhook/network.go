@@ -15,13 +15,15 @@ import (
 )
 
 // ValidateNetwork checks n against the cluster's other networks and its
-// nodes: at most one Overlay network, no two Underlay domains sharing a node
-// or an identical selector, at least one peer for a BGP network, and a
-// retention namespace selector that parses.
+// nodes: at most one Overlay network and one GlobalBGP network, no two
+// Underlay domains sharing a node or an identical selector (so a node has at
+// most one BGP network, whose speaker announces its GlobalBGP pods), at
+// least one peer for a BGP network, and a retention namespace selector that
+// parses.
 // networks may include n itself (matched by name); it is skipped.
 func ValidateNetwork(n *estuaryv1.Network, networks []estuaryv1.Network, nodes []corev1.Node) error {
 	others := othersThan(n.Name, networks)
-	errs := []error{checkOverlay(n, others), checkBGPPeers(n), checkNetworkSelectors(n)}
+	errs := []error{checkUnique(n, others), checkBGPPeers(n), checkNetworkSelectors(n)}
 	errs = append(errs, checkDomain(n, others, nodes)...)
 	return errors.Join(errs...)
 }
@@ -61,21 +63,28 @@ func othersThan(name string, networks []estuaryv1.Network) []estuaryv1.Network {
 	return others
 }
 
-func checkOverlay(n *estuaryv1.Network, others []estuaryv1.Network) error {
-	if n.Spec.Type != estuaryv1.NetworkTypeOverlay {
+// checkUnique refuses a second Overlay or GlobalBGP network, naming the
+// existing one.
+func checkUnique(n *estuaryv1.Network, others []estuaryv1.Network) error {
+	t := n.Spec.Type
+	if t != estuaryv1.NetworkTypeOverlay && t != estuaryv1.NetworkTypeGlobalBGP {
 		return nil
 	}
 	for i := range others {
-		if others[i].Spec.Type == estuaryv1.NetworkTypeOverlay {
-			return netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.type", "Overlay: the cluster already has an Overlay network, %s %q, and may have only one",
-				netmodel.KindNetwork, others[i].Name)
+		if others[i].Spec.Type == t {
+			article := "a"
+			if t == estuaryv1.NetworkTypeOverlay {
+				article = "an"
+			}
+			return netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.type", "%s: the cluster already has %s %s network, %s %q, and may have only one",
+				t, article, t, netmodel.KindNetwork, others[i].Name)
 		}
 	}
 	return nil
 }
 
 func checkBGPPeers(n *estuaryv1.Network) error {
-	if netmodel.Mode(&n.Spec) != estuaryv1.NetworkModeBGP || len(n.Spec.BGPPeers) > 0 {
+	if n.Spec.Type != estuaryv1.NetworkTypeUnderlay || netmodel.Mode(&n.Spec) != estuaryv1.NetworkModeBGP || len(n.Spec.BGPPeers) > 0 {
 		return nil
 	}
 	return netmodel.Deny(netmodel.KindNetwork, n.Name, "spec.bgpPeers", "is empty: a BGP network needs at least one peer")

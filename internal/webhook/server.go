@@ -54,6 +54,13 @@ type Options struct {
 	// (the manager's --max-retain-ttl), the same the manager applies
 	// before it allocates.
 	Bounds netmodel.Bounds
+	// Defaults are the cluster's defaults for what a pod does not say
+	// (network type, IP family, StatefulSet retention), the same the
+	// manager allocates by.
+	Defaults netmodel.Defaults
+	// Scope says which pods the pod handlers act on; the others are
+	// admitted unchanged (see podscope.go).
+	Scope PodScope
 }
 
 // Setup registers the cache indexes the handlers list by, the metadata
@@ -84,11 +91,11 @@ func Prepare(ctx context.Context, mgr manager.Manager) error {
 // started, e.g. once the serving certificate is in place.
 func Register(mgr manager.Manager, opts Options) {
 	srv, scheme, r, live := mgr.GetWebhookServer(), mgr.GetScheme(), mgr.GetClient(), mgr.GetAPIReader()
-	pods := &PodValidator{Reader: r, Live: live, Bounds: opts.Bounds, Layouts: netmodel.NewLayouts()}
+	pods := &PodValidator{Reader: workload.LiveOptional(r, live), Live: live, Bounds: opts.Bounds, Layouts: netmodel.NewLayouts(), Scope: opts.Scope, Defaults: opts.Defaults}
 	srv.Register(PathValidateNetwork, admission.WithValidator(scheme, &NetworkValidator{Reader: r, Live: live}))
 	srv.Register(PathValidateSubnet, admission.WithValidator(scheme, &SubnetValidator{Reader: r, Live: live}))
 	srv.Register(PathValidatePod, admission.WithValidator(scheme, pods))
-	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: r, Live: live}))
+	srv.Register(PathMutatePod, admission.WithDefaulter(scheme, &PodDefaulter{Reader: workload.LiveOptional(r, live), Live: live, Scope: opts.Scope, Defaults: opts.Defaults}))
 }
 
 // fieldIndex is one index of the webhook's cache.
@@ -145,6 +152,10 @@ type Service struct {
 	// PodTimeoutSeconds the pod webhooks (0: 5), short because every pod
 	// create waits for them.
 	TimeoutSeconds, PodTimeoutSeconds int32
+	// PodSelector, when set, narrows the pod webhooks to the pods it
+	// selects: the manager's --pod-label-selector. The pod webhooks always
+	// skip pods that opted out (OptOutRequirements).
+	PodSelector *metav1.LabelSelector
 }
 
 // Defaults of Service's failure policy and timeouts.
@@ -178,9 +189,10 @@ func (svc Service) podTimeout() int32 {
 // Configurations builds the webhook configurations the markers above
 // describe, pointing at svc, both named ConfigurationName. The Network and
 // Subnet webhooks fail closed (Fail). The pod webhooks use svc's pod
-// failure policy (default Ignore) and skip kube-system and the webhook's
+// failure policy (default Ignore), skip kube-system and the webhook's
 // own namespace, so that the webhook's own pods (and the cluster's) can
-// start while it is down. charts/estuary renders the same configurations
+// start while it is down, and skip pods that opted out or that
+// svc.PodSelector does not select (podObjectSelector). charts/estuary renders the same configurations
 // (test/chart compares them).
 func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
 	networks := rule([]string{estuaryv1.GroupVersion.Group}, []string{"networks"}, create, update, del)
@@ -195,6 +207,7 @@ func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConf
 		},
 	}
 	validating.Webhooks[2].NamespaceSelector = skipSystem(svc)
+	validating.Webhooks[2].ObjectSelector = podObjectSelector(svc)
 	validating.Webhooks[2].FailurePolicy = ptr.To(svc.podFailurePolicy())
 	validating.Webhooks[2].TimeoutSeconds = ptr.To(svc.podTimeout())
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -204,6 +217,7 @@ func Configurations(svc Service) (*admissionregistrationv1.ValidatingWebhookConf
 			ClientConfig:            clientConfig(svc, PathMutatePod),
 			Rules:                   []admissionregistrationv1.RuleWithOperations{pods},
 			NamespaceSelector:       skipSystem(svc),
+			ObjectSelector:          podObjectSelector(svc),
 			FailurePolicy:           ptr.To(svc.podFailurePolicy()),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},

@@ -6,9 +6,19 @@
 //
 // A pod's top-level owner is found by following controller references: a
 // ReplicaSet controlled by a Deployment gives the Deployment, a Job
-// controlled by a CronJob gives the CronJob, any other controller (a
-// StatefulSet, a DaemonSet, a ReplicaSet or Job of its own) is the owner
-// itself, and a pod without a controller owns its own addresses.
+// controlled by a CronJob gives the CronJob, a KubeVirt
+// VirtualMachineInstance controlled by a VirtualMachine gives the
+// VirtualMachine, any other controller (a StatefulSet, an OpenKruise
+// Advanced StatefulSet, a DaemonSet, a ReplicaSet, Job or
+// VirtualMachineInstance of its own) is the owner itself, and a pod without
+// a controller owns its own addresses.
+//
+// KubeVirt's and OpenKruise's kinds are Optional: their CRDs may be absent
+// (a reference to a kind the API server does not serve is not followed), so
+// their informers are not started up front; only their metadata is read.
+// An Advanced StatefulSet is known by the kind KindKruiseStatefulSet
+// (StatefulSet.apps.kruise.io), so it never shares a key with an apps/v1
+// StatefulSet of the same name.
 //
 // The API server checks neither the kind nor the name of an owner
 // reference, so every owner followed must exist with the UID the reference
@@ -36,6 +46,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -53,7 +64,27 @@ const (
 	KindJob         = "Job"
 	KindCronJob     = "CronJob"
 	KindDaemonSet   = "DaemonSet"
+	// KindKruiseStatefulSet is OpenKruise's Advanced StatefulSet
+	// (apps.kruise.io), named with its group.
+	KindKruiseStatefulSet = "StatefulSet.apps.kruise.io"
+	// KubeVirt's kinds (kubevirt.io).
+	KindVirtualMachine         = "VirtualMachine"
+	KindVirtualMachineInstance = "VirtualMachineInstance"
 )
+
+// API groups of the optional kinds.
+const (
+	GroupKubeVirt = "kubevirt.io"
+	GroupKruise   = "apps.kruise.io"
+)
+
+// IsStateful reports whether kind keeps addresses by ordinal (a StatefulSet or an
+// Advanced StatefulSet).
+func IsStateful(kind string) bool { return kind == KindStatefulSet || kind == KindKruiseStatefulSet }
+
+// IsVM reports whether kind is a KubeVirt VirtualMachine or VirtualMachineInstance, whose
+// addresses follow the machine from pod to pod.
+func IsVM(kind string) bool { return kind == KindVirtualMachine || kind == KindVirtualMachineInstance }
 
 // Ref is a workload: the top-level owner of a pod.
 type Ref struct {
@@ -100,7 +131,7 @@ func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
 	if meta == nil {
 		return self, nil
 	}
-	own := Ref{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+	own := Ref{Namespace: pod.Namespace, Kind: refKind(kindOf(ref)), Name: ref.Name, UID: string(ref.UID)}
 	parent := metav1.GetControllerOf(meta)
 	if parent == nil || parents[kindOf(ref)] != kindOf(parent) {
 		return own, nil
@@ -111,7 +142,15 @@ func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
 	case pm == nil:
 		return own, nil
 	}
-	return Ref{Namespace: pod.Namespace, Kind: parent.Kind, Name: parent.Name, UID: string(parent.UID)}, nil
+	return Ref{Namespace: pod.Namespace, Kind: refKind(kindOf(parent)), Name: parent.Name, UID: string(parent.UID)}, nil
+}
+
+// refKind is the Kind a workload of group and kind gk is known by.
+func refKind(gk schema.GroupKind) string {
+	if gk == (schema.GroupKind{Group: GroupKruise, Kind: KindStatefulSet}) {
+		return KindKruiseStatefulSet
+	}
+	return gk.Kind
 }
 
 // Owners are the controller kinds Of can verify, and so follow.
@@ -124,11 +163,46 @@ var Owners = []schema.GroupVersionKind{
 	batchv1.SchemeGroupVersion.WithKind(KindCronJob),
 }
 
+// Optional are the controller kinds Of also verifies, whose CRDs may not be
+// installed: KubeVirt's VirtualMachineInstance and VirtualMachine, and
+// OpenKruise's Advanced StatefulSet (read at v1beta1, which every
+// OpenKruise release serving v1alpha1 serves too). Watch does not start
+// their informers; read them through LiveOptional.
+var Optional = []schema.GroupVersionKind{
+	{Group: GroupKubeVirt, Version: "v1", Kind: KindVirtualMachineInstance},
+	{Group: GroupKubeVirt, Version: "v1", Kind: KindVirtualMachine},
+	{Group: GroupKruise, Version: "v1beta1", Kind: KindStatefulSet},
+}
+
+// LiveOptional is a reader that reads the Optional kinds from live (the API
+// server) and everything else from cached. A cache reading a kind starts
+// its informer, and one that cannot sync (a kind served but not readable)
+// would hold up every controller started after it; a live read fails
+// alone, and costs one request per virt-launcher or Advanced StatefulSet
+// pod whose owner is looked up.
+func LiveOptional(cached, live client.Reader) client.Reader {
+	return liveOptional{Reader: cached, live: live}
+}
+
+type liveOptional struct {
+	client.Reader
+	live client.Reader
+}
+
+func (l liveOptional) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch obj.GetObjectKind().GroupVersionKind().Group {
+	case GroupKubeVirt, GroupKruise:
+		return l.live.Get(ctx, key, obj, opts...)
+	}
+	return l.Reader.Get(ctx, key, obj, opts...)
+}
+
 // parents maps a kind to the kind of the controller that makes it part of
 // a larger workload.
 var parents = map[schema.GroupKind]schema.GroupKind{
-	{Group: appsv1.GroupName, Kind: KindReplicaSet}: {Group: appsv1.GroupName, Kind: KindDeployment},
-	{Group: batchv1.GroupName, Kind: KindJob}:       {Group: batchv1.GroupName, Kind: KindCronJob},
+	{Group: appsv1.GroupName, Kind: KindReplicaSet}:          {Group: appsv1.GroupName, Kind: KindDeployment},
+	{Group: batchv1.GroupName, Kind: KindJob}:                {Group: batchv1.GroupName, Kind: KindCronJob},
+	{Group: GroupKubeVirt, Kind: KindVirtualMachineInstance}: {Group: GroupKubeVirt, Kind: KindVirtualMachine},
 }
 
 // kindOf is the group and kind an owner reference names; the zero
@@ -142,18 +216,17 @@ func kindOf(ref *metav1.OwnerReference) schema.GroupKind {
 }
 
 // verified reads, from r, the metadata of the object ref names in
-// namespace, at the version Owners lists: nil when ref's kind is not one of
-// Owners, or no such object exists with ref's UID.
+// namespace, at the version Owners or Optional lists: nil when ref's kind is not listed, its kind is not
+// served, or no such object exists with ref's UID.
 func verified(ctx context.Context, r client.Reader, namespace string, ref *metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
-	gk := kindOf(ref)
-	i := slices.IndexFunc(Owners, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == gk })
-	if i < 0 || ref.UID == "" {
+	gvk, ok := known(ref)
+	if !ok || ref.UID == "" {
 		return nil, nil
 	}
 	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(Owners[i])
+	meta.SetGroupVersionKind(gvk)
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, meta); {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), apimeta.IsNoMatchError(err):
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -161,6 +234,17 @@ func verified(ctx context.Context, r client.Reader, namespace string, ref *metav
 		return nil, nil
 	}
 	return meta, nil
+}
+
+// known is the listed kind ref names, at the version listed.
+func known(ref *metav1.OwnerReference) (schema.GroupVersionKind, bool) {
+	all := slices.Concat(Owners, Optional)
+	gk := kindOf(ref)
+	i := slices.IndexFunc(all, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == gk })
+	if i < 0 {
+		return schema.GroupVersionKind{}, false
+	}
+	return all[i], true
 }
 
 // Watch starts, in c, the metadata informers of every kind of Owners, so
@@ -178,31 +262,48 @@ func Watch(ctx context.Context, c cache.Informers) error {
 	return nil
 }
 
-// StatefulOrdinal is the StatefulSet that controls pod and the pod's
-// ordinal, read from its name (<set>-<ordinal>), as the manager keeps a
-// StatefulSet's addresses; ok is false for any other pod.
+// StatefulOrdinal is the StatefulSet (or Advanced StatefulSet) that
+// controls pod and the pod's ordinal, read from its name (<set>-<ordinal>),
+// as the manager keeps a StatefulSet's addresses; ok is false for any other
+// pod.
 func StatefulOrdinal(pod *corev1.Pod) (set string, ordinal int32, ok bool) {
+	_, set, ordinal, ok = StatefulController(pod)
+	return set, ordinal, ok
+}
+
+// StatefulController is StatefulOrdinal with the kind of the set
+// (KindStatefulSet or KindKruiseStatefulSet).
+func StatefulController(pod *corev1.Pod) (kind, set string, ordinal int32, ok bool) {
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != KindStatefulSet || !strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/") {
-		return "", 0, false
+	if ref == nil || ref.Kind != KindStatefulSet {
+		return "", "", 0, false
+	}
+	switch {
+	case strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/"):
+		kind = KindStatefulSet
+	case strings.HasPrefix(ref.APIVersion, GroupKruise+"/"):
+		kind = KindKruiseStatefulSet
+	default:
+		return "", "", 0, false
 	}
 	suffix, ok := strings.CutPrefix(pod.Name, ref.Name+"-")
 	if !ok {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	n, err := strconv.ParseInt(suffix, 10, 32)
 	if err != nil || n < 0 {
-		return "", 0, false
+		return "", "", 0, false
 	}
-	return ref.Name, int32(n), true
+	return kind, ref.Name, int32(n), true
 }
 
 // Pooled reports whether an address in phase, of an owner of kind, is held
 // in its workload's pool (under the workload's key) rather than by a pod:
 // every Reserved address, and a Retained one of any workload but a
-// StatefulSet, whose addresses stay with each pod's name.
+// StatefulSet (or Advanced StatefulSet), whose addresses stay with each
+// pod's name.
 func Pooled(phase estuaryv1.IPInstancePhase, kind string) bool {
-	return phase == estuaryv1.IPInstanceReserved || phase == estuaryv1.IPInstanceRetained && kind != KindStatefulSet
+	return phase == estuaryv1.IPInstanceReserved || phase == estuaryv1.IPInstanceRetained && !IsStateful(kind)
 }
 
 // PoolOf is the workload whose pool holds ipi, if it is Pooled.

@@ -9,7 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -146,5 +148,93 @@ func TestStatefulOrdinal(t *testing.T) {
 		if set != c.set || ord != c.ord || ok != c.ok {
 			t.Errorf("StatefulOrdinal(%s, %v) = %q, %d, %v; want %q, %d, %v", c.pod, c.owner, set, ord, ok, c.set, c.ord, c.ok)
 		}
+	}
+}
+
+// optional is an object of an Optional kind (KubeVirt's, OpenKruise's) as
+// the fake reader holds it.
+func optional(apiVersion, kind, name, uid string, controller *metav1.OwnerReference) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace("ns")
+	u.SetName(name)
+	u.SetUID(types.UID(uid))
+	if controller != nil {
+		u.SetOwnerReferences([]metav1.OwnerReference{*controller})
+	}
+	return u
+}
+
+// A virt-launcher pod's workload is its VirtualMachine when its
+// VirtualMachineInstance is the machine's, the instance when no machine
+// controls it; an Advanced StatefulSet's pod is the set's, under a kind of
+// its own; every owner followed is verified as for the apps kinds.
+func TestOfFollowsKubeVirtAndKruise(t *testing.T) {
+	vm := optional("kubevirt.io/v1", KindVirtualMachine, "db", "vm-1", nil)
+	vmi := optional("kubevirt.io/v1", KindVirtualMachineInstance, "db", "vmi-1", controlledBy("kubevirt.io/v1", KindVirtualMachine, "db", "vm-1"))
+	solo := optional("kubevirt.io/v1", KindVirtualMachineInstance, "solo", "vmi-2", nil)
+	forged := optional("kubevirt.io/v1", KindVirtualMachineInstance, "forged", "vmi-3", controlledBy("kubevirt.io/v1", KindVirtualMachine, "db", "other"))
+	asts := optional("apps.kruise.io/v1beta1", KindStatefulSet, "kv", "k-1", nil)
+	r := cluster(t, vm, vmi, solo, forged, asts)
+	for _, c := range []struct {
+		name  string
+		owner *metav1.OwnerReference
+		want  string
+	}{
+		{"a VirtualMachine's instance", controlledBy("kubevirt.io/v1", KindVirtualMachineInstance, "db", "vmi-1"), "ns/VirtualMachine/db"},
+		{"an instance of no machine", controlledBy("kubevirt.io/v1", KindVirtualMachineInstance, "solo", "vmi-2"), "ns/VirtualMachineInstance/solo"},
+		{"an instance naming a machine with a wrong UID", controlledBy("kubevirt.io/v1", KindVirtualMachineInstance, "forged", "vmi-3"), "ns/VirtualMachineInstance/forged"},
+		{"an instance named with a wrong UID", controlledBy("kubevirt.io/v1", KindVirtualMachineInstance, "db", "forged"), "ns/Pod/p"},
+		{"an Advanced StatefulSet", controlledBy("apps.kruise.io/v1beta1", KindStatefulSet, "kv", "k-1"), "ns/StatefulSet.apps.kruise.io/kv"},
+		{"an Advanced StatefulSet of v1alpha1", controlledBy("apps.kruise.io/v1alpha1", KindStatefulSet, "kv", "k-1"), "ns/StatefulSet.apps.kruise.io/kv"},
+		{"an Advanced StatefulSet named with a wrong UID", controlledBy("apps.kruise.io/v1beta1", KindStatefulSet, "kv", "forged"), "ns/Pod/p"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Of(context.Background(), r, &corev1.Pod{ObjectMeta: meta("p", "p-1", c.owner)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Key() != c.want {
+				t.Errorf("workload %s, want %s", got.Key(), c.want)
+			}
+		})
+	}
+}
+
+// A reference to a kind the API server does not serve (KubeVirt not
+// installed) is not followed, and is no error.
+func TestOfSkipsKindsNotServed(t *testing.T) {
+	absent := interceptor.NewClient(cluster(t).(client.WithWatch), interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+			gvk := obj.GetObjectKind().GroupVersionKind()
+			return &apimeta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
+		},
+	})
+	pod := &corev1.Pod{ObjectMeta: meta("p", "p-1", controlledBy("kubevirt.io/v1", KindVirtualMachineInstance, "db", "vmi-1"))}
+	got, err := Of(context.Background(), absent, pod)
+	if err != nil || got.Key() != "ns/Pod/p" {
+		t.Fatalf("Of = %v, %v; want the pod itself and no error", got.Key(), err)
+	}
+}
+
+func TestStatefulController(t *testing.T) {
+	for _, c := range []struct {
+		owner *metav1.OwnerReference
+		kind  string
+		ok    bool
+	}{
+		{controlledBy("apps/v1", KindStatefulSet, "db", "s"), KindStatefulSet, true},
+		{controlledBy("apps.kruise.io/v1beta1", KindStatefulSet, "db", "s"), KindKruiseStatefulSet, true},
+		{controlledBy("apps.kruise.io/v1alpha1", KindStatefulSet, "db", "s"), KindKruiseStatefulSet, true},
+		{controlledBy("apps.kruise.io/v1alpha1", "CloneSet", "db", "s"), "", false},
+	} {
+		kind, set, ord, ok := StatefulController(&corev1.Pod{ObjectMeta: meta("db-3", "p", c.owner)})
+		if kind != c.kind || ok != c.ok || ok && (set != "db" || ord != 3) {
+			t.Errorf("StatefulController(db-3, %v) = %q %q %d %v; want %q, db, 3, %v", c.owner, kind, set, ord, ok, c.kind, c.ok)
+		}
+	}
+	if !IsStateful(KindKruiseStatefulSet) || !Pooled(estuaryv1.IPInstanceRetained, KindVirtualMachine) || Pooled(estuaryv1.IPInstanceRetained, KindKruiseStatefulSet) {
+		t.Error("an Advanced StatefulSet's kept address must stay with its pod name, a virtual machine's in its pool")
 	}
 }

@@ -88,6 +88,8 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"get", "apps", "deployments", "", "default"}, {"list", "apps", "deployments", "", ""}, {"watch", "apps", "deployments", "", ""},
 			{"get", "apps", "daemonsets", "", "default"}, {"list", "apps", "daemonsets", "", ""}, {"watch", "apps", "daemonsets", "", ""},
 			{"get", "batch", "cronjobs", "", "default"}, {"list", "batch", "cronjobs", "", ""}, {"watch", "batch", "cronjobs", "", ""},
+			{"get", "kubevirt.io", "virtualmachines", "", "default"}, {"watch", "kubevirt.io", "virtualmachineinstances", "", ""},
+			{"list", "apps.kruise.io", "statefulsets", "", ""}, {"get", "apps.kruise.io", "statefulsets", "", "default"},
 			{"list", estuaryGroup, "networks", "", ""}, {"watch", estuaryGroup, "subnets", "", ""},
 			{"get", estuaryGroup, "subnets", "", ""}, {"get", estuaryGroup, "networks", "", ""},
 			{"patch", estuaryGroup, "networks", "status", ""}, {"patch", estuaryGroup, "subnets", "status", ""},
@@ -110,6 +112,7 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"update", "apps", "replicasets", "", "default"}, {"delete", "batch", "jobs", "", "default"},
 			{"update", "apps", "deployments", "", "default"}, {"patch", "apps", "daemonsets", "", "default"},
 			{"create", "batch", "cronjobs", "", "default"}, {"list", "", "replicationcontrollers", "", ""},
+			{"delete", "kubevirt.io", "virtualmachines", "", "default"}, {"update", "apps.kruise.io", "statefulsets", "", "default"},
 		},
 	},
 	"estuary-daemon": {

@@ -256,7 +256,8 @@ func TestManagerDeployment(t *testing.T) {
 			t.Errorf("%s: command %v", what, c.Command)
 		}
 		for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=" + namespace,
-			"--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-retain-ttl=168h"} {
+			"--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-retain-ttl=168h",
+			"--default-network-type=Overlay", "--default-ip-family=IPv4", "--default-ip-retain=true"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}

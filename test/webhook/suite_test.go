@@ -33,6 +33,9 @@ var (
 	cached client.Client
 	// restConfig reaches the API server.
 	restConfig *rest.Config
+	// installed is where envtest serves the suite's webhook from, with
+	// its certificate, for tests that start a server of their own.
+	installed *envtest.WebhookInstallOptions
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +45,7 @@ func TestMain(m *testing.M) {
 		MutatingWebhooks:   []*admissionregistrationv1.MutatingWebhookConfiguration{mutating},
 	}
 	os.Exit(testenv.Main(m, testenv.Options{Strict: true, Webhooks: hooks}, func(cfg *rest.Config, c client.Client) (func(), error) {
-		restConfig, k8s = cfg, c
+		restConfig, k8s, installed = cfg, c, hooks
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped, err := startManager(ctx, hooks)
 		if err != nil {
@@ -58,7 +61,8 @@ func TestMain(m *testing.M) {
 
 // configurations are the webhook's own configurations, pointed at the
 // local server: envtest turns a service path into https://host:port/<path>,
-// so the leading slash is dropped.
+// so the leading slash is dropped. Namespaces labelled defaultsLabel are
+// left to the server of defaults_test.go.
 func configurations() (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
 	validating, mutating := webhook.Configurations(webhook.Service{Namespace: "estuary-system", Name: "estuary-webhook", Port: 443})
 	trim := func(cc *admissionregistrationv1.WebhookClientConfig) {
@@ -67,9 +71,11 @@ func configurations() (*admissionregistrationv1.ValidatingWebhookConfiguration, 
 	}
 	for i := range validating.Webhooks {
 		trim(&validating.Webhooks[i].ClientConfig)
+		skipDefaults(validating.Webhooks[i].NamespaceSelector)
 	}
 	for i := range mutating.Webhooks {
 		trim(&mutating.Webhooks[i].ClientConfig)
+		skipDefaults(mutating.Webhooks[i].NamespaceSelector)
 	}
 	return validating, mutating
 }

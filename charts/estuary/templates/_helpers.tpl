@@ -170,6 +170,21 @@ namespaceSelector:
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: {{ list "kube-system" .Release.Namespace | uniq | toJson }}
+{{- $sel := .Values.manager.podSelector | default dict }}
+objectSelector:
+  {{- with $sel.matchLabels }}
+  matchLabels: {{ toJson . }}
+  {{- end }}
+  matchExpressions:
+    - key: networking.estuary.io/webhook
+      operator: NotIn
+      values: ["disabled"]
+    - key: webhook.hybridnet.io/ignore
+      operator: NotIn
+      values: ["true", "TRUE"]
+    {{- range $sel.matchExpressions }}
+    - {{ toJson . }}
+    {{- end }}
 failurePolicy: {{ if has $p.failurePolicy (list "Ignore" "Fail") }}{{ $p.failurePolicy }}{{ else }}{{ fail (printf "webhook.pods.failurePolicy is %q: want Ignore or Fail" $p.failurePolicy) }}{{ end }}
 sideEffects: None
 admissionReviewVersions: [v1]
@@ -197,3 +212,31 @@ host:port of a listen address, an IPv6 host in brackets. Call with (dict
 The label that marks the Services of the components' /metrics.
 */}}
 {{- define "estuary.metricsServiceLabel" -}}networking.estuary.io/metrics: "true"{{- end -}}
+
+{{/*
+manager.podSelector (a label selector: matchLabels, matchExpressions) in
+the syntax of the manager's --pod-label-selector (labels.Parse): "k=v",
+"k in (a,b)", "k notin (a,b)", "k", "!k", joined by commas. Empty when it
+selects every pod.
+*/}}
+{{- define "estuary.podLabelSelector" -}}
+{{- $sel := .Values.manager.podSelector | default dict -}}
+{{- $terms := list -}}
+{{- range $k, $v := ($sel.matchLabels | default dict) -}}
+{{- $terms = append $terms (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- range ($sel.matchExpressions | default list) -}}
+{{- if eq .operator "In" -}}
+{{- $terms = append $terms (printf "%s in (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "NotIn" -}}
+{{- $terms = append $terms (printf "%s notin (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "Exists" -}}
+{{- $terms = append $terms .key -}}
+{{- else if eq .operator "DoesNotExist" -}}
+{{- $terms = append $terms (printf "!%s" .key) -}}
+{{- else -}}
+{{- fail (printf "manager.podSelector.matchExpressions: operator %q: want In, NotIn, Exists or DoesNotExist" .operator) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}

@@ -22,7 +22,8 @@ const (
 	// allocator cannot serve it (e.g. its network is full).
 	ReasonAllocationFailed = "AllocationFailed"
 	// ReasonOutsideNetworkDomain: the pod is on a node its Underlay
-	// network's nodeSelector does not match.
+	// network's nodeSelector does not match, or, asking for Underlay by
+	// type, on a node of no Underlay domain it may use.
 	ReasonOutsideNetworkDomain = "OutsideNetworkDomain"
 )
 
@@ -41,17 +42,29 @@ func (r *refusal) Unwrap() error { return r.err }
 // while the webhook was bypassed or raced cannot be given an address the
 // webhook would have refused: its network and subnet annotations (its own
 // or its namespace's) must parse, exist and agree (netmodel.ResolveNetwork),
-// and its node must lie in its Underlay network's domain. It returns the
-// pod's selection, read once. ns may be nil.
+// and its node must lie in its Underlay network's domain. A pod asking for
+// Underlay by type takes the Underlay network of its node (byNode). It
+// returns the pod's selection, read once, with the cluster's defaults (and
+// the network of a pod asking by type). ns may be nil.
 func (r *Reconciler) admit(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace) (netmodel.Selection, error) {
 	networks, subnets := r.Topology.objects()
 	sel, err := netmodel.SelectionFor(pod, ns)
 	if err != nil {
 		return sel, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
+	r.Defaults.Apply(&sel)
+	if sel.ByType() {
+		if err := r.byNode(ctx, pod, &sel, networks); err != nil {
+			return sel, err
+		}
+	}
 	n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
 	if err != nil {
 		return sel, &refusal{reason: ReasonAllocationFailed, err: err}
+	}
+	if n != nil && n.Spec.Type == estuaryv1.NetworkTypeGlobalBGP && sel.Network == "" && len(sel.Subnets) == 0 {
+		// Asked for by type: the cluster's one GlobalBGP network, on any node.
+		sel.Network = n.Name
 	}
 	domain := netmodel.DomainSelector(n)
 	if domain == nil {
@@ -72,6 +85,35 @@ func (r *Reconciler) admit(ctx context.Context, pod *corev1.Pod, ns *corev1.Name
 	return sel, &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
 		"node %q is outside the domain of network %q: its labels do not match the network's nodeSelector %s",
 		node.Name, n.Name, netmodel.SelectorString(domain))}
+}
+
+// byNode binds a pod asking for Underlay by type to the Underlay network of
+// its node (netmodel.NodeUnderlay), preferring, should two domains hold the
+// node, one with a free address of each family the pod wants. A node of no
+// such domain is refused as outside the network domain.
+func (r *Reconciler) byNode(ctx context.Context, pod *corev1.Pod, sel *netmodel.Selection, networks []estuaryv1.Network) error {
+	node := &corev1.Node{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); {
+	case apierrors.IsNotFound(err):
+		return &refusal{reason: ReasonOutsideNetworkDomain, err: fmt.Errorf(
+			"pod asks for an Underlay network by type and its node %q does not exist, so it has no Underlay network", pod.Spec.NodeName)}
+	case err != nil:
+		return fmt.Errorf("get node %s: %w", pod.Spec.NodeName, err)
+	}
+	hasRoom := func(n *estuaryv1.Network) bool {
+		for _, f := range sel.WantedFamilies() {
+			if st, err := r.Alloc.NetworkStats(n.Name, f); err != nil || st.Available == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	n, err := netmodel.NodeUnderlay(sel, node.Name, node.Labels, networks, hasRoom)
+	if err != nil {
+		return &refusal{reason: ReasonOutsideNetworkDomain, err: err}
+	}
+	sel.Bind(n, node.Name)
+	return nil
 }
 
 // asRefusal returns err's refusal, if it is one.

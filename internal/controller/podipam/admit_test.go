@@ -25,7 +25,7 @@ func TestBypassedWebhookPodRulesRefuseAllocation(t *testing.T) {
 		opts []podOpt
 		note string
 	}{
-		"type-mismatch": {[]podOpt{annotated(estuaryv1.AnnotationNetworkType, "Underlay")},
+		"type-mismatch": {[]podOpt{annotated(estuaryv1.AnnotationNetwork, "ov-rules"), annotated(estuaryv1.AnnotationNetworkType, "Underlay")},
 			`metadata.annotations[networking.estuary.io/network-type] Underlay does not match network "ov-rules"`},
 		"subnet-of-other-network": {[]podOpt{annotated(estuaryv1.AnnotationNetwork, "ov-rules"), annotated(estuaryv1.AnnotationSubnet, "u-rules-0")},
 			`names subnet "u-rules-0", whose spec.network is "u-rules", not the requested network "ov-rules"`},

@@ -2,9 +2,12 @@
 // scheduled pod its addresses from pkg/ipam, records each one as an
 // IPInstance, and, when the pod is gone, releases them or keeps them for its
 // workload as the owner's retention policy says (retention.go): a
-// StatefulSet pod's for the pod of the same ordinal, a retaining pod's of any
-// other workload in the workload's pool (pool.go), with an expiry kept in
-// the record. Pods that name their addresses (ip-address, ip-pool) get
+// StatefulSet pod's (or an OpenKruise Advanced StatefulSet's, kruise.go) for
+// the pod of the same ordinal, a KubeVirt virtual machine's for the machine
+// until it is deleted, handed to its newer pod on live migration (vm.go), a
+// retaining pod's of any other workload in the workload's pool (pool.go),
+// with an expiry kept in the record. Every address that may be kept records
+// a stable MAC (mac.go). Pods that name their addresses (ip-address, ip-pool) get
 // exactly those or wait for them (fixed.go); addresses an administrator
 // reserved go only to their workload.
 //
@@ -23,6 +26,8 @@
 // rule), and its node must be inside its Underlay network's domain (the
 // network's nodeSelector matches the node's labels; refused with an
 // OutsideNetworkDomain event naming the node, the network and the
-// selector). A refused pod is tried again every RetryExhausted, since the
+// selector). A pod asking for an Underlay network by type takes the one
+// whose domain holds its node (byNode; a node of none is refused the same
+// way), and every pod is read with the cluster's defaults (Defaults). A refused pod is tried again every RetryExhausted, since the
 // Networks, Subnets and Node labels that decide it may change.
 package podipam

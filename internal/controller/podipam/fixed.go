@@ -78,11 +78,12 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 		return ipam.Request{}, f, err
 	}
 	f.set = verifiedSet(pod, f.owner)
+	keptByOwner := f.set != nil || workload.IsVM(f.owner.Kind)
 	bounds := netmodel.Bounds{MaxRetainTTL: r.MaxRetainTTL}
 	networks, subnets := r.Topology.objects()
 	n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
 	if err == nil {
-		err = f.fixed.CheckRetention(bounds, n, f.set != nil)
+		err = f.fixed.CheckRetention(bounds, n, keptByOwner)
 	}
 	if err == nil && f.fixed.Wants() && n != nil {
 		var nodes corev1.NodeList
@@ -99,6 +100,9 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 		return req, f, err
 	}
 	f.retain = retentionOf(&f.fixed, f.set != nil, bounds.MaxTTL())
+	if workload.IsVM(f.owner.Kind) {
+		f.retain = machineRetention(&f.fixed, !r.Defaults.NoStatefulRetain)
+	}
 	f.mac = f.fixed.MAC
 	return req, f, nil
 }
@@ -110,7 +114,7 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 // must not miss the addresses it keeps because the cache lags. Only a pod
 // whose controller does not check out pays the live reads.
 func (r *Reconciler) ownerOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, error) {
-	owner, err := workload.Of(ctx, r.Client, pod)
+	owner, err := workload.Of(ctx, workload.LiveOptional(r.Client, r.APIReader), pod)
 	if err != nil || !unconfirmed(pod, owner) {
 		return owner, err
 	}
@@ -128,7 +132,7 @@ func unconfirmed(pod *corev1.Pod, owner workload.Ref) bool {
 // forged StatefulSet reference gives a pod nothing of the StatefulSet's.
 func verifiedSet(pod *corev1.Pod, owner workload.Ref) *setRef {
 	set := statefulOwner(pod)
-	if set == nil || owner.Kind != workload.KindStatefulSet || owner.Name != set.name || owner.UID != set.uid {
+	if set == nil || owner.Kind != set.kind || owner.Name != set.name || owner.UID != set.uid {
 		return nil
 	}
 	return set
@@ -154,6 +158,20 @@ func retentionOf(fx *netmodel.Fixed, stateful bool, maxTTL time.Duration) *reten
 	}
 	ttl := min(defaultRetainTTL, maxTTL)
 	return &retention{ttl: &ttl}
+}
+
+// machineRetention is a virtual machine pod's retention: kept for the
+// machine unless ip-retain is false (or unset while the cluster's default,
+// keepByDefault, is off), until the machine is gone or for ip-retain-ttl
+// when given.
+func machineRetention(fx *netmodel.Fixed, keepByDefault bool) *retention {
+	if fx.Retain != nil && !*fx.Retain || fx.Retain == nil && !keepByDefault {
+		return nil
+	}
+	if fx.TTLSet {
+		return &retention{ttl: fx.TTL}
+	}
+	return &retention{}
 }
 
 // entryState is what stands between a pod and one fixed address.

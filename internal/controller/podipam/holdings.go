@@ -58,9 +58,10 @@ func (rt *retention) until(now time.Time) time.Time {
 	return now.Add(*rt.ttl)
 }
 
-// setRef identifies the StatefulSet that owns a pod's addresses and the
-// pod's ordinal in it.
+// setRef identifies the StatefulSet (or Advanced StatefulSet) that owns a
+// pod's addresses and the pod's ordinal in it.
 type setRef struct {
+	kind    string // workload.KindStatefulSet or workload.KindKruiseStatefulSet
 	name    string
 	uid     string
 	ordinal int32
@@ -124,14 +125,14 @@ func (h *holdings) keys() []string {
 	return out
 }
 
-// ofSet lists the owner keys holding addresses for a StatefulSet.
-func (h *holdings) ofSet(namespace, name string) []string {
+// ofSet lists the owner keys holding addresses for a StatefulSet of kind.
+func (h *holdings) ofSet(kind, namespace, name string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var keys []string
 	for key, hs := range h.byKey {
 		for _, hd := range hs {
-			if hd.set != nil && hd.set.name == name && strings.HasPrefix(key, namespace+"/") {
+			if hd.set != nil && hd.set.kind == kind && hd.set.name == name && strings.HasPrefix(key, namespace+"/") {
 				keys = append(keys, key)
 				break
 			}
@@ -266,8 +267,8 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 		if ipi.Status.ExpiresAt != nil {
 			hd.expires = ipi.Status.ExpiresAt.Time
 		}
-		if o := ipi.Spec.Binding.Owner; o.Kind == "StatefulSet" && ipi.Spec.Binding.StatefulOrdinal != nil {
-			hd.set = &setRef{name: o.Name, uid: o.UID, ordinal: *ipi.Spec.Binding.StatefulOrdinal}
+		if o := ipi.Spec.Binding.Owner; workload.IsStateful(o.Kind) && ipi.Spec.Binding.StatefulOrdinal != nil {
+			hd.set = &setRef{kind: o.Kind, name: o.Name, uid: o.UID, ordinal: *ipi.Spec.Binding.StatefulOrdinal}
 		}
 		hd.count, _ = strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses])
 		key := rec.Owner
@@ -294,7 +295,7 @@ func (hd holding) recordKey(key string) string {
 	ns, pod := splitKey(key)
 	kind, name := hd.owner.Kind, hd.owner.Name
 	if hd.set != nil {
-		kind, name = workload.KindStatefulSet, hd.set.name
+		kind, name = hd.set.kind, hd.set.name
 	}
 	if kind != "" && name != "" && workload.Pooled(hd.phase, kind) {
 		return workload.Ref{Namespace: ns, Kind: kind, Name: name}.Key()

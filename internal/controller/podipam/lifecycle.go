@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,10 +73,11 @@ func (r *Reconciler) retain(ctx context.Context, key string, held []holding, unt
 // record first, then memory.
 func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, held []holding) error {
 	held = slices.Clone(held)
+	mac := podMAC("", held)
 	for i := range held {
 		hd := held[i]
 		hd.podUID, hd.node, hd.phase, hd.expires = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, time.Time{}
-		hd.set = statefulOwner(pod)
+		hd.set, hd.mac = statefulOwner(pod), mac
 		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceBound)); err != nil {
 			return r.afterFailedWrite(ctx, key, held[i], err)
 		}
@@ -127,7 +127,7 @@ func applyHolding(ipi *estuaryv1.IPInstance, hd holding) {
 	}
 	b.StatefulOrdinal = nil
 	if hd.set != nil {
-		b.Owner = estuaryv1.OwnerReference{Kind: workload.KindStatefulSet, Name: hd.set.name, UID: hd.set.uid}
+		b.Owner = estuaryv1.OwnerReference{Kind: hd.set.kind, Name: hd.set.name, UID: hd.set.uid}
 		b.StatefulOrdinal = ptr.To(hd.set.ordinal)
 	}
 	ipi.Spec.Retention = nil
@@ -200,26 +200,18 @@ func setLabel(ipi *estuaryv1.IPInstance, k, v string) {
 	ipi.Labels[k] = v
 }
 
-// statefulOwner returns the StatefulSet controlling pod and the pod's
-// ordinal, or nil.
+// statefulOwner returns the StatefulSet (or Advanced StatefulSet)
+// controlling pod and the pod's ordinal, or nil.
 func statefulOwner(pod *corev1.Pod) *setRef {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "StatefulSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
-		return nil
-	}
-	suffix, ok := strings.CutPrefix(pod.Name, ref.Name+"-")
+	kind, name, ordinal, ok := workload.StatefulController(pod)
 	if !ok {
 		return nil
 	}
-	n, err := strconv.ParseInt(suffix, 10, 32)
-	if err != nil || n < 0 {
-		return nil
-	}
-	return &setRef{name: ref.Name, uid: string(ref.UID), ordinal: int32(n)}
+	return &setRef{kind: kind, name: name, uid: string(metav1.GetControllerOf(pod).UID), ordinal: ordinal}
 }
 
-// sameSet: the held addresses belong to the StatefulSet (by name) that owns
-// the pod.
+// sameSet: the held addresses belong to the StatefulSet (by kind and name)
+// that owns the pod.
 func sameSet(held []holding, set *setRef) bool {
-	return held[0].set != nil && held[0].set.name == set.name
+	return held[0].set != nil && held[0].set.kind == set.kind && held[0].set.name == set.name
 }

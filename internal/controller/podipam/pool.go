@@ -108,6 +108,9 @@ func (r *Reconciler) reconcilePool(ctx context.Context, key string) (ctrl.Result
 			r.adoptPooled(ctx, key, hd)
 		}
 	}
+	if done, err := r.releaseIfMachineGone(ctx, key); err != nil || done {
+		return ctrl.Result{}, err
+	}
 	if gone, err := r.namespaceGone(ctx, key); err != nil || gone {
 		if err != nil {
 			return ctrl.Result{}, err
@@ -246,6 +249,7 @@ func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1
 		r.held.set(key, append(slices.Clone(had), got...))
 		return nil, err
 	}
+	mac := podMAC(f.mac, append(slices.Clone(had), taken...))
 	for i, kept := range taken {
 		if rec, err := r.Alloc.Lookup(kept.lease.Subnet, kept.lease.Addr); err != nil || rec.Owner != pool {
 			return giveBack(taken[i:], fmt.Errorf("pod %s, address %s of %s: %w", key, kept.lease.Addr, pool, errInFlux))
@@ -253,9 +257,7 @@ func (r *Reconciler) handOver(ctx context.Context, pool, key string, pod *corev1
 		hd := kept
 		hd.podUID, hd.node, hd.pod, hd.phase = string(pod.UID), pod.Spec.NodeName, pod.Name, estuaryv1.IPInstanceBound
 		hd.owner, hd.retain, hd.expires, hd.count = f.owner, f.retain, time.Time{}, count
-		if f.mac != "" {
-			hd.mac = f.mac
-		}
+		hd.mac = mac
 		err := r.writeBinding(ctx, key, hd, heldBy(pool, estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceReserved))
 		if he, ok := asHeldElsewhere(err); ok {
 			if gerr := r.giveTo(ctx, pool, kept, he.record); gerr != nil {

@@ -9,12 +9,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -66,6 +68,13 @@ type Reconciler struct {
 	// MaxRetainTTL is the longest ip-retain-ttl a pod may ask for (see
 	// netmodel.Bounds; 0: its default).
 	MaxRetainTTL time.Duration
+	// Defaults are the cluster's defaults for what a pod does not say
+	// (network type, IP family, StatefulSet retention), the same the
+	// webhook applies.
+	Defaults netmodel.Defaults
+	// PodSelector, when set, is the manager's --pod-label-selector: a pod
+	// it does not select is given nothing (see notServed).
+	PodSelector labels.Selector
 
 	held    *holdings
 	pending pendingAdoptions
@@ -93,7 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if pod == nil || podFinished(pod) {
 		return r.letGo(ctx, key, held)
 	}
-	if pod.Spec.NodeName == "" || pod.Spec.HostNetwork {
+	if pod.Spec.NodeName == "" || pod.Spec.HostNetwork || r.notServed(ctx, pod, held) {
 		return ctrl.Result{}, nil
 	}
 	if len(held) > 0 && held[0].podUID != string(pod.UID) {
@@ -188,6 +197,9 @@ func (r *Reconciler) allocateFor(ctx context.Context, key string, pod *corev1.Po
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if handled, res, err := r.takeFromPredecessor(ctx, key, pod, f); handled || err != nil {
+		return res, err
+	}
 	if f.fixed.Wants() {
 		return r.allocateFixed(ctx, key, pod, f, req)
 	}
@@ -222,6 +234,20 @@ func (r *Reconciler) recordLeases(ctx context.Context, key string, pod *corev1.P
 	for i, l := range leases {
 		hds[i] = holding{lease: l, name: estuaryv1.InstanceName(l.Addr), podUID: string(pod.UID), node: pod.Spec.NodeName,
 			phase: estuaryv1.IPInstanceBound, set: f.set, count: count, pod: pod.Name, owner: f.owner, retain: f.retain, mac: f.mac}
+	}
+	// Every address of a pod records the same MAC: the one its other
+	// addresses have (handed over already, or recorded by an earlier
+	// pass), else the stable MAC when its addresses may be kept (mac.go).
+	if f.mac == "" && len(hds) > 0 {
+		mac := ""
+		if len(prior) > 0 {
+			mac = prior[0].mac
+		} else if f.keepsMAC() {
+			mac = podMAC("", hds)
+		}
+		for i := range hds {
+			hds[i].mac = mac
+		}
 	}
 	for i, hd := range hds {
 		err := r.Client.Create(ctx, r.instance(pod, hd))

@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -61,6 +61,9 @@ type retentionPolicy interface {
 func (r *Reconciler) policyFor(held []holding) retentionPolicy {
 	if held[0].set != nil {
 		return statefulPolicy{r: r}
+	}
+	if workload.IsVM(held[0].owner.Kind) {
+		return vmPolicy{r: r}
 	}
 	return workloadPolicy{}
 }
@@ -184,12 +187,15 @@ func expiresIn(held []holding, now time.Time) time.Duration {
 
 // setWantsOrdinal: the StatefulSet that owns the addresses still exists, is
 // not being deleted (or is being deleted with its pods orphaned, to be
-// re-created), still has the ordinal, and keeps addresses. A StatefulSet is
-// known by its namespace and name, not its UID: one deleted with
+// re-created), still has the ordinal, and keeps addresses (templateKeeps).
+// A StatefulSet is known by its namespace and name, not its UID: one deleted with
 // --cascade=orphan and created again adopts the same pods, and they keep
 // their addresses.
 func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
 	ns := key[:strings.IndexByte(key, '/')]
+	if set.kind == workload.KindKruiseStatefulSet {
+		return r.kruiseWantsOrdinal(ctx, ns, set)
+	}
 	sts := &appsv1.StatefulSet{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
 	if apierrors.IsNotFound(err) {
@@ -201,7 +207,7 @@ func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRe
 	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
 		return false, nil
 	}
-	if retain := netmodel.TemplateRetain(sts.Spec.Template.ObjectMeta); retain != nil && !*retain {
+	if !r.templateKeeps(sts.Spec.Template.ObjectMeta) {
 		return false, nil
 	}
 	return set.ordinal < ptr.Deref(sts.Spec.Replicas, 1), nil

@@ -11,11 +11,12 @@ import (
 
 // request turns a selection into an allocator request, resolving defaults
 // against what the allocator knows: the overlay network when none is named,
-// and every family the network has public subnets for when none is asked.
+// and, when no family is asked, the cluster's default family
+// (netmodel.Defaults) or every family the network has public subnets for.
 // The named subnets become one list per family, in the order the selection
 // names them, which is the order the allocator tries them in.
 func request(sel *netmodel.Selection, owner, overlay string, view subnetView) (ipam.Request, error) {
-	req := ipam.Request{Owner: owner, Network: sel.Network, Families: sel.Families()}
+	req := ipam.Request{Owner: owner, Network: sel.Network, Families: sel.WantedFamilies()}
 	if len(sel.Subnets) > 0 {
 		req.Subnets = map[family.Family][]string{}
 		for _, name := range sel.Subnets {

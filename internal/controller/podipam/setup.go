@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -40,6 +42,11 @@ type Options struct {
 	// MaxRetainTTL is the longest ip-retain-ttl a pod may ask for
 	// (netmodel.Bounds; 0: netmodel.DefaultMaxRetainTTL).
 	MaxRetainTTL time.Duration
+	// Defaults are the cluster's defaults for what a pod does not say.
+	Defaults netmodel.Defaults
+	// PodSelector, when set, limits the pods given addresses to those it
+	// selects (the manager's --pod-label-selector).
+	PodSelector labels.Selector
 }
 
 // Setup wires the pod, network and subnet controllers, the rebuild and the
@@ -62,7 +69,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
 		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),
-		RetryExhausted: opts.RetryExhausted, MaxRetainTTL: opts.MaxRetainTTL, kicks: newKicks(),
+		RetryExhausted: opts.RetryExhausted, MaxRetainTTL: opts.MaxRetainTTL, Defaults: opts.Defaults, kicks: newKicks(), PodSelector: opts.PodSelector,
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &estuaryv1.IPInstance{}, indexRecordKey, func(o client.Object) []string {
 		return []string{recordKey(o.(*estuaryv1.IPInstance))}
@@ -74,6 +81,9 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 		return nil, err
 	}
 	if err := mgr.Add(&StatusWriter{Client: mgr.GetClient(), Alloc: alloc, Topology: topo, Metrics: opts.Metrics, Ready: &r.ready, Interval: opts.StatusInterval}); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&optionalWatches{r: r, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), poll: optionalPoll}); err != nil {
 		return nil, err
 	}
 	audit := &auditor{r: r, interval: opts.AuditInterval, pods: make(chan event.GenericEvent)}
@@ -125,7 +135,11 @@ func instanceToPod(_ context.Context, o client.Object) []reconcile.Request {
 // retained for its pods.
 func (r *Reconciler) setToPods(_ context.Context, o client.Object) []reconcile.Request {
 	var reqs []reconcile.Request
-	for _, key := range r.held.ofSet(o.GetNamespace(), o.GetName()) {
+	kind := workload.KindStatefulSet
+	if o.GetObjectKind().GroupVersionKind().Group == workload.GroupKruise {
+		kind = workload.KindKruiseStatefulSet
+	}
+	for _, key := range r.held.ofSet(kind, o.GetNamespace(), o.GetName()) {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: key[len(o.GetNamespace())+1:]}})
 	}
 	return reqs

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -25,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -36,7 +38,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{}, func(c *rest.Config, cl client.Client) (func(), error) {
+	// KubeVirt's and OpenKruise's CRDs (trimmed) for the kinds package
+	// workload follows (vm_test.go).
+	crds := []string{testenv.CRDDir, "internal/workload/testdata/crds"}
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: crds}, func(c *rest.Config, cl client.Client) (func(), error) {
 		cfg, k8s, scheme = c, cl, cl.Scheme()
 		return nil, nil
 	}))
@@ -58,6 +63,8 @@ type testManager struct {
 	namespaces []string                             // the pods it sees; empty: all
 	client     func(client.WithWatch) client.Client // wraps its API client
 	audit      time.Duration                        // its audit interval; 0: the default
+	pods       labels.Selector                      // its --pod-label-selector; nil: every pod
+	defaults   netmodel.Defaults                    // its cluster defaults
 }
 
 // startManagerWith starts the controllers as startManager does, as tm
@@ -92,7 +99,7 @@ func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 	r, err := Setup(mgr, ipam.New(), Options{
 		Workers: 4, Metrics: NewMetrics(prometheus.NewRegistry()),
 		RetryExhausted: 500 * time.Millisecond, StatusInterval: 200 * time.Millisecond,
-		AuditInterval: tm.audit,
+		AuditInterval: tm.audit, PodSelector: tm.pods, Defaults: tm.defaults,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 // Package bgp is the node's BGP speaker for BGP-mode underlay networks: an
 // embedded GoBGP v4 server that announces the node's pod addresses and subnet
-// prefixes to the routers named by a Network's spec.bgpPeers.
+// prefixes to the routers named by a Network's spec.bgpPeers. The speaker of
+// the BGP network whose domain holds the node also announces the host route
+// of each of the node's GlobalBGP pods (the caller lists them among the
+// prefixes; see translate.BuildBGPNetworks), never a GlobalBGP subnet.
 //
 // # Design
 //

@@ -3,11 +3,17 @@ package ipwait
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
 // BGPSessions is what the ADD gate needs of the node's BGP speakers;
@@ -21,57 +27,118 @@ type BGPSessions interface {
 
 // SetBGPSessions installs the gate: once a pod's addresses are known, Wait
 // also waits, for each of their networks in mode BGP whose
-// spec.bgpWaitForPeer is not false, until the node's speaker for it has an
-// Established session, so the pod's address can be announced before it
-// runs. Call it before the first Wait; without it Wait does not gate.
+// spec.bgpWaitForPeer is not false, until the node's speaker for it has
+// the sessions the network requires (Ready), so the pod's address can be
+// announced before it runs. An address of the GlobalBGP network is
+// announced by the speaker of the node's BGP network, so it waits as that
+// network says; on a node outside every BGP domain nothing can announce it
+// and the ADD fails at once. Call it before the first Wait; without it
+// Wait does not gate.
 func (w *Waiter) SetBGPSessions(s BGPSessions) { w.sessions = s }
 
 // waitPeers is the gate: it returns once every BGP network of networks that
-// waits for a peer has an Established session on this node, or fails when
-// ctx ends, naming the pod, the network and each peer with its state.
-// A network missing from the cache is not waited for: nothing says it wants
-// to wait.
+// waits for a peer is Ready on this node, or fails when ctx ends, naming
+// the pod, the network and each peer with its state. A network missing
+// from the cache is not waited for: nothing says it wants to wait.
 func (w *Waiter) waitPeers(ctx context.Context, key string, networks []estuaryv1.Network) error {
 	if w.sessions == nil {
 		return nil
 	}
 	for i := range networks {
-		if !networks[i].Spec.WaitsForBGPPeer() {
+		n := &networks[i]
+		if n.Spec.Type == estuaryv1.NetworkTypeGlobalBGP {
+			local, err := w.nodeBGPNetwork(ctx, key, n.Name)
+			if err != nil {
+				return err
+			}
+			n = &local
+		}
+		if n.Spec.Type != estuaryv1.NetworkTypeUnderlay || !n.Spec.WaitsForBGPPeer() {
 			continue
 		}
-		if err := w.waitEstablished(ctx, key, networks[i].Name); err != nil {
+		if err := w.waitEstablished(ctx, key, n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// waitEstablished waits until the node's speaker for network has an
-// Established session.
-func (w *Waiter) waitEstablished(ctx context.Context, key, network string) error {
+// nodeBGPNetwork is the BGP network whose domain holds this node (the first
+// by name, should the admission rules have been bypassed), whose speaker
+// announces the node's GlobalBGP pods.
+func (w *Waiter) nodeBGPNetwork(ctx context.Context, key, global string) (estuaryv1.Network, error) {
+	var node corev1.Node
+	if err := w.reader.Get(ctx, client.ObjectKey{Name: w.node}, &node); err != nil {
+		return estuaryv1.Network{}, fmt.Errorf("pod %s: GlobalBGP network %s: node %s: %w", key, global, w.node, err)
+	}
+	var list estuaryv1.NetworkList
+	if err := w.reader.List(ctx, &list); err != nil {
+		return estuaryv1.Network{}, fmt.Errorf("pod %s: GlobalBGP network %s: list networks: %w", key, global, err)
+	}
+	slices.SortFunc(list.Items, func(a, b estuaryv1.Network) int { return strings.Compare(a.Name, b.Name) })
+	for _, n := range list.Items {
+		if n.Spec.Type == estuaryv1.NetworkTypeUnderlay && n.DeletionTimestamp == nil &&
+			netmodel.Mode(&n.Spec) == estuaryv1.NetworkModeBGP && netmodel.Attached(&n, node.Labels) {
+			return n, nil
+		}
+	}
+	return estuaryv1.Network{}, cniserver.WithReason(cniserver.ReasonBGPSession,
+		fmt.Errorf("pod %s: GlobalBGP network %s: node %s is in the domain of no BGP-mode Underlay network, "+
+			"whose speaker would announce the pod's address; run GlobalBGP pods on the nodes of a BGP network", key, global, w.node))
+}
+
+// waitEstablished waits until the node's speaker for network n is Ready.
+func (w *Waiter) waitEstablished(ctx context.Context, key string, n *estuaryv1.Network) error {
 	for {
-		peers, running, changed, err := w.sessions.BGPSessions(ctx, network)
-		if err == nil && running && anyEstablished(peers) {
+		peers, running, changed, err := w.sessions.BGPSessions(ctx, n.Name)
+		if err == nil && running && Ready(n.Spec.BGPPeers, peers) {
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return cniserver.WithReason(cniserver.ReasonBGPSession,
-				fmt.Errorf("pod %s: network %s: no Established BGP session on node %s (%s); "+
+				fmt.Errorf("pod %s: network %s: %s on node %s (%s); "+
 					"set spec.bgpWaitForPeer to false on the network to let pods start without one: %w",
-					key, network, w.node, describeSessions(peers, running, err), ctx.Err()))
+					key, n.Name, missing(n.Spec.BGPPeers), w.node, describeSessions(peers, running, err), ctx.Err()))
 		}
 	}
 }
 
-func anyEstablished(peers []bgp.PeerStatus) bool {
+// Ready is the wait rule: the node's speaker has an Established session
+// with at least one peer, and with every peer of spec marked
+// requireEstablished.
+func Ready(spec []estuaryv1.BGPPeer, peers []bgp.PeerStatus) bool {
+	up := map[netip.Addr]bool{}
 	for _, p := range peers {
 		if p.Established() {
-			return true
+			up[p.Address.Unmap()] = true
 		}
 	}
-	return false
+	if len(up) == 0 {
+		return false
+	}
+	for _, p := range spec {
+		a, err := netip.ParseAddr(p.Address)
+		if p.RequireEstablished && (err != nil || !up[a.Unmap()]) {
+			return false
+		}
+	}
+	return true
+}
+
+// missing says what the wait rule still lacks, in its words.
+func missing(spec []estuaryv1.BGPPeer) string {
+	var req []string
+	for _, p := range spec {
+		if p.RequireEstablished {
+			req = append(req, p.Address)
+		}
+	}
+	if len(req) == 0 {
+		return "no Established BGP session"
+	}
+	return "no Established BGP session with each of the peers marked requireEstablished (" + strings.Join(req, ", ") + ")"
 }
 
 // describeSessions says what the node's speaker last reported.

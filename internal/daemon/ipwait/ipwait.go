@@ -6,7 +6,9 @@
 // With SetBGPSessions, the wait also covers the node's BGP sessions: a pod
 // of a BGP network that waits for a peer (spec.bgpWaitForPeer, true unless
 // set false) gets its addresses only once the node's speaker for that
-// network has an Established session, within the same deadline.
+// network has an Established session, and one with each peer marked
+// requireEstablished (Ready), within the same deadline; a GlobalBGP pod
+// waits so for its node's BGP network.
 package ipwait
 
 import (
@@ -247,7 +249,7 @@ func (w *Waiter) resolve(ctx context.Context, key string, records []estuaryv1.IP
 		spec := &records[i].Spec
 		out[i].Network, out[i].Subnet = spec.Network, spec.Subnet
 		n := byName[spec.Network]
-		if n == nil || n.Spec.Type != estuaryv1.NetworkTypeUnderlay {
+		if n == nil || n.Spec.Type != estuaryv1.NetworkTypeUnderlay && n.Spec.Type != estuaryv1.NetworkTypeGlobalBGP {
 			continue
 		}
 		out[i].Underlay = true

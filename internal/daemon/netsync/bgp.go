@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +112,7 @@ func (s *Syncer) syncSpeaker(ctx context.Context, node *corev1.Node, n translate
 		}
 		cfg.Restarting = true
 	} else {
-		cfg.Restarting = !s.bgpStarted[n.Name] && s.hadPodsAtStart(n.Subnets)
+		cfg.Restarting = !s.bgpStarted[n.Name] && s.hadPodsAtStart(slices.Concat(n.Subnets, n.Global))
 	}
 	cfg.Logger = s.opts.Log.WithName("bgp").WithValues("network", n.Name)
 	// A session state change is published on the Node by the next pass.

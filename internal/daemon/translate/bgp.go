@@ -17,29 +17,43 @@ import (
 // BGPNetwork is what this node announces for one BGP-mode Underlay network
 // whose domain holds it.
 type BGPNetwork struct {
-	Name     string
-	ASN      uint32
-	Peers    []estuaryv1.BGPPeer
-	Subnets  []netip.Prefix
-	Prefixes []netip.Prefix // bgp.DesiredPrefixes of the local pods in Subnets and Subnets
+	Name    string
+	ASN     uint32
+	Peers   []estuaryv1.BGPPeer
+	Subnets []netip.Prefix
+	// Global are the subnets of the GlobalBGP network: their local pods'
+	// host routes are announced too, never their prefixes (their addresses
+	// live on every node).
+	Global []netip.Prefix
+	// Prefixes is bgp.DesiredPrefixes of the local pods in Subnets and
+	// Global, and Subnets.
+	Prefixes []netip.Prefix
 }
 
 // BuildBGPNetworks computes the BGP networks of node: for each BGP-mode
 // Underlay network whose domain holds it, its AS number (netID), its peers
-// as the API lists them, and the prefixes to announce. A network without
-// a valid AS number, or a subnet without a valid CIDR, is skipped and
-// reported.
+// as the API lists them, and the prefixes to announce: its subnets, and the
+// host routes of the local pods of its subnets and of the GlobalBGP
+// network's. The GlobalBGP pods of a node are so announced by the speaker of
+// the node's BGP network (the admission rules give a node at most one), to
+// that network's peers, as hybridnet does; a node outside every BGP domain
+// announces none. A network without a valid AS number, or a subnet without
+// a valid CIDR, is skipped and reported.
 func BuildBGPNetworks(node *corev1.Node, objs Objects, pods []netip.Addr) ([]BGPNetwork, error) {
 	var out []BGPNetwork
-	var errs []error
+	global, errs := globalSubnets(objs)
+	var globalPods []netip.Addr
+	for _, p := range global {
+		globalPods = append(globalPods, PodsIn(pods, p)...)
+	}
 	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeBGP) {
 		asn, ok := netmodel.ASN(&n.Spec)
 		if !ok {
 			errs = append(errs, fmt.Errorf("network %s: spec.netID is not an AS number (1-%d)", n.Name, uint32(math.MaxUint32)))
 			continue
 		}
-		b := BGPNetwork{Name: n.Name, ASN: asn, Peers: n.Spec.BGPPeers}
-		var local []netip.Addr
+		b := BGPNetwork{Name: n.Name, ASN: asn, Peers: n.Spec.BGPPeers, Global: global}
+		local := slices.Clone(globalPods)
 		for _, sn := range objs.Subnets {
 			if sn.Spec.Network != n.Name {
 				continue
@@ -57,6 +71,30 @@ func BuildBGPNetworks(node *corev1.Node, objs Objects, pods []netip.Addr) ([]BGP
 		out = append(out, b)
 	}
 	return out, errors.Join(errs...)
+}
+
+// globalSubnets returns the CIDRs of the subnets of the GlobalBGP network,
+// sorted; a subnet without a valid CIDR is skipped and reported.
+func globalSubnets(objs Objects) ([]netip.Prefix, []error) {
+	g, ok := netmodel.GlobalBGPNetwork(objs.Networks)
+	if !ok {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	var errs []error
+	for _, sn := range objs.Subnets {
+		if sn.Spec.Network != g.Name {
+			continue
+		}
+		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("subnet %s: spec.range.cidr: %w", sn.Name, err))
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	slices.SortFunc(out, comparePrefixes)
+	return out, errs
 }
 
 // SpeakerConfig is a network's speaker configuration on node: its AS, the

@@ -35,7 +35,8 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 	var errs []error
 	underlays := map[string]bool{}
 	for _, n := range objs.Networks {
-		underlays[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay
+		// GlobalBGP pods are routed by the fabric, like Underlay ones.
+		underlays[n.Name] = n.Spec.Type == estuaryv1.NetworkTypeUnderlay || n.Spec.Type == estuaryv1.NetworkTypeGlobalBGP
 	}
 	for _, sn := range objs.Subnets {
 		p, err := netip.ParsePrefix(sn.Spec.Range.CIDR)

@@ -37,10 +37,13 @@ func LocalUnderlays(node *corev1.Node, nets []estuaryv1.Network, mode estuaryv1.
 // Underlay networks (VLAN and BGP mode) whose domain holds it, each with its
 // mode, a BGP network's peer addresses, its subnets
 // and the local pods (pods, the addresses plumbed on this node) inside each
-// subnet's CIDR, and every Underlay subnet of the cluster for table
-// numbering. A node outside every domain gets an input without networks,
-// which removes the underlay from it. Subnets it cannot read are skipped
-// and reported; the rest of the input stays valid.
+// subnet's CIDR, and every Underlay and GlobalBGP subnet of the cluster for
+// table numbering. The GlobalBGP network's subnets count as subnets of the
+// node's BGP network: its pods leave through the same peer. A peer marked
+// doesNotRouteTraffic is left out of a BGP network's peers here, so it is
+// never a default gateway. A node outside every domain gets an input without
+// networks, which removes the underlay from it. Subnets it cannot read are
+// skipped and reported; the rest of the input stays valid.
 func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []netip.Addr) (underlay.Input, error) {
 	in := underlay.Input{Uplink: uplink}
 	var errs []error
@@ -48,9 +51,10 @@ func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []n
 	for _, n := range objs.Networks {
 		kinds[n.Name] = n.Spec.Type
 	}
+	global, _ := netmodel.GlobalBGPNetwork(objs.Networks)
 	bySubnet := map[string][]underlay.Subnet{}
 	for _, sn := range objs.Subnets {
-		if kinds[sn.Spec.Network] != estuaryv1.NetworkTypeUnderlay {
+		if k := kinds[sn.Spec.Network]; k != estuaryv1.NetworkTypeUnderlay && k != estuaryv1.NetworkTypeGlobalBGP {
 			continue
 		}
 		s, err := underlaySubnet(sn, pods)
@@ -68,10 +72,13 @@ func BuildUnderlayInput(node *corev1.Node, uplink string, objs Objects, pods []n
 		in.Networks = append(in.Networks, underlay.Network{Name: n.Name, Mode: underlay.ModeVLAN, VLAN: vlan, Subnets: subs})
 	}
 	for _, n := range LocalUnderlays(node, objs.Networks, estuaryv1.NetworkModeBGP) {
-		subs := bySubnet[n.Name]
+		subs := slices.Concat(bySubnet[n.Name], bySubnet[global.Name])
 		slices.SortFunc(subs, func(a, b underlay.Subnet) int { return strings.Compare(a.Name, b.Name) })
 		u := underlay.Network{Name: n.Name, Mode: underlay.ModeBGP, Subnets: subs}
 		for _, p := range n.Spec.BGPPeers {
+			if p.DoesNotRouteTraffic {
+				continue
+			}
 			a, err := netip.ParseAddr(p.Address)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("network %s: bgpPeers address %q: %w", n.Name, p.Address, err))
