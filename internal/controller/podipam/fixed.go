@@ -115,10 +115,23 @@ func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipa
 // whose controller does not check out pays the live reads.
 func (r *Reconciler) ownerOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, error) {
 	owner, err := workload.Of(ctx, workload.LiveOptional(r.Client, r.APIReader), pod)
-	if err != nil || !unconfirmed(pod, owner) {
-		return owner, err
+	if err == nil && unconfirmed(pod, owner) {
+		owner, err = workload.Of(ctx, r.APIReader, pod)
 	}
-	return workload.Of(ctx, r.APIReader, pod)
+	if err == nil && (workload.IsVM(owner.Kind) || owner.Kind == workload.KindKruiseStatefulSet) {
+		r.sawOptionalKind()
+	}
+	return owner, err
+}
+
+// sawOptionalKind tells optionalWatches, without waiting, that a pod of an
+// optional kind exists: the kind is served, so its watch should start now,
+// before the machine or set can be deleted.
+func (r *Reconciler) sawOptionalKind() {
+	select {
+	case r.optional <- struct{}{}:
+	default:
+	}
 }
 
 // unconfirmed: pod names a controller, and the cache confirmed none of it

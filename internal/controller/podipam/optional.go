@@ -4,7 +4,9 @@ package podipam
 // controller watch of a kind the API server does not serve would stop the
 // manager, so these are started by a runnable that looks for each kind
 // every optionalPoll and starts its metadata informer once the kind is
-// served (KubeVirt or OpenKruise installed after estuary included). Their
+// served (KubeVirt or OpenKruise installed after estuary included), or at
+// once when the pod controller meets a pod of such a kind (the kind is then
+// served, and its owner may be deleted in the next second). Their
 // events only queue work: a virtual machine being deleted queues its pool,
 // whose reconcile releases what it keeps; an Advanced StatefulSet that
 // changes queues its pods' names, as a StatefulSet does. The audit queues
@@ -19,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	kcache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +38,8 @@ type optionalWatches struct {
 	cache  cache.Informers
 	mapper meta.RESTMapper
 	poll   time.Duration
+	// seen: a pod of an optional kind was met; look now.
+	seen <-chan struct{}
 }
 
 // NeedLeaderElection returns true: only the leader's pod controller acts.
@@ -49,15 +52,20 @@ func (o *optionalWatches) Start(ctx context.Context) error {
 		{Group: workload.GroupKubeVirt, Version: "v1", Kind: workload.KindVirtualMachineInstance},
 		{Group: workload.GroupKruise, Version: "v1beta1", Kind: workload.KindStatefulSet},
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
+	tick := time.NewTicker(o.poll)
+	defer tick.Stop()
+	for {
 		pending = slices.DeleteFunc(pending, func(gvk schema.GroupVersionKind) bool { return o.watch(ctx, gvk) })
 		if len(pending) == 0 {
-			cancel()
+			return nil
 		}
-	}, o.poll)
-	return nil
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-o.seen:
+		}
+	}
 }
 
 // watch starts the informer of gvk if it is served and this manager may

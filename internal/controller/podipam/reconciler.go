@@ -80,6 +80,9 @@ type Reconciler struct {
 	pending pendingAdoptions
 	ready   readiness
 	kicks   *kicks
+	// optional tells optionalWatches that a pod of an optional kind was
+	// seen, so it looks for the kind now rather than at its next poll.
+	optional chan struct{}
 }
 
 // Reconcile serves one pod name: it allocates, rebinds, retains or releases

@@ -69,7 +69,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Alloc: alloc, Topology: topo,
 		Events: mgr.GetEventRecorder("estuary-manager"), Metrics: opts.Metrics, held: newHoldings(),
-		RetryExhausted: opts.RetryExhausted, MaxRetainTTL: opts.MaxRetainTTL, Defaults: opts.Defaults, kicks: newKicks(), PodSelector: opts.PodSelector,
+		RetryExhausted: opts.RetryExhausted, MaxRetainTTL: opts.MaxRetainTTL, Defaults: opts.Defaults, kicks: newKicks(), optional: make(chan struct{}, 1), PodSelector: opts.PodSelector,
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &estuaryv1.IPInstance{}, indexRecordKey, func(o client.Object) []string {
 		return []string{recordKey(o.(*estuaryv1.IPInstance))}
@@ -83,7 +83,7 @@ func Setup(mgr ctrl.Manager, alloc *ipam.Allocator, opts Options) (*Reconciler, 
 	if err := mgr.Add(&StatusWriter{Client: mgr.GetClient(), Alloc: alloc, Topology: topo, Metrics: opts.Metrics, Ready: &r.ready, Interval: opts.StatusInterval}); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(&optionalWatches{r: r, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), poll: optionalPoll}); err != nil {
+	if err := mgr.Add(&optionalWatches{r: r, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), poll: optionalPoll, seen: r.optional}); err != nil {
 		return nil, err
 	}
 	audit := &auditor{r: r, interval: opts.AuditInterval, pods: make(chan event.GenericEvent)}
