@@ -107,11 +107,21 @@ test-integration: ## The node path (manager, daemon, real CNI binary) on a real 
 CHAOS_SUBSET_WAVES ?= 5
 CHAOS_WAVES ?= 20
 
+# The dual-stack phase of test-lab: the tests that need a dual-stack lab
+# (TestDualStack..., which skip on the IPv4 lab), on a fresh one.
+DUALSTACK_TESTS ?= ^TestDualStack
+
 .PHONY: test-lab
-test-lab: ## End-to-end tests on the lab cluster, the chaos suite at CHAOS_SUBSET_WAVES waves, with a subset of the upstream conformance tests (root).
+test-lab: ## End-to-end tests on the lab cluster (IPv4, then a dual-stack lab), the chaos suite at CHAOS_SUBSET_WAVES waves, with a subset of the upstream conformance tests (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
 	@if [ -d test/lab ]; then ESTUARY_CHAOS_WAVES=$(CHAOS_SUBSET_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
+	$(MAKE) test-dualstack
+
+.PHONY: test-dualstack
+test-dualstack: lab-deps ## The dual-stack e2e tests (DUALSTACK_TESTS) on a fresh dual-stack lab (estuary-lab up --ip-family dual) (root).
+	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
+	ESTUARY_E2E_IP_FAMILY=dual go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 30m -v -run '$(DUALSTACK_TESTS)' ./test/e2e/
 
 .PHONY: chaos
 chaos: lab-deps ## The chaos suite alone at full size (CHAOS_WAVES waves of 50 pods, default 20) on a fresh lab of its own (root).

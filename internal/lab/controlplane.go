@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,7 +91,7 @@ func (l *Lab) apiserverArgs(bin string) []string {
 	k := func(f string) string { return filepath.Join(l.paths.PKI(), f) }
 	return []string{filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=0.0.0.0", "--secure-port=" + strconv.Itoa(APIServerPort),
+		"--bind-address=" + l.plan.anyAddr(), "--secure-port=" + strconv.Itoa(APIServerPort),
 		"--advertise-address=" + l.plan.ControlPlane.Addr.String(),
 		"--tls-cert-file=" + k("apiserver.crt"), "--tls-private-key-file=" + k("apiserver.key"),
 		"--client-ca-file=" + k("ca.crt"),
@@ -101,7 +102,7 @@ func (l *Lab) apiserverArgs(bin string) []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + k("sa.pub"),
 		"--service-account-signing-key-file=" + k("sa.key"),
-		"--service-cluster-ip-range=" + l.plan.Services.String(),
+		"--service-cluster-ip-range=" + l.plan.joined(func(p *Plan) string { return p.Services.String() }),
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		// Webhooks and aggregated APIs are dialled at their Service's endpoints:
@@ -126,7 +127,8 @@ func (l *Lab) startControllers(bin string) error {
 		"--service-account-private-key-file="+k("sa.key"), "--root-ca-file="+k("ca.crt"),
 		"--use-service-account-credentials=true",
 		"--cluster-signing-cert-file="+k("ca.crt"), "--cluster-signing-key-file="+k("ca.key"),
-		"--cluster-cidr="+l.plan.Pods.String(), "--service-cluster-ip-range="+l.plan.Services.String(),
+		"--cluster-cidr="+l.plan.joined(func(p *Plan) string { return p.Pods.String() }),
+		"--service-cluster-ip-range="+l.plan.joined(func(p *Plan) string { return p.Services.String() }),
 		"--allocate-node-cidrs=false", "--profiling=false", "--v=1",
 		"--flex-volume-plugin-dir="+filepath.Join(cp, "volume-plugins"))); err != nil {
 		return err
@@ -148,7 +150,7 @@ func (l *Lab) startForwarder() (*proc.Proc, error) {
 	}
 	return l.start(l.spec("api-forwarder", cgroupOf("forwarder"), "", self, netlab.ForwardCommand,
 		fmt.Sprintf("127.0.0.1:%d", l.opts.HostAPIPort), netlab.Path(l.plan.ControlPlane.NetNS),
-		fmt.Sprintf("%s:%d", l.plan.ControlPlane.Addr, APIServerPort)))
+		netip.AddrPortFrom(l.plan.ControlPlane.Addr, APIServerPort).String()))
 }
 
 // adminClient is an HTTPS client with the lab admin's certificate.

@@ -3,11 +3,30 @@ package lab
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 
 	"github.com/estuary-cni/estuary/internal/lab/pki"
 )
+
+// serverIPs are the API server certificate's addresses: the control plane's
+// and the first Service address of every family, and loopback.
+func (p *Plan) serverIPs() []net.IP {
+	var out []netip.Addr
+	for _, s := range p.Stacks() {
+		out = append(out, s.ControlPlane.Addr, s.APIService)
+	}
+	return append(netIPs(out), net.IPv4(127, 0, 0, 1), net.IPv6loopback)
+}
+
+func netIPs(as []netip.Addr) []net.IP {
+	out := make([]net.IP, 0, len(as))
+	for _, a := range as {
+		out = append(out, net.IP(a.AsSlice()))
+	}
+	return out
+}
 
 type kubeconfigSpec struct {
 	name, path, server, cn string
@@ -29,10 +48,9 @@ func (l *Lab) credentials() error {
 		return err
 	}
 	pl := l.plan
-	ip := func(s string) net.IP { return net.ParseIP(s) }
 	if _, _, err := ca.Issue(dir, pki.Request{
 		Name: "apiserver", CN: "kube-apiserver", Server: true,
-		IPs: []net.IP{ip(pl.ControlPlane.Addr.String()), ip(pl.APIService.String()), ip("127.0.0.1")},
+		IPs: pl.serverIPs(),
 		DNS: []string{"localhost", "control-plane", "kubernetes", "kubernetes.default",
 			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}); err != nil {
@@ -56,7 +74,7 @@ func (l *Lab) credentials() error {
 			kubeconfigSpec{"kubelet-" + n.Name, filepath.Join(nd, "kubelet.kubeconfig"), inLab, "system:node:" + n.Name, []string{"system:nodes"}},
 			kubeconfigSpec{"kube-proxy-" + n.Name, filepath.Join(nd, "kube-proxy.kubeconfig"), inLab, "system:kube-proxy", nil})
 		if _, _, err := ca.Issue(dir, pki.Request{Name: "serving-kubelet-" + n.Name, CN: n.Name, Server: true,
-			IPs: []net.IP{ip(n.Addr.String())}, DNS: []string{n.Name}}); err != nil {
+			IPs: netIPs(pl.NodeIPs(n.Name)), DNS: []string{n.Name}}); err != nil {
 			return err
 		}
 	}

@@ -47,8 +47,12 @@ func (p Paths) dnsManifest() string { return filepath.Join(p.Root, "coredns.json
 // kubectl and waits until the CoreDNS Deployment is Available.
 func (l *Lab) installDNS(ctx context.Context, bin string) error {
 	l.step("cluster DNS: CoreDNS as Service %s/%s at %s", DNSNamespace, render.CoreDNSService, l.plan.DNSService)
-	manifest, err := render.CoreDNS(render.CoreDNSOptions{Namespace: DNSNamespace, Image: CoreDNSImage,
-		ClusterIP: l.plan.DNSService.String(), Domain: ClusterDomain})
+	o := render.CoreDNSOptions{Namespace: DNSNamespace, Image: CoreDNSImage,
+		ClusterIP: l.plan.DNSService.String(), Domain: ClusterDomain}
+	if s := l.plan.Secondary; s != nil {
+		o.SecondIP = s.DNSService.String()
+	}
+	manifest, err := render.CoreDNS(o)
 	if err != nil {
 		return err
 	}

@@ -60,15 +60,26 @@ func (p Paths) estuaryDir() string { return filepath.Join(p.Root, "estuary") }
 // dials the webhook Service's endpoints (the manager's node address, on the
 // switch) rather than its ClusterIP, which the control plane, running no
 // kube-proxy, cannot reach.
+//
+// A dual-stack or IPv6-only lab's default network has a subnet per family
+// (overlay-v4, overlay-v6), and its pods take every family of it
+// (manager.defaultIPFamily: Network), as pods of a dual-stack cluster do.
 func EstuaryValues(plan *Plan) ([]byte, error) {
+	var subnets []map[string]any
+	for _, s := range plan.Stacks() {
+		subnets = append(subnets, map[string]any{"name": s.overlaySubnetName(), "cidr": s.OverlaySubnet().String(), "natOutgoing": true})
+	}
 	v := map[string]any{
 		// Debian's containerd 1.6 vendors a CNI library that parses results up
 		// to 1.0.0 only.
 		"daemon": map[string]any{"cniVersion": "1.0.0"},
 		"defaultNetwork": map[string]any{
 			"enabled": true,
-			"subnets": []map[string]any{{"name": "overlay-v4", "cidr": plan.Pods.String(), "natOutgoing": true}},
+			"subnets": subnets,
 		},
+	}
+	if plan.Family != FamilyIPv4 {
+		v["manager"] = map[string]any{"defaultIPFamily": "Network"}
 	}
 	b, err := yaml.Marshal(v)
 	if err != nil {
@@ -77,9 +88,22 @@ func EstuaryValues(plan *Plan) ([]byte, error) {
 	return b, nil
 }
 
-// defaultNetworkObjects are the Network and Subnet of EstuaryValues' default
-// network (the chart's default network name and the subnet named there).
-var defaultNetworkObjects = []string{"networks.networking.estuary.io/overlay", "subnets.networking.estuary.io/overlay-v4"}
+// defaultNetworkObjects are the Network and Subnets of EstuaryValues' default
+// network (the chart's default network name and the subnets named there).
+func (p *Plan) defaultNetworkObjects() []string {
+	out := []string{"networks.networking.estuary.io/overlay"}
+	for _, s := range p.Stacks() {
+		out = append(out, "subnets.networking.estuary.io/"+s.overlaySubnetName())
+	}
+	return out
+}
+
+func (p *Plan) overlaySubnetName() string {
+	if p.IPv6() {
+		return "overlay-v6"
+	}
+	return "overlay-v4"
+}
 
 // prepareEstuary installs helm and the registry into the checkout's bin
 // directory, reads the checkout's version and returns what the install will
@@ -164,8 +188,8 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	}
 	// The manager's leader creates the default network from the chart's
 	// bootstrap ConfigMap once it runs; pods started before would wait.
-	l.step("waiting for the default network %s", strings.Join(defaultNetworkObjects, ", "))
-	for _, o := range defaultNetworkObjects {
+	l.step("waiting for the default network %s", strings.Join(l.plan.defaultNetworkObjects(), ", "))
+	for _, o := range l.plan.defaultNetworkObjects() {
 		if _, err := l.kubectl(ctx, st.BinDir, "wait", "--for=create", o, "--timeout=2m"); err != nil {
 			return fmt.Errorf("the manager did not create the default network: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,12 @@ func (l *Lab) nodeStatuses(ctx context.Context, bin string) ([]NodeStatus, error
 	return res, nil
 }
 
+// podCIDRPatch sets a Node's podCIDR (the first family's) and podCIDRs (every family's).
+func podCIDRPatch(first netip.Prefix, all []netip.Prefix) string {
+	b, _ := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": first.String(), "podCIDRs": all}})
+	return string(b)
+}
+
 // waitNodes waits until every planned node is registered (and Ready, with
 // wantReady), recording each node's pod CIDR on its Node object the first time it
 // is seen.
@@ -78,7 +85,7 @@ func (l *Lab) waitNodes(ctx context.Context, bin string, wantReady bool) ([]Node
 			ready := 0
 			for _, n := range st {
 				if m, ok := l.plan.Node(n.Name); ok && !patched[n.Name] && n.PodCIDR == "" {
-					patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, m.PodCIDR, m.PodCIDR)
+					patch := podCIDRPatch(m.PodCIDR, l.plan.NodePodCIDRs(n.Name))
 					if _, err := l.kubectl(ctx, bin, "patch", "node", n.Name, "-p", patch); err == nil {
 						patched[n.Name] = true
 					}

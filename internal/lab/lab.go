@@ -25,6 +25,7 @@ type Options struct {
 	CNI               string // bridge or estuary
 	KubernetesVersion string
 	ProxyMode         string // iptables or nftables
+	IPFamily          string // ipv4 (default), dual or ipv6
 	HostAPIPort       int
 	Timeout           time.Duration // for the bring-up, after binaries are built
 	Out               io.Writer
@@ -106,11 +107,17 @@ func New(opts Options) (*Lab, error) {
 		opts.Timeout = 10 * time.Minute
 	}
 	l := &Lab{opts: opts, paths: Paths{Root: opts.StateDir}, p: newProgress(opts.Out)}
+	if err := ValidFamily(opts.IPFamily); err != nil {
+		return nil, err
+	}
+	if opts.IPFamily == "" {
+		opts.IPFamily = FamilyIPv4
+	}
 	if st, err := loadState(l.paths.StateFile()); err == nil && st.Nodes > 0 {
-		l.plan, _ = NewPlan(st.Nodes)
+		l.plan, _ = NewFamilyPlan(st.Nodes, st.family())
 	}
 	if l.plan == nil {
-		if l.plan, err = NewPlan(opts.Nodes); err != nil {
+		if l.plan, err = NewFamilyPlan(opts.Nodes, opts.IPFamily); err != nil {
 			return nil, err
 		}
 	}

@@ -3,11 +3,20 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/estuary-cni/estuary/internal/lab/netlab"
 )
 
 const switchBridge = "br0"
+
+func (p *Plan) nodeNamespaces() []string {
+	var out []string
+	for _, n := range p.Nodes {
+		out = append(out, n.NetNS)
+	}
+	return out
+}
 
 // namespaces lists every network namespace of the plan.
 func (p *Plan) namespaces() []string {
@@ -20,7 +29,8 @@ func (p *Plan) namespaces() []string {
 
 // buildNetwork creates the switch, plugs every member into it, gives the router the
 // gateway address of the underlay pod subnet on its switch port, links the external
-// host behind the router and installs addresses, routes and sysctls.
+// host behind the router and installs addresses, routes and sysctls, for every IP
+// family of the lab.
 func (l *Lab) buildNetwork() error {
 	pl := l.plan
 	for _, ns := range pl.namespaces() {
@@ -35,6 +45,30 @@ func (l *Lab) buildNetwork() error {
 		if err := netlab.Veth(pl.SwitchNS, m.Port, switchBridge, m.NetNS, "eth0"); err != nil {
 			return err
 		}
+	}
+	if err := netlab.Veth(pl.Router.NetNS, "ext0", "", pl.External.NetNS, "eth0"); err != nil {
+		return err
+	}
+	if err := l.sysctls(); err != nil {
+		return err
+	}
+	for _, st := range pl.Stacks() {
+		if err := st.addresses(); err != nil {
+			return err
+		}
+	}
+	if l.opts.CNI == "bridge" {
+		return l.podRoutes()
+	}
+	return l.controlPlaneToOverlay()
+}
+
+// addresses gives every member its address of this plan's family on the
+// switch, the router its underlay gateway and external link address, and the
+// control plane, the nodes and the external host their default route.
+func (p *Plan) addresses() error {
+	pl := p
+	for _, m := range pl.Members() {
 		if err := netlab.AddAddr(m.NetNS, "eth0", netip.PrefixFrom(m.Addr, pl.Switch.Bits())); err != nil {
 			return err
 		}
@@ -42,7 +76,14 @@ func (l *Lab) buildNetwork() error {
 	if err := netlab.AddAddr(pl.Router.NetNS, "eth0", netip.PrefixFrom(pl.RouterUnder, pl.Underlay.Bits())); err != nil {
 		return err
 	}
-	if err := l.linkExternal(); err != nil {
+	bits := pl.ExternalNet.Bits()
+	if err := netlab.AddAddr(pl.Router.NetNS, "ext0", netip.PrefixFrom(pl.RouterExt, bits)); err != nil {
+		return err
+	}
+	if err := netlab.AddAddr(pl.External.NetNS, "eth0", netip.PrefixFrom(pl.External.Addr, bits)); err != nil {
+		return err
+	}
+	if err := netlab.Route(pl.External.NetNS, netip.Prefix{}, pl.RouterExt); err != nil {
 		return err
 	}
 	for _, m := range append([]Member{pl.ControlPlane}, pl.Nodes...) {
@@ -50,13 +91,7 @@ func (l *Lab) buildNetwork() error {
 			return err
 		}
 	}
-	if err := l.sysctls(); err != nil {
-		return err
-	}
-	if l.opts.CNI == "bridge" {
-		return l.podRoutes()
-	}
-	return l.controlPlaneToOverlay()
+	return nil
 }
 
 // controlPlaneToOverlay lets the API server reach overlay pod addresses (the
@@ -70,34 +105,27 @@ func (l *Lab) buildNetwork() error {
 // reply comes back through the tunnel (estuary's table 1002 routes node
 // addresses there) and the gateway node un-NATs it. The lab's table is its own
 // ("estlab"); estuary's rules are untouched. Underlay pod subnets need
-// nothing: the control plane reaches them through the router.
+// nothing: the control plane reaches them through the router. Each IP family
+// gets its route and its rule.
 func (l *Lab) controlPlaneToOverlay() error {
-	pl := l.plan
-	gw := pl.Nodes[0]
-	if err := netlab.Route(pl.ControlPlane.NetNS, pl.Pods, gw.Addr); err != nil {
-		return fmt.Errorf("control plane route to the overlay: %w", err)
+	var rules strings.Builder
+	for _, pl := range l.plan.Stacks() {
+		gw := pl.Nodes[0]
+		if err := netlab.Route(pl.ControlPlane.NetNS, pl.Pods, gw.Addr); err != nil {
+			return fmt.Errorf("control plane route to the overlay: %w", err)
+		}
+		fam := "ip"
+		if pl.IPv6() {
+			fam = "ip6"
+		}
+		fmt.Fprintf(&rules, "table %s %s {\n chain postrouting {\n  type nat hook postrouting priority srcnat + 10;\n"+
+			"  %s saddr %s %s daddr %s masquerade\n }\n}\n", fam, Prefix, fam, pl.ControlPlane.Addr, fam, pl.Pods)
 	}
-	rules := fmt.Sprintf("table ip %s {\n chain postrouting {\n  type nat hook postrouting priority srcnat + 10;\n"+
-		"  ip saddr %s ip daddr %s masquerade\n }\n}\n", Prefix, pl.ControlPlane.Addr, pl.Pods)
-	if err := netlab.Nft(gw.NetNS, rules); err != nil {
+	gw := l.plan.Nodes[0]
+	if err := netlab.Nft(gw.NetNS, rules.String()); err != nil {
 		return fmt.Errorf("control plane gateway on %s: %w", gw.Name, err)
 	}
 	return nil
-}
-
-func (l *Lab) linkExternal() error {
-	pl := l.plan
-	if err := netlab.Veth(pl.Router.NetNS, "ext0", "", pl.External.NetNS, "eth0"); err != nil {
-		return err
-	}
-	bits := pl.ExternalNet.Bits()
-	if err := netlab.AddAddr(pl.Router.NetNS, "ext0", netip.PrefixFrom(pl.RouterExt, bits)); err != nil {
-		return err
-	}
-	if err := netlab.AddAddr(pl.External.NetNS, "eth0", netip.PrefixFrom(pl.External.Addr, bits)); err != nil {
-		return err
-	}
-	return netlab.Route(pl.External.NetNS, netip.Prefix{}, pl.RouterExt)
 }
 
 func (l *Lab) sysctls() error {
@@ -110,6 +138,11 @@ func (l *Lab) sysctls() error {
 			{"net.ipv4.ip_forward", "1"},
 			{"net.bridge.bridge-nf-call-iptables", "1"},
 			{"net.bridge.bridge-nf-call-ip6tables", "1"},
+		}
+	}
+	if pl.Family != FamilyIPv4 {
+		for _, ns := range append([]string{pl.Router.NetNS}, pl.nodeNamespaces()...) {
+			set[ns] = append(set[ns], [2]string{"net.ipv6.conf.all.forwarding", "1"})
 		}
 	}
 	for ns, kvs := range set {
@@ -126,7 +159,16 @@ func (l *Lab) sysctls() error {
 // (so the external host reaches pod IPs directly), the control plane and every
 // other node.
 func (l *Lab) podRoutes() error {
-	pl := l.plan
+	for _, pl := range l.plan.Stacks() {
+		if err := pl.podRoutes(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Plan) podRoutes() error {
+	pl := p
 	for _, dst := range pl.Nodes {
 		from := []string{pl.Router.NetNS, pl.ControlPlane.NetNS}
 		for _, n := range pl.Nodes {

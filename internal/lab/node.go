@@ -30,7 +30,7 @@ func (l *Lab) startNode(ctx context.Context, m Member, in nodeInputs) error {
 		return err
 	}
 	if l.opts.CNI == "bridge" {
-		if err := installBridgeCNI(dir, m); err != nil {
+		if err := installBridgeCNI(dir, l.plan, m); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
@@ -68,14 +68,18 @@ func (l *Lab) startHolder(ctx context.Context, m Member, dir string) (int, error
 // installBridgeCNI copies the reference plugins into the node's /opt/cni/bin (a
 // copy, so an installer writing there never touches /usr/lib/cni) and writes the
 // conflist for the node's pod CIDR.
-func installBridgeCNI(dir string, m Member) error {
+func installBridgeCNI(dir string, pl *Plan, m Member) error {
 	binDir := filepath.Join(dir, "opt-cni-bin")
 	for _, p := range bridgePlugins {
 		if err := copyFile(filepath.Join(CNIPluginDir, p), filepath.Join(binDir, p), 0o755); err != nil {
 			return err
 		}
 	}
-	conf, err := render.BridgeCNI(m.PodCIDR.String())
+	var cidrs []string
+	for _, c := range pl.NodePodCIDRs(m.Name) {
+		cidrs = append(cidrs, c.String())
+	}
+	conf, err := render.BridgeCNI(cidrs...)
 	if err != nil {
 		return fmt.Errorf("render bridge conflist: %w", err)
 	}
@@ -151,14 +155,15 @@ func (l *Lab) startKubelet(m Member, dir string, holder int, bin string) error {
 	}
 	s := l.spec(m.Name+"-kubelet", l.nodeCgroup(m), "", filepath.Join(bin, "kubelet"),
 		"--config="+cfgPath, "--kubeconfig="+filepath.Join(dir, "kubelet.kubeconfig"),
-		"--hostname-override="+m.Name, "--node-ip="+m.Addr.String(), "--v=1")
+		"--hostname-override="+m.Name, "--node-ip="+l.plan.nodeIPFlag(m.Name), "--v=1")
 	s.JoinPID = holder
 	_, err = l.start(s)
 	return err
 }
 
 func (l *Lab) startKubeProxy(m Member, dir string, holder int, bin string) error {
-	cfg, err := render.KubeProxy(filepath.Join(dir, "kube-proxy.kubeconfig"), m.Name, l.plan.Pods.String(), l.opts.ProxyMode)
+	cfg, err := render.KubeProxy(filepath.Join(dir, "kube-proxy.kubeconfig"), m.Name,
+		l.plan.joined(func(p *Plan) string { return p.Pods.String() }), l.opts.ProxyMode)
 	if err != nil {
 		return fmt.Errorf("render kube-proxy config: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 )
 
 // Every address range and name prefix of the lab lives in this file, so a clash with
@@ -43,6 +44,38 @@ const (
 	MaxNodes = 20
 )
 
+// The IPv6 ranges of a dual-stack or IPv6-only lab, each the IPv6 twin of the
+// IPv4 range above: a member's IPv6 address ends in the same digits as its
+// IPv4 one (node-1 is 10.77.0.11 and fd77::11), so either names it.
+const (
+	SwitchCIDR6   = "fd77::/64"
+	ExternalCIDR6 = "fd77:250::/64"
+	UnderlayCIDR6 = "fd77:100::/64"
+	BGPCIDR6      = "fd77:200::/64"
+	// PodCIDR6 is the IPv6 pod range; node i gets its i-th /64 (fd78:0:0:i::/64),
+	// and estuary's IPv6 overlay subnet is its first /64 (fd78::/64).
+	PodCIDR6 = "fd78::/48"
+	// ServiceCIDR6 is the IPv6 ClusterIP range (kube-apiserver takes at most
+	// 20 bits of host part here).
+	ServiceCIDR6 = "fd79::/112"
+)
+
+// IP families of a lab (--ip-family).
+const (
+	FamilyIPv4 = "ipv4"
+	FamilyDual = "dual" // IPv4 first, IPv6 second, as Kubernetes orders a dual-stack cluster
+	FamilyIPv6 = "ipv6"
+)
+
+// ValidFamily reports whether f is a lab IP family; "" means ipv4.
+func ValidFamily(f string) error {
+	switch f {
+	case "", FamilyIPv4, FamilyDual, FamilyIPv6:
+		return nil
+	}
+	return fmt.Errorf("--ip-family %q: want ipv4, dual or ipv6", f)
+}
+
 // Member is one network namespace of the lab plugged into the switch or the router.
 type Member struct {
 	Name    string     // logical name: control-plane, router, node-1, external
@@ -52,8 +85,12 @@ type Member struct {
 	Port    string // veth end in the switch (or router) namespace
 }
 
-// Plan is the address and naming plan of one lab.
+// Plan is the address and naming plan of one lab, for its first IP family (the
+// one Kubernetes lists first: IPv4 unless the lab is IPv6-only). A dual-stack
+// lab's IPv6 addresses are in Secondary, a plan of the same members.
 type Plan struct {
+	Family       string // ipv4, dual or ipv6
+	Secondary    *Plan  // the IPv6 plan of a dual-stack lab; nil otherwise
 	Nodes        []Member
 	ControlPlane Member
 	Router       Member
@@ -70,11 +107,34 @@ type Plan struct {
 	DNSService   netip.Addr
 }
 
-// NewPlan computes the plan for n nodes.
-func NewPlan(n int) (*Plan, error) {
+// NewPlan computes the IPv4 plan for n nodes.
+func NewPlan(n int) (*Plan, error) { return NewFamilyPlan(n, FamilyIPv4) }
+
+// NewFamilyPlan computes the plan for n nodes of the IP family fam.
+func NewFamilyPlan(n int, fam string) (*Plan, error) {
+	if err := ValidFamily(fam); err != nil {
+		return nil, err
+	}
 	if n < 1 || n > MaxNodes {
 		return nil, fmt.Errorf("node count %d out of range 1..%d", n, MaxNodes)
 	}
+	switch fam {
+	case FamilyIPv6:
+		p := newPlan6(n)
+		p.Family = FamilyIPv6
+		return p, nil
+	case FamilyDual:
+		p := newPlan4(n)
+		p.Family, p.Secondary = FamilyDual, newPlan6(n)
+		p.Secondary.Family = FamilyDual
+		return p, nil
+	}
+	p := newPlan4(n)
+	p.Family = FamilyIPv4
+	return p, nil
+}
+
+func newPlan4(n int) *Plan {
 	sw := netip.MustParsePrefix(SwitchCIDR)
 	ext := netip.MustParsePrefix(ExternalCIDR)
 	p := &Plan{
@@ -101,7 +161,107 @@ func NewPlan(n int) (*Plan, error) {
 			Port:    fmt.Sprintf("%s-n%d", Prefix, i),
 		})
 	}
-	return p, nil
+	return p
+}
+
+// newPlan6 is the IPv6 twin of newPlan4: the same members, names and ports.
+func newPlan6(n int) *Plan {
+	p := newPlan4(n)
+	p.Switch = netip.MustParsePrefix(SwitchCIDR6)
+	p.ExternalNet = netip.MustParsePrefix(ExternalCIDR6)
+	p.Underlay = netip.MustParsePrefix(UnderlayCIDR6)
+	p.Pods = netip.MustParsePrefix(PodCIDR6)
+	p.Services = netip.MustParsePrefix(ServiceCIDR6)
+	p.Router.Addr = twin(p.Switch, 1)
+	p.ControlPlane.Addr = twin(p.Switch, 2)
+	p.RouterExt = twin(p.ExternalNet, 1)
+	p.RouterUnder = twin(p.Underlay, 1)
+	p.External.Addr = twin(p.ExternalNet, 10)
+	p.APIService = twin(p.Services, 1)
+	p.DNSService = twin(p.Services, 10)
+	for i := range p.Nodes {
+		p.Nodes[i].Addr = twin(p.Switch, 10+i+1)
+		b := p.Pods.Addr().As16()
+		b[6], b[7] = byte((i+1)>>8), byte(i+1)
+		p.Nodes[i].PodCIDR = netip.PrefixFrom(netip.AddrFrom16(b), 64)
+	}
+	return p
+}
+
+// twin is the IPv6 address of prefix whose last group reads as the decimal
+// n: twin(fd77::/64, 11) is fd77::11.
+func twin(prefix netip.Prefix, n int) netip.Addr {
+	return netip.MustParseAddr(fmt.Sprintf("%s%d", prefix.Addr(), n))
+}
+
+// Stacks is the plan of each of the lab's IP families, the first family first.
+func (p *Plan) Stacks() []*Plan {
+	if p.Secondary != nil {
+		return []*Plan{p, p.Secondary}
+	}
+	return []*Plan{p}
+}
+
+// IPv6 reports whether this plan's addresses are IPv6.
+func (p *Plan) IPv6() bool { return p.Switch.Addr().Is6() }
+
+// joined is f of every stack, comma-separated, the form Kubernetes takes for
+// dual-stack flags (--node-ip, --service-cluster-ip-range, --cluster-cidr).
+func (p *Plan) joined(f func(*Plan) string) string {
+	var out []string
+	for _, s := range p.Stacks() {
+		out = append(out, f(s))
+	}
+	return strings.Join(out, ",")
+}
+
+// NodeIPs is the node's addresses on the switch, one per family, first family first.
+func (p *Plan) NodeIPs(name string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range p.Stacks() {
+		if m, ok := s.Node(name); ok {
+			out = append(out, m.Addr)
+		}
+	}
+	return out
+}
+
+// NodePodCIDRs is the node's pod CIDRs, one per family, first family first.
+func (p *Plan) NodePodCIDRs(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range p.Stacks() {
+		if m, ok := s.Node(name); ok {
+			out = append(out, m.PodCIDR)
+		}
+	}
+	return out
+}
+
+// anyAddr is the wildcard address a server of the lab binds: "::" (every
+// address of both families) once the lab has IPv6.
+func (p *Plan) anyAddr() string {
+	if p.Family == FamilyIPv4 {
+		return "0.0.0.0"
+	}
+	return "::"
+}
+
+// nodeIPFlag is kubelet's --node-ip for the node: its address of every family.
+func (p *Plan) nodeIPFlag(name string) string {
+	var out []string
+	for _, a := range p.NodeIPs(name) {
+		out = append(out, a.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// OverlaySubnet is the subnet the lab gives estuary's default overlay network
+// in this family: the whole IPv4 pod range, or the first /64 of the IPv6 one.
+func (p *Plan) OverlaySubnet() netip.Prefix {
+	if p.IPv6() {
+		return netip.PrefixFrom(p.Pods.Addr(), 64)
+	}
+	return p.Pods
 }
 
 // Members lists every namespace plugged into the switch.
@@ -121,7 +281,7 @@ func (p *Plan) Node(name string) (Member, bool) {
 
 // APIServerURL is the API server's address as seen from inside the lab.
 func (p *Plan) APIServerURL() string {
-	return fmt.Sprintf("https://%s:%d", p.ControlPlane.Addr, APIServerPort)
+	return "https://" + netip.AddrPortFrom(p.ControlPlane.Addr, APIServerPort).String()
 }
 
 // SwitchBits is the prefix length of the switch segment.

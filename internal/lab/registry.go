@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,7 +48,7 @@ func (l *Lab) registryHostAddr() string { return fmt.Sprintf("127.0.0.1:%d", l.o
 
 // registryLabAddr is the registry's address inside the lab.
 func (l *Lab) registryLabAddr() string {
-	return fmt.Sprintf("%s:%d", l.plan.ControlPlane.Addr, RegistryPort)
+	return netip.AddrPortFrom(l.plan.ControlPlane.Addr, RegistryPort).String()
 }
 
 // writeRegistryHosts writes the hosts.toml that sends the host's name of the

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -21,7 +22,8 @@ func (l *Lab) startRouter(ctx context.Context) error {
 		return fmt.Errorf("write %s: %w", peers, err)
 	}
 	conf := filepath.Join(dir, "bird.conf")
-	text := render.Bird(render.BirdOptions{RouterID: l.plan.Router.Addr.String(), ASN: RouterASN, PeersFile: peers})
+	// A BGP router ID is 32 bits: the router's IPv4 address, in every family.
+	text := render.Bird(render.BirdOptions{RouterID: nth(netip.MustParsePrefix(SwitchCIDR).Addr(), 1).String(), ASN: RouterASN, PeersFile: peers})
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", conf, err)
 	}

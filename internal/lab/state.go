@@ -16,6 +16,7 @@ type State struct {
 	CNI               string        `json:"cni"`
 	KubernetesVersion string        `json:"kubernetesVersion"`
 	ProxyMode         string        `json:"proxyMode"`
+	IPFamily          string        `json:"ipFamily,omitempty"` // ipv4 when empty (a lab from before --ip-family)
 	HostAPIPort       int           `json:"hostAPIPort"`
 	BinDir            string        `json:"binDir"`
 	Images            []string      `json:"images"`
@@ -23,6 +24,13 @@ type State struct {
 	Namespaces        []string      `json:"namespaces"`
 	StartedAt         time.Time     `json:"startedAt"`
 	ReadyAt           time.Time     `json:"readyAt,omitzero"`
+}
+
+func (s *State) family() string {
+	if s.IPFamily == "" {
+		return FamilyIPv4
+	}
+	return s.IPFamily
 }
 
 func loadState(path string) (*State, error) {

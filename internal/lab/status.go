@@ -17,25 +17,29 @@ import (
 
 // Status is what `estuary-lab status` reports.
 type Status struct {
-	Phase             string              `json:"phase"` // absent, starting, running
-	StateDir          string              `json:"stateDir"`
-	Kubeconfig        string              `json:"kubeconfig"`
-	KubernetesVersion string              `json:"kubernetesVersion,omitempty"`
-	CNI               string              `json:"cni,omitempty"`
-	ProxyMode         string              `json:"proxyMode,omitempty"`
-	BinDir            string              `json:"binDir,omitempty"`
-	Switch            SwitchStatus        `json:"switch"`
-	Router            RouterStatus        `json:"router"`
-	External          HostStatus          `json:"external"`
-	ControlPlane      HostStatus          `json:"controlPlane"`
-	Nodes             []NodeInfo          `json:"nodes"`
-	PodCIDR           string              `json:"podCIDR"`
-	ServiceCIDR       string              `json:"serviceCIDR"`
-	Images            map[string]string   `json:"images"`
-	Estuary           *EstuaryState       `json:"estuary,omitempty"`
-	Components        []Component         `json:"components"`
-	Capabilities      netlab.Capabilities `json:"kernelCapabilities"`
-	Memory            *MemoryStatus       `json:"memory,omitempty"`
+	Phase             string `json:"phase"` // absent, starting, running
+	StateDir          string `json:"stateDir"`
+	Kubeconfig        string `json:"kubeconfig"`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	CNI               string `json:"cni,omitempty"`
+	ProxyMode         string `json:"proxyMode,omitempty"`
+	IPFamily          string `json:"ipFamily"` // ipv4, dual or ipv6
+	// Families is the address plan of each IP family, the first (the one
+	// the fields above give) first.
+	Families     []FamilyStatus      `json:"families"`
+	BinDir       string              `json:"binDir,omitempty"`
+	Switch       SwitchStatus        `json:"switch"`
+	Router       RouterStatus        `json:"router"`
+	External     HostStatus          `json:"external"`
+	ControlPlane HostStatus          `json:"controlPlane"`
+	Nodes        []NodeInfo          `json:"nodes"`
+	PodCIDR      string              `json:"podCIDR"`
+	ServiceCIDR  string              `json:"serviceCIDR"`
+	Images       map[string]string   `json:"images"`
+	Estuary      *EstuaryState       `json:"estuary,omitempty"`
+	Components   []Component         `json:"components"`
+	Capabilities netlab.Capabilities `json:"kernelCapabilities"`
+	Memory       *MemoryStatus       `json:"memory,omitempty"`
 }
 
 // MemoryStatus is the memory the running lab uses: what its cgroup is charged (page
@@ -69,13 +73,50 @@ type HostStatus struct {
 	Subnet    string `json:"subnet,omitempty"`
 }
 
+// FamilyStatus is the lab's addresses of one IP family.
+type FamilyStatus struct {
+	Family          string            `json:"family"` // IPv4 or IPv6
+	Switch          string            `json:"switch"`
+	Router          string            `json:"router"`
+	RouterExternal  string            `json:"routerExternal"`
+	External        string            `json:"external"`
+	ExternalSubnet  string            `json:"externalSubnet"`
+	ControlPlane    string            `json:"controlPlane"`
+	Underlay        string            `json:"underlay"`        // the second subnet on the switch
+	UnderlayGateway string            `json:"underlayGateway"` // the router's address in it
+	BGPSubnet       string            `json:"bgpSubnet"`
+	PodCIDR         string            `json:"podCIDR"`
+	OverlaySubnet   string            `json:"overlaySubnet"` // estuary's default network's subnet of this family
+	ServiceCIDR     string            `json:"serviceCIDR"`
+	DNSService      string            `json:"dnsService"`
+	Nodes           map[string]string `json:"nodes"`        // node name: address
+	NodePodCIDRs    map[string]string `json:"nodePodCIDRs"` // node name: pod CIDR
+}
+
+func (p *Plan) familyStatus() FamilyStatus {
+	f := FamilyStatus{Family: "IPv4", Switch: p.Switch.String(), Router: p.Router.Addr.String(),
+		RouterExternal: p.RouterExt.String(), External: p.External.Addr.String(), ExternalSubnet: p.ExternalNet.String(),
+		ControlPlane: p.ControlPlane.Addr.String(), Underlay: p.Underlay.String(), UnderlayGateway: p.RouterUnder.String(),
+		BGPSubnet: BGPCIDR, PodCIDR: p.Pods.String(), OverlaySubnet: p.OverlaySubnet().String(),
+		ServiceCIDR: p.Services.String(), DNSService: p.DNSService.String(),
+		Nodes: map[string]string{}, NodePodCIDRs: map[string]string{}}
+	if p.IPv6() {
+		f.Family, f.BGPSubnet = "IPv6", BGPCIDR6
+	}
+	for _, n := range p.Nodes {
+		f.Nodes[n.Name], f.NodePodCIDRs[n.Name] = n.Addr.String(), n.PodCIDR.String()
+	}
+	return f
+}
+
 // NodeInfo is one node of the lab.
 type NodeInfo struct {
-	Name      string `json:"name"`
-	Address   string `json:"address"`
-	Namespace string `json:"namespace"`
-	PodCIDR   string `json:"podCIDR"`
-	Ready     *bool  `json:"ready,omitempty"`
+	Name      string   `json:"name"`
+	Address   string   `json:"address"`
+	Addresses []string `json:"addresses"` // one per IP family, the first family's first
+	Namespace string   `json:"namespace"`
+	PodCIDR   string   `json:"podCIDR"`
+	Ready     *bool    `json:"ready,omitempty"`
 }
 
 // Component is one lab process.
@@ -95,10 +136,18 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 		External:     HostStatus{Address: pl.External.Addr.String(), Namespace: pl.External.NetNS, Subnet: pl.ExternalNet.String()},
 		ControlPlane: HostStatus{Address: pl.ControlPlane.Addr.String(), Namespace: pl.ControlPlane.NetNS},
 		PodCIDR:      pl.Pods.String(), ServiceCIDR: pl.Services.String(),
-		Images: map[string]string{"pause": PauseImage, "agnhost": AgnhostImage, "coredns": CoreDNSImage},
+		Images:   map[string]string{"pause": PauseImage, "agnhost": AgnhostImage, "coredns": CoreDNSImage},
+		IPFamily: pl.Family,
+	}
+	for _, st := range pl.Stacks() {
+		s.Families = append(s.Families, st.familyStatus())
 	}
 	for _, n := range pl.Nodes {
-		s.Nodes = append(s.Nodes, NodeInfo{Name: n.Name, Address: n.Addr.String(), Namespace: n.NetNS, PodCIDR: n.PodCIDR.String()})
+		var addrs []string
+		for _, a := range pl.NodeIPs(n.Name) {
+			addrs = append(addrs, a.String())
+		}
+		s.Nodes = append(s.Nodes, NodeInfo{Name: n.Name, Address: n.Addr.String(), Addresses: addrs, Namespace: n.NetNS, PodCIDR: n.PodCIDR.String()})
 	}
 	caps, err := netlab.Probe(Prefix + "-probe")
 	if err != nil {
@@ -165,13 +214,17 @@ func (s *Status) WriteTable(w io.Writer) error {
 	pf := func(format string, a ...any) { _, _ = fmt.Fprintf(&b, format, a...) }
 	pf("lab:          %s (state %s)\n", s.Phase, s.StateDir)
 	pf("kubeconfig:   %s\n", s.Kubeconfig)
-	pf("kubernetes:   %s   cni: %s   proxy: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode)
+	pf("kubernetes:   %s   cni: %s   proxy: %s   ip family: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode, s.IPFamily)
 	pf("switch:       %s (netns %s)\n", s.Switch.CIDR, s.Switch.Namespace)
 	pf("router:       %s (gateway, BGP AS %d peering with every node as AS %d, netns %s)\n",
 		s.Router.Address, s.Router.ASN, s.Router.NodeASN, s.Router.Namespace)
 	pf("external:     %s on %s via %s (netns %s)\n", s.External.Address, s.External.Subnet, s.Router.ExternalLink, s.External.Namespace)
 	pf("control-plane %s (netns %s)\n", s.ControlPlane.Address, s.ControlPlane.Namespace)
 	pf("pods %s  services %s\n", s.PodCIDR, s.ServiceCIDR)
+	for _, f := range s.Families[min(1, len(s.Families)):] {
+		pf("%s:         switch %s, router %s, external %s, control-plane %s, pods %s, services %s\n",
+			f.Family, f.Switch, f.Router, f.External, f.ControlPlane, f.PodCIDR, f.ServiceCIDR)
+	}
 	if e := s.Estuary; e != nil {
 		pf("estuary:      %s from %s, release %s in %s, images %s %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
 			e.Images["estuary-manager"], e.Images["estuary-daemon"])
@@ -183,7 +236,7 @@ func (s *Status) WriteTable(w io.Writer) error {
 		if n.Ready != nil {
 			ready = fmt.Sprint(*n.Ready)
 		}
-		rows = append(rows, []string{n.Name, n.Address, n.PodCIDR, ready, n.Namespace})
+		rows = append(rows, []string{n.Name, strings.Join(n.Addresses, ","), n.PodCIDR, ready, n.Namespace})
 	}
 	b.WriteString(table(rows))
 	if s.Memory != nil {

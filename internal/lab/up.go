@@ -22,7 +22,7 @@ const (
 // Up brings the lab up from scratch: a previous lab at the same state directory,
 // whole or half-made, is removed first, so Up is idempotent.
 func (l *Lab) Up(ctx context.Context) error {
-	plan, err := NewPlan(l.opts.Nodes)
+	plan, err := NewFamilyPlan(l.opts.Nodes, l.opts.IPFamily)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (l *Lab) prepare(repo string) (*State, error) {
 		}
 	}
 	st := &State{Phase: "starting", Nodes: len(l.plan.Nodes), CNI: l.opts.CNI, ProxyMode: l.opts.ProxyMode,
-		KubernetesVersion: l.opts.KubernetesVersion, HostAPIPort: l.opts.HostAPIPort,
+		KubernetesVersion: l.opts.KubernetesVersion, HostAPIPort: l.opts.HostAPIPort, IPFamily: l.opts.IPFamily,
 		Namespaces: l.plan.namespaces(), StartedAt: time.Now()}
 	if err := st.save(l.paths.StateFile()); err != nil {
 		return nil, err

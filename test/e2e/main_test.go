@@ -62,6 +62,38 @@ type labEnv struct {
 	externalNetns string
 	controlNetns  string // host path of the control plane's network namespace (API server, registry)
 	routerAddr    string // the router's address on the switch, the lab's BGP peer
+
+	// family is the lab's IP family (ipv4, dual or ipv6), from
+	// ESTUARY_E2E_IP_FAMILY when the tests bring the lab up; families is its
+	// address plan per family, the first family first.
+	family   string
+	families []lab.FamilyStatus
+}
+
+// familyEnv chooses the IP family of the lab the tests bring up: make test
+// runs the suite on an IPv4 lab, then its dual-stack subset on a dual lab.
+const familyEnv = "ESTUARY_E2E_IP_FAMILY"
+
+// needFamily returns the lab, or skips the test unless the lab is of family fam.
+func needFamily(t *testing.T, fam string) *labEnv {
+	t.Helper()
+	e := needLab(t)
+	if e.family != fam {
+		t.Skipf("needs a %s lab (%s=%s; make test runs these in its dual-stack phase); this lab is %s", fam, familyEnv, fam, e.family)
+	}
+	return e
+}
+
+// ipv6 is the lab's IPv6 address plan; it fails the test on a lab without IPv6.
+func (e *labEnv) ipv6(t *testing.T) lab.FamilyStatus {
+	t.Helper()
+	for _, f := range e.families {
+		if f.Family == "IPv6" {
+			return f
+		}
+	}
+	t.Fatalf("the %s lab has no IPv6 addresses", e.family)
+	return lab.FamilyStatus{}
 }
 
 var (
@@ -142,6 +174,9 @@ func (e *labEnv) up() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute) // a first up may build every binary
 	defer cancel()
 	args := e.labArgs("up", "--cni", "estuary", "--nodes", fmt.Sprint(nodeCount), "--api-port", apiPort, "--repo", e.repo)
+	if f := os.Getenv(familyEnv); f != "" {
+		args = append(args, "--ip-family", f)
+	}
 	// make test-kube-version runs the suite on another Kubernetes version.
 	if v := os.Getenv("ESTUARY_E2E_KUBERNETES_VERSION"); v != "" {
 		args = append(args, "--kubernetes-version", v)
@@ -196,6 +231,10 @@ func (e *labEnv) load() error {
 	e.externalAddr, e.externalNetns = s.External.Address, netnsPath(s.External.Namespace)
 	e.controlNetns = netnsPath(s.ControlPlane.Namespace)
 	e.routerAddr = s.Router.Address
+	e.family, e.families = s.IPFamily, s.Families
+	if f := os.Getenv(familyEnv); f != "" && !e.reused && f != e.family {
+		return fmt.Errorf("lab at %s is %s; %s asked for %s", e.state, e.family, familyEnv, f)
+	}
 	e.kubeconfig = s.Kubeconfig
 	e.estuary = s.Estuary
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)

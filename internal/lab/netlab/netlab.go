@@ -212,6 +212,11 @@ func AddAddr(ns, link string, addr netip.Prefix) error {
 		return fmt.Errorf("find %s in %s: %w", link, ns, err)
 	}
 	a := &netlink.Addr{IPNet: ipnet(addr)}
+	if addr.Addr().Is6() {
+		// Every lab address is the lab's own: no duplicate address
+		// detection, so it is usable (a route's source) at once.
+		a.Flags = unix.IFA_F_NODAD
+	}
 	if err := h.AddrReplace(l, a); err != nil {
 		return fmt.Errorf("add %s to %s in %s: %w", addr, link, ns, err)
 	}
@@ -227,9 +232,12 @@ func Route(ns string, dst netip.Prefix, gw netip.Addr) error {
 	}
 	defer h.Close()
 	r := &netlink.Route{Gw: net.IP(gw.AsSlice())}
-	if dst.IsValid() {
+	switch {
+	case dst.IsValid():
 		r.Dst = ipnet(dst)
-	} else {
+	case gw.Is6():
+		r.Dst = &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+	default:
 		r.Dst = &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}
 	}
 	if err := h.RouteReplace(r); err != nil {

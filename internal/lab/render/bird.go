@@ -13,18 +13,22 @@ type BirdOptions struct {
 }
 
 // Bird renders the router's bird2 configuration: device and direct protocols, a
-// kernel protocol that installs only BGP-learned routes, and a peer template that
-// the included peers file instantiates.
+// kernel protocol per IP family that installs only BGP-learned routes, and a peer
+// template that the included peers file instantiates. Every session carries
+// IPv4 and IPv6 unicast (multiprotocol BGP), whichever family it runs over, so
+// a node announces its pods' /32s and /128s on one session.
 func Bird(o BirdOptions) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "# estuary lab router. BGP peers live in %s.\n", o.PeersFile)
 	fmt.Fprintf(&s, "log stderr all;\nrouter id %s;\n\n", o.RouterID)
 	s.WriteString("protocol device { scan time 10; }\n\n")
-	s.WriteString("protocol direct { ipv4; interface \"eth0\", \"ext0\"; }\n\n")
-	s.WriteString("protocol kernel {\n  ipv4 {\n    import none;\n")
-	s.WriteString("    export filter { if source = RTS_BGP then accept; reject; };\n  };\n}\n\n")
+	s.WriteString("protocol direct { ipv4; ipv6; interface \"eth0\", \"ext0\"; }\n\n")
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		fmt.Fprintf(&s, "protocol kernel {\n  %s {\n    import none;\n", fam)
+		s.WriteString("    export filter { if source = RTS_BGP then accept; reject; };\n  };\n}\n\n")
+	}
 	fmt.Fprintf(&s, "template bgp lab_peer {\n  local as %d;\n  graceful restart on;\n", o.ASN)
-	s.WriteString("  ipv4 { import all; export none; };\n}\n\n")
+	s.WriteString("  ipv4 { import all; export none; };\n  ipv6 { import all; export none; };\n}\n\n")
 	fmt.Fprintf(&s, "include \"%s\";\n", o.PeersFile)
 	return s.String()
 }

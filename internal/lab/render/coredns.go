@@ -19,7 +19,10 @@ type CoreDNSOptions struct {
 	Namespace string // kube-system
 	Image     string // the lab's CoreDNS image, imported on every node
 	ClusterIP string // the kube-dns Service address, kubelet's clusterDNS
-	Domain    string // the cluster domain, kubelet's clusterDomain
+	// SecondIP is the Service's address of the second family in a
+	// dual-stack cluster (then PreferDualStack); empty: single-stack.
+	SecondIP string
+	Domain   string // the cluster domain, kubelet's clusterDomain
 }
 
 // Corefile returns the CoreDNS configuration for the cluster domain: the
@@ -173,10 +176,15 @@ func coreDNSService(o CoreDNSOptions) map[string]any {
 		return map[string]any{"name": name, "port": n, "targetPort": n, "protocol": proto}
 	}
 	s := object("v1", "Service", o.Namespace, CoreDNSService)
-	s["spec"] = map[string]any{
+	spec := map[string]any{
 		"clusterIP": o.ClusterIP,
 		"selector":  map[string]string{"k8s-app": CoreDNSAppLabel},
 		"ports":     []map[string]any{port("dns", 53, "UDP"), port("dns-tcp", 53, "TCP"), port("metrics", 9153, "TCP")},
 	}
+	if o.SecondIP != "" {
+		spec["clusterIPs"] = []string{o.ClusterIP, o.SecondIP}
+		spec["ipFamilyPolicy"] = "PreferDualStack"
+	}
+	s["spec"] = spec
 	return s
 }

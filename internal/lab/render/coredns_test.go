@@ -162,6 +162,18 @@ func TestCoreDNSService(t *testing.T) {
 	}
 }
 
+func TestCoreDNSServiceDualStack(t *testing.T) {
+	b, err := CoreDNS(CoreDNSOptions{Namespace: "kube-system", Image: "i", ClusterIP: "10.79.0.10", SecondIP: "fd79::10", Domain: "cluster.local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"clusterIPs":["10.79.0.10","fd79::10"]`, `"ipFamilyPolicy":"PreferDualStack"`} {
+		if !strings.Contains(strings.ReplaceAll(strings.ReplaceAll(string(b), " ", ""), "\n", ""), want) {
+			t.Errorf("dual-stack kube-dns lacks %s:\n%s", want, b)
+		}
+	}
+}
+
 func TestCorefile(t *testing.T) {
 	o := renderDNS(t)
 	cf := o.cm.Data["Corefile"]

@@ -7,6 +7,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 )
@@ -121,7 +122,7 @@ func KubeProxy(kubeconfig, node, clusterCIDR, mode string) ([]byte, error) {
 		"hostnameOverride":   node,
 		"detectLocalMode":    "ClusterCIDR",
 		"metricsBindAddress": "127.0.0.1:10249",
-		"healthzBindAddress": "0.0.0.0:10256",
+		"healthzBindAddress": healthzBind(clusterCIDR),
 		// nf_conntrack_max is global and read-only inside a network namespace:
 		// leave every conntrack setting as the kernel has it.
 		"conntrack": map[string]any{
@@ -134,9 +135,33 @@ func KubeProxy(kubeconfig, node, clusterCIDR, mode string) ([]byte, error) {
 	return json.MarshalIndent(cfg, "", "  ")
 }
 
+// healthzBind is kube-proxy's health address: every IPv4 address, or every
+// IPv6 one in an IPv6-only cluster (its only cluster CIDR is IPv6).
+func healthzBind(clusterCIDR string) string {
+	if !strings.Contains(clusterCIDR, ",") && strings.Contains(clusterCIDR, ":") {
+		return "[::]:10256"
+	}
+	return "0.0.0.0:10256"
+}
+
 // BridgeCNI renders the reference bridge + host-local + portmap conflist for a node
-// whose pods take addresses from podCIDR.
-func BridgeCNI(podCIDR string) ([]byte, error) {
+// whose pods take addresses from its pod CIDRs, one range set and one default
+// route per family.
+func BridgeCNI(podCIDRs ...string) ([]byte, error) {
+	var ranges [][]map[string]string
+	var routes []map[string]string
+	for _, c := range podCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("pod CIDR %q: %w", c, err)
+		}
+		ranges = append(ranges, []map[string]string{{"subnet": p.String()}})
+		dst := "0.0.0.0/0"
+		if p.Addr().Is6() {
+			dst = "::/0"
+		}
+		routes = append(routes, map[string]string{"dst": dst})
+	}
 	cfg := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "lab-bridge",
@@ -149,8 +174,8 @@ func BridgeCNI(podCIDR string) ([]byte, error) {
 				"hairpinMode": true,
 				"ipam": map[string]any{
 					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+					"ranges": ranges,
+					"routes": routes,
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},

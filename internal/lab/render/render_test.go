@@ -126,3 +126,49 @@ func TestBird(t *testing.T) {
 		}
 	}
 }
+
+func TestBridgeCNIDualStack(t *testing.T) {
+	b, err := BridgeCNI("10.78.2.0/24", "fd78:0:0:2::/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Plugins []struct {
+			IPAM struct {
+				Ranges [][]struct{ Subnet string }
+				Routes []struct{ Dst string }
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	ipam := c.Plugins[0].IPAM
+	if len(ipam.Ranges) != 2 || ipam.Ranges[1][0].Subnet != "fd78:0:0:2::/64" || len(ipam.Routes) != 2 || ipam.Routes[1].Dst != "::/0" {
+		t.Errorf("dual-stack conflist: %s", b)
+	}
+	if _, err := BridgeCNI("10.78.2.0/33"); err == nil {
+		t.Error("a bad pod CIDR was accepted")
+	}
+}
+
+func TestBirdCarriesBothFamilies(t *testing.T) {
+	s := Bird(BirdOptions{RouterID: "10.77.0.1", ASN: 64512, PeersFile: "/x/peers.conf"})
+	for _, want := range []string{"ipv4 { import all; export none; };", "ipv6 { import all; export none; };", "protocol kernel {\n  ipv6 {"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("bird.conf lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestKubeProxyHealthzFamily(t *testing.T) {
+	for cidr, want := range map[string]string{"10.78.0.0/16": "0.0.0.0:10256", "10.78.0.0/16,fd78::/48": "0.0.0.0:10256", "fd78::/48": "[::]:10256"} {
+		b, err := KubeProxy("/k", "node-1", cidr, "iptables")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"healthzBindAddress": "`+want+`"`) {
+			t.Errorf("cluster CIDR %s: healthz not %s:\n%s", cidr, want, b)
+		}
+	}
+}
