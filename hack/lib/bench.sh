@@ -19,17 +19,24 @@ bench_setup() {
   go build -o bin/estuary-lab ./cmd/estuary-lab
 }
 
-# estuary_lab: use the estuary lab at STATE, or bring a 3-node one up; sets
-# KBIN, and OWN_LAB when it brought the lab up (the caller takes it down).
+# estuary_lab [FAMILY]: use the estuary lab at STATE, or bring a 3-node one up
+# (of IP family FAMILY, default ipv4; a running lab must be of that family);
+# sets KBIN, and OWN_LAB when it brought the lab up (the caller takes it down).
 OWN_LAB=
 estuary_lab() {
-  if [ "$("${LAB[@]}" status -o json 2>/dev/null | jq -r '.phase + "/" + .cni')" != "running/estuary" ]; then
-    local log
-    log=$(mktemp /tmp/estuary-bench-log.XXXXXX)
-    echo "bench: up --cni estuary --nodes 3" >&2
-    "${LAB[@]}" up --cni estuary --nodes 3 >"$log" 2>&1 || { cat "$log" >&2; die "up failed"; }
-    OWN_LAB=1
-  fi
+  local family=${1:-ipv4} have
+  have=$("${LAB[@]}" status -o json 2>/dev/null | jq -r '.phase + "/" + .cni + "/" + (.ipFamily // "ipv4")')
+  case $have in
+    running/estuary/"$family") ;;
+    running/estuary/*) die "the lab at $STATE is ${have##*/}; this benchmark needs --ip-family $family" ;;
+    *)
+      local log
+      log=$(mktemp /tmp/estuary-bench-log.XXXXXX)
+      echo "bench: up --cni estuary --nodes 3 --ip-family $family" >&2
+      "${LAB[@]}" up --cni estuary --nodes 3 --ip-family "$family" >"$log" 2>&1 || { cat "$log" >&2; die "up failed"; }
+      OWN_LAB=1
+      ;;
+  esac
   KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
   [ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
 }
@@ -142,7 +149,11 @@ pod_pair() {
   PID_B=$(sandbox_pid node-2 "$2")
   [ -n "$PID_A" ] && [ -n "$PID_B" ] || die "no sandbox process for $1 ($PID_A) or $2 ($PID_B)"
   IP_B=$(kubectl get pod "$2" -o jsonpath='{.status.podIP}')
+  IP6_B=$(kubectl get pod "$2" -o jsonpath='{.status.podIPs[*].ip}' | tr ' ' '\n' | grep : || true)
 }
+
+# node_address6 NODE: the lab node's IPv6 address on the switch (dual-stack lab).
+node_address6() { "${LAB[@]}" status -o json | jq -r --arg n "$1" '.nodes[] | select(.name == $n) | .addresses[] | select(contains(":"))'; }
 
 # fast_path true|false: the daemons' --fast-path, rolled out, and in effect:
 # node-1's uplink carries the program (true) or no longer does (false).

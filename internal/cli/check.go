@@ -52,7 +52,8 @@ func checkCmd(o *options) *cobra.Command {
 		Long: `check reads every pod, IPInstance and Subnet (no lock: the cluster keeps serving
 pods), twice, interval apart, and reports what both reads show wrong: leaked records,
 retained records left more than 5 minutes past their expiry, pods holding two addresses
-of one family, running pods whose address has no record, addresses two pods use,
+of one family, pods whose records promise more families than they have (a dual-stack
+pod that lost one family's record), running pods whose address has no record, addresses two pods use,
 records not named after their address, and Subnet counts that differ from a recount.
 Reserved records, and Retained ones not yet expired, are not wrong. Objects younger
 than --grace are not judged. With -o json the report can be given to

@@ -1,8 +1,9 @@
 // Package ipamcheck cross-checks the cluster's address records against the
 // pods that use them and the Subnet status that counts them, and reports
 // what is wrong: leaked records, retained records kept past their expiry,
-// pods holding two addresses of one family, running pods whose address has
-// no record, addresses used by two pods, records not named after their
+// pods holding two addresses of one family, pods with fewer families
+// recorded than their records promise, running pods whose address has no
+// record, addresses used by two pods, records not named after their
 // address, and Subnet counts that differ from a recount. Given a way to
 // read every node's daemon endpoints (NodeEndpoints), it also compares what
 // each node plumbed with the records and pods: addresses plumbed without or
@@ -34,6 +35,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +66,11 @@ const (
 	Misnamed Kind = "Misnamed"
 	// CountDrift: a Subnet's status.used differs from its records.
 	CountDrift Kind = "CountDrift"
+	// MissingFamily: a live pod's Bound records say it has more addresses
+	// (their estuaryv1.AnnotationAddresses count) than it has Bound records
+	// of distinct families: a dual-stack pod lost one family's record, and
+	// its node waits for that address or set the pod up without it.
+	MissingFamily Kind = "MissingFamily"
 )
 
 // ExpiryGrace is how long after its status.expiresAt a Retained record may
@@ -198,6 +206,7 @@ func checkRecords(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 			out = append(out, recordFinding(k, ipi, pod, detail))
 		}
 	}
+	out = append(out, missingFamilies(s, pods)...)
 	for k, recs := range boundByFamily(s, pods) {
 		if len(recs) < 2 {
 			continue
@@ -240,6 +249,53 @@ func boundByFamily(s Snapshot, pods map[string]*corev1.Pod) map[famKey][]*estuar
 		slices.SortFunc(recs, func(a, b *estuaryv1.IPInstance) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return bound
+}
+
+// missingFamilies finds live pods, older than the grace, whose Bound
+// records (those Judge finds nothing wrong with) promise more addresses
+// than they cover families: each record carries the pod's address count.
+// A record without a count promises nothing.
+func missingFamilies(s Snapshot, pods map[string]*corev1.Pod) []Finding {
+	type promise struct {
+		count int
+		fams  map[bool][]string // v6 -> the records' addresses
+	}
+	byPod := map[string]*promise{}
+	for k, recs := range boundByFamily(s, pods) {
+		p := byPod[k.pod]
+		if p == nil {
+			p = &promise{fams: map[bool][]string{}}
+			byPod[k.pod] = p
+		}
+		for _, ipi := range recs {
+			p.count = max(p.count, countOf(ipi))
+			p.fams[k.v6] = append(p.fams[k.v6], ipi.Spec.Address.IP)
+		}
+	}
+	var out []Finding
+	for k, p := range byPod {
+		pod := pods[k]
+		if len(p.fams) >= p.count || pod == nil || pod.DeletionTimestamp != nil || young(s, pod.CreationTimestamp.Time) {
+			continue
+		}
+		has, lacks := "IPv4", "IPv6"
+		if _, v6 := p.fams[true]; v6 {
+			has, lacks = lacks, has
+		}
+		out = append(out, Finding{Kind: MissingFamily, Address: strings.Join(p.fams[has == "IPv6"], ","), Pod: k, PodUID: string(pod.UID),
+			Detail: fmt.Sprintf("pod %s has %d of the %d addresses its records promise: %s %s, no %s record; its node waits for it or set the pod up without it",
+				k, len(p.fams), p.count, has, strings.Join(p.fams[has == "IPv6"], ","), lacks)})
+	}
+	return out
+}
+
+// countOf is the pod's address count a record carries, or 0.
+func countOf(ipi *estuaryv1.IPInstance) int {
+	n, err := strconv.Atoi(ipi.Annotations[estuaryv1.AnnotationAddresses])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // Recheck judges again, in s, the record a Leaked, ExpiredRetention or

@@ -286,3 +286,34 @@ func TestRecheckAppliesCheckRules(t *testing.T) {
 		t.Errorf("Recheck of a leak whose pod is back: still found")
 	}
 }
+
+// A dual-stack pod whose records promise two addresses is clean with one
+// record of each family, and MissingFamily when one family's record is
+// gone; a pod promising one address, a record with no count, and a pod
+// younger than the grace are not judged short.
+func TestMissingFamily(t *testing.T) {
+	counted := func(ipi estuaryv1.IPInstance, n string) estuaryv1.IPInstance {
+		ipi.Annotations = map[string]string{estuaryv1.AnnotationAddresses: n}
+		return ipi
+	}
+	young := pod("a", "new", "u5")
+	young.CreationTimestamp = metav1.NewTime(now)
+	r := Check(snapshot(
+		[]estuaryv1.IPInstance{
+			counted(record("10.0.0.2/24", "s4", "a", "dual", "u1", estuaryv1.IPInstanceBound), "2"),
+			counted(record("fd00::2/64", "s6", "a", "dual", "u1", estuaryv1.IPInstanceBound), "2"),
+			counted(record("fd00::3/64", "s6", "a", "short", "u2", estuaryv1.IPInstanceBound), "2"),
+			counted(record("10.0.0.4/24", "s4", "a", "single", "u3", estuaryv1.IPInstanceBound), "1"),
+			record("10.0.0.5/24", "s4", "a", "uncounted", "u4", estuaryv1.IPInstanceBound),
+			counted(record("10.0.0.6/24", "s4", "a", "new", "u5", estuaryv1.IPInstanceBound), "2"),
+		},
+		[]corev1.Pod{pod("a", "dual", "u1", "10.0.0.2", "fd00::2"), pod("a", "short", "u2"), pod("a", "single", "u3", "10.0.0.4"),
+			pod("a", "uncounted", "u4", "10.0.0.5"), young},
+		subnet("s4", "10.0.0.0/24", 4), subnet("s6", "fd00::/64", 2)))
+	if got := kinds(r); got != "MissingFamily fd00::3/64 a/short " {
+		t.Fatalf("findings: %q, want MissingFamily of a/short alone", got)
+	}
+	if d := r.Findings[0].Detail; !strings.Contains(d, "1 of the 2 addresses") || !strings.Contains(d, "no IPv4 record") {
+		t.Errorf("detail %q does not say which family is missing", d)
+	}
+}

@@ -3,7 +3,8 @@
 // IPInstance, and, when the pod is gone, releases them or keeps them for its
 // workload as the owner's retention policy says (retention.go): a
 // StatefulSet pod's (or an OpenKruise Advanced StatefulSet's, kruise.go) for
-// the pod of the same ordinal, a KubeVirt virtual machine's for the machine
+// the pod of the same ordinal, which takes back what it asks for now and
+// never fewer families (takeback.go), a KubeVirt virtual machine's for the machine
 // until it is deleted, handed to its newer pod on live migration (vm.go), a
 // retaining pod's of any other workload in the workload's pool (pool.go),
 // with an expiry kept in the record. Every address that may be kept records

@@ -69,15 +69,15 @@ func (r *Reconciler) retain(ctx context.Context, key string, held []holding, unt
 	return held, nil
 }
 
-// rebind hands a StatefulSet pod the addresses held for its name: each
-// record first, then memory.
-func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, held []holding) error {
+// rebind hands a StatefulSet pod the addresses held for its name, which
+// it has count of in all: each record first, then memory.
+func (r *Reconciler) rebind(ctx context.Context, key string, pod *corev1.Pod, held []holding, count int) error {
 	held = slices.Clone(held)
 	mac := podMAC("", held)
 	for i := range held {
 		hd := held[i]
 		hd.podUID, hd.node, hd.phase, hd.expires = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, time.Time{}
-		hd.set, hd.mac = statefulOwner(pod), mac
+		hd.set, hd.mac, hd.count = statefulOwner(pod), mac, count
 		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceBound)); err != nil {
 			return r.afterFailedWrite(ctx, key, held[i], err)
 		}

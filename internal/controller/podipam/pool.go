@@ -203,14 +203,7 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 		return nil, wanted, nil
 	}
 	pool := f.owner.Key()
-	fits := func(hd holding, chosen []holding) bool {
-		fam := hd.lease.Family
-		if hd.lease.Network != req.Network || !slices.Contains(wanted, fam) ||
-			slices.ContainsFunc(chosen, func(c holding) bool { return c.lease.Family == fam }) {
-			return false
-		}
-		return len(req.Subnets[fam]) == 0 || slices.Contains(req.Subnets[fam], hd.lease.Subnet)
-	}
+	fits := func(hd holding, chosen []holding) bool { return fitsRequest(hd, req, wanted, chosen) }
 	// What the pod of the same name used last comes first (a StatefulSet's
 	// ordinal gets its reserved address back), then anything that fits.
 	taken := r.held.takeInHand(pool, func(hd holding, chosen []holding) bool { return hd.pod == pod.Name && fits(hd, chosen) })
@@ -229,6 +222,19 @@ func (r *Reconciler) takePooled(ctx context.Context, key string, pod *corev1.Pod
 		}
 	}
 	return got, rest, nil
+}
+
+// fitsRequest: hd may serve req, whose families are wanted, next to the
+// holdings chosen already: it is in req's network, of a wanted family
+// chosen has none of, and in one of the family's named subnets when req
+// names some.
+func fitsRequest(hd holding, req ipam.Request, wanted []family.Family, chosen []holding) bool {
+	fam := hd.lease.Family
+	if hd.lease.Network != req.Network || !slices.Contains(wanted, fam) ||
+		slices.ContainsFunc(chosen, func(c holding) bool { return c.lease.Family == fam }) {
+		return false
+	}
+	return len(req.Subnets[fam]) == 0 || slices.Contains(req.Subnets[fam], hd.lease.Subnet)
 }
 
 // handOver binds holdings taken out of pool to pod key, the record first

@@ -127,7 +127,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // to pod if the StatefulSet it names exists with the UID it names. A pod
 // whose reference does not check out (a forged one) gets nothing, and the
 // addresses stay kept for the StatefulSet's own pod: it is refused and
-// looked at again later.
+// looked at again later. The pod takes back what it asks for now
+// (keptFor): the rest is let go, and a family it asks for that nothing
+// kept is allocated in the same pass, so the records never tell its node
+// that it has fewer addresses than it asks for.
 func (r *Reconciler) rebindVerified(ctx context.Context, key string, pod *corev1.Pod, held []holding, set *setRef) (ctrl.Result, error) {
 	owner, err := r.ownerOf(ctx, pod)
 	if err != nil {
@@ -139,7 +142,20 @@ func (r *Reconciler) rebindVerified(ctx context.Context, key string, pod *corev1
 			key, set.name, set.uid)
 		return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
 	}
-	return ctrl.Result{}, r.rebind(ctx, key, pod, held)
+	keep, drop, count := r.keptFor(ctx, key, pod, held)
+	if err := r.dropKept(ctx, key, keep, drop); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(keep) == 0 {
+		return r.allocate(ctx, key, pod)
+	}
+	if err := r.rebind(ctx, key, pod, keep, count); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(keep) < count {
+		return r.complete(ctx, key, pod, r.held.get(key))
+	}
+	return ctrl.Result{}, nil
 }
 
 // podFinished: the pod will never run again, so its addresses can go.

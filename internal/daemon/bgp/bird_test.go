@@ -19,12 +19,14 @@ import (
 // The router side of TestSpeakerAgainstBird: bird2 in its own namespace,
 // joined to the node's namespace by a veth.
 const (
-	routerAddr = "10.90.0.1"
-	nodeAddr   = "10.90.0.2"
-	deadAddr   = "10.90.0.3" // on the link, but nobody has it
-	routerASN  = 64512
-	nodeASN    = 64600
-	birdProto  = "node"
+	routerAddr  = "10.90.0.1"
+	nodeAddr    = "10.90.0.2"
+	routerAddr6 = "fd00:90::1"
+	nodeAddr6   = "fd00:90::2"
+	deadAddr    = "10.90.0.3" // on the link, but nobody has it
+	routerASN   = 64512
+	nodeASN     = 64600
+	birdProto   = "node"
 	// md5Password protects the session (TCP MD5, RFC 2385).
 	md5Password = "estuary-test"
 	// offeredRoute is the one route bird sends the node, which must not
@@ -35,6 +37,37 @@ const (
 // nodeSideEnv carries bird's control socket to the copy of the test binary
 // that runs inside the node's namespace.
 const nodeSideEnv = "ESTUARY_BGP_TEST_BIRD_SOCKET"
+
+// birdLink makes a router and a node namespace joined by a veth pair (eth0
+// on both sides) with IPv6 addresses and, with ipv4, IPv4 ones; it skips
+// the test without root, bird2 or iproute2.
+func birdLink(t *testing.T, ipv4 bool) (router, node string) {
+	t.Helper()
+	nstest.RequireRoot(t)
+	for _, bin := range []string{"bird", "birdc", "ip"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s (Debian package bird2 / iproute2): %v", bin, err)
+		}
+	}
+	router = filepath.Base(nstest.New(t))
+	node = filepath.Base(nstest.New(t))
+	cmds := [][]string{
+		{"-n", router, "link", "set", "lo", "up"},
+		{"-n", node, "link", "set", "lo", "up"},
+		{"-n", router, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", node},
+		{"-n", router, "addr", "add", routerAddr6 + "/64", "dev", "eth0", "nodad"},
+		{"-n", node, "addr", "add", nodeAddr6 + "/64", "dev", "eth0", "nodad"},
+	}
+	if ipv4 {
+		cmds = append(cmds, []string{"-n", router, "addr", "add", routerAddr + "/24", "dev", "eth0"},
+			[]string{"-n", node, "addr", "add", nodeAddr + "/24", "dev", "eth0"})
+	}
+	cmds = append(cmds, []string{"-n", router, "link", "set", "eth0", "up"}, []string{"-n", node, "link", "set", "eth0", "up"})
+	for _, args := range cmds {
+		run(t, "ip", args...)
+	}
+	return router, node
+}
 
 // TestSpeakerAgainstBird runs the speaker against a real bird2 router.
 //
@@ -50,25 +83,7 @@ func TestSpeakerAgainstBird(t *testing.T) {
 		nodeSide(t, sock)
 		return
 	}
-	nstest.RequireRoot(t)
-	for _, bin := range []string{"bird", "birdc", "ip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s (Debian package bird2 / iproute2): %v", bin, err)
-		}
-	}
-	router := filepath.Base(nstest.New(t))
-	node := filepath.Base(nstest.New(t))
-	for _, args := range [][]string{
-		{"-n", router, "link", "set", "lo", "up"},
-		{"-n", node, "link", "set", "lo", "up"},
-		{"-n", router, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", node},
-		{"-n", router, "addr", "add", routerAddr + "/24", "dev", "eth0"},
-		{"-n", node, "addr", "add", nodeAddr + "/24", "dev", "eth0"},
-		{"-n", router, "link", "set", "eth0", "up"},
-		{"-n", node, "link", "set", "eth0", "up"},
-	} {
-		run(t, "ip", args...)
-	}
+	router, node := birdLink(t, true)
 	sock := startBird(t, router)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -103,9 +118,6 @@ func run(t *testing.T, name string, args ...string) {
 // route, offeredRoute, and returns bird's control socket.
 func startBird(t *testing.T, ns string) string {
 	t.Helper()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "bird.conf")
-	sock := filepath.Join(dir, "bird.ctl")
 	text := fmt.Sprintf(`log stderr all;
 router id %[1]s;
 protocol device { scan time 1; }
@@ -117,8 +129,19 @@ protocol bgp %[2]s {
   password "%[6]s";
   graceful restart on;
   ipv4 { import all; export where proto = "offered"; };
+  ipv6 { import all; export none; };
 }
 `, routerAddr, birdProto, routerASN, nodeAddr, nodeASN, md5Password, offeredRoute)
+	return runBird(t, ns, text)
+}
+
+// runBird runs bird with the configuration text in ns until the test ends
+// and returns its control socket once it answers.
+func runBird(t *testing.T, ns, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "bird.conf")
+	sock := filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +176,13 @@ func nodeSide(t *testing.T, sock string) {
 		RouterID:    netip.MustParseAddr(nodeAddr),
 		LocalASN:    nodeASN,
 		NextHopIPv4: netip.MustParseAddr(nodeAddr),
+		NextHopIPv6: netip.MustParseAddr(nodeAddr6),
 	}
 	router := Peer{Address: netip.MustParseAddr(routerAddr), ASN: routerASN, Password: md5Password}
-	pods := addrs("10.244.1.10", "10.244.1.11", "10.244.1.12")
-	subnets := pfx("10.244.1.0/24")
+	// A dual-stack node: its IPv6 pods' /128s ride the IPv4 session with
+	// the node's IPv6 address as next hop.
+	pods := addrs("10.244.1.10", "10.244.1.11", "10.244.1.12", "fd00:244:1::10")
+	subnets := pfx("10.244.1.0/24", "fd00:244:1::/64")
 	all := DesiredPrefixes(pods, subnets)
 
 	var changes atomic.Int64
@@ -195,7 +221,7 @@ func nodeSide(t *testing.T, sock string) {
 
 	// Withdraw one pod.
 	gone := netip.MustParsePrefix("10.244.1.11/32")
-	left := DesiredPrefixes(addrs("10.244.1.10", "10.244.1.12"), subnets)
+	left := DesiredPrefixes(addrs("10.244.1.10", "10.244.1.12", "fd00:244:1::10"), subnets)
 	if err := s.Reconcile(ctx, []Peer{router}, left); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -447,8 +473,12 @@ func birdHas(sock string, want, absent []netip.Prefix) error {
 		if !ok {
 			return fmt.Errorf("bird has no route for %s", p)
 		}
-		if !strings.Contains(r, "BGP.next_hop: "+nodeAddr) {
-			return fmt.Errorf("bird's route for %s does not go via %s:\n%s", p, nodeAddr, r)
+		nh := nodeAddr
+		if p.Addr().Is6() {
+			nh = nodeAddr6
+		}
+		if !strings.Contains(r, "BGP.next_hop: "+nh) {
+			return fmt.Errorf("bird's route for %s does not go via %s:\n%s", p, nh, r)
 		}
 	}
 	for _, p := range absent {

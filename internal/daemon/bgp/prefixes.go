@@ -85,3 +85,18 @@ func (s *Speaker) path(p netip.Prefix, withdraw bool) (*apiutil.Path, error) {
 	}
 	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs, Withdrawal: withdraw}, nil
 }
+
+// RouterIDFromIPv6 is the BGP identifier of a node without an IPv4
+// address: the last four bytes of its IPv6 address a, read as an IPv4
+// address. The identifier must be a non-zero 32-bit number unique within
+// the AS (RFC 6286), and the low bits are what tell the addresses of one
+// node network apart. ok is false when a is not IPv6 or its last four bytes
+// are zero.
+func RouterIDFromIPv6(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	id := netip.AddrFrom4([4]byte(b[12:]))
+	return id, !id.IsUnspecified()
+}

@@ -99,7 +99,9 @@ func globalSubnets(objs Objects) ([]netip.Prefix, []error) {
 
 // SpeakerConfig is a network's speaker configuration on node: its AS, the
 // node's first internal IPv4 address as router id and IPv4 next hop, its
-// first internal IPv6 address (if any) as IPv6 next hop.
+// first internal IPv6 address (if any) as IPv6 next hop. An IPv6-only node
+// takes its router id from its IPv6 address (bgp.RouterIDFromIPv6) and
+// announces no IPv4 next hop.
 func SpeakerConfig(node *corev1.Node, n BGPNetwork) (bgp.Config, error) {
 	cfg := bgp.Config{LocalASN: n.ASN}
 	for _, ip := range NodeIPs(*node) {
@@ -110,8 +112,14 @@ func SpeakerConfig(node *corev1.Node, n BGPNetwork) (bgp.Config, error) {
 			cfg.NextHopIPv6 = ip
 		}
 	}
+	if !cfg.RouterID.IsValid() && cfg.NextHopIPv6.IsValid() {
+		if id, ok := bgp.RouterIDFromIPv6(cfg.NextHopIPv6); ok {
+			cfg.RouterID = id
+		}
+	}
 	if !cfg.RouterID.IsValid() {
-		return cfg, fmt.Errorf("network %s: node %s has no internal IPv4 address for the bgp router id", n.Name, node.Name)
+		return cfg, fmt.Errorf("network %s: node %s has no internal IPv4 address, nor an IPv6 one whose last 32 bits "+
+			"are not zero, for the bgp router id", n.Name, node.Name)
 	}
 	return cfg, nil
 }

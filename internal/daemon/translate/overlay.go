@@ -66,6 +66,11 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if ok && cfg.LocalIP.IsValid() && r.VTEP.Is4() != cfg.LocalIP.Unmap().Is4() {
+			errs = append(errs, fmt.Errorf("node %s: annotation %s: tunnel endpoint %s is not of the family of this node's (%s), "+
+				"so the overlay cannot reach it", n.Name, estuaryv1.AnnotationVTEPIP, r.VTEP, cfg.LocalIP))
+			ok = false
+		}
 		if ok {
 			in.Remotes = append(in.Remotes, r)
 		}

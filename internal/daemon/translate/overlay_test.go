@@ -113,3 +113,26 @@ func TestBuildInputUnderlays(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildInputSkipsVTEPsOfTheOtherFamily: a node whose tunnel runs over
+// the other family (an IPv6-only node beside IPv4 tunnels) is left out of
+// the remotes and reported, so the rest of the overlay still applies.
+func TestBuildInputSkipsVTEPsOfTheOtherFamily(t *testing.T) {
+	ovl := objtest.Network("overlay", estuaryv1.NetworkTypeOverlay, 4)
+	objs := Objects{Nodes: []corev1.Node{
+		objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12", "fd00:77::12"),
+		objtest.Node("node-3", "fd00:77::13", "0e:00:00:00:00:03", "fd00:77::13"),
+	}}
+	for _, c := range []struct {
+		local, keep, skip string
+	}{{"10.77.0.11", "node-2", "node-3"}, {"fd00:77::11", "node-3", "node-2"}} {
+		cfg := overlay.Config{Device: "estvx4", LocalIP: netip.MustParseAddr(c.local)}
+		in, err := BuildInput("node-1", cfg, ovl, objs, nil)
+		if err == nil || !strings.Contains(err.Error(), "node "+c.skip) || !strings.Contains(err.Error(), "not of the family") {
+			t.Errorf("local %s: error = %v; want one naming node %s", c.local, err, c.skip)
+		}
+		if len(in.Remotes) != 1 || in.Remotes[0].Node != c.keep {
+			t.Errorf("local %s: remotes = %+v; want %s only", c.local, in.Remotes, c.keep)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 type vnode struct {
 	host, pod, veth string
 	ul, pod4, pod6  string
+	mtu             int // the tunnel's: tunMTU, 20 less over IPv6
 	mac             [6]byte
 	tc              *ops.Handle
 }
@@ -35,9 +36,13 @@ const (
 	tunPortN = 8472
 )
 
-func newVNode(t *testing.T, i int) *vnode {
+func newVNode(t *testing.T, i int, ul6 bool) *vnode {
+	ul, mtu := fmt.Sprintf("192.168.77.%d", i), tunMTU
+	if ul6 {
+		ul, mtu = fmt.Sprintf("fd00:77::%d", i), tunMTU-20
+	}
 	n := &vnode{
-		host: nstest.New(t), ul: fmt.Sprintf("192.168.77.%d", i),
+		host: nstest.New(t), ul: ul, mtu: mtu,
 		pod4: fmt.Sprintf("10.245.%d.2", i), pod6: fmt.Sprintf("fd00:245:%d::2", i),
 		mac: [6]byte{0x02, 0xee, 0, 0, 0, byte(i)},
 	}
@@ -45,8 +50,8 @@ func newVNode(t *testing.T, i int) *vnode {
 	n.pod, n.veth = nspod.Plumb(t, n.host, "p",
 		podnet.Address{IP: netip.MustParsePrefix(n.pod4 + "/24"), Family: family.IPv4},
 		podnet.Address{IP: netip.MustParsePrefix(n.pod6 + "/64"), Family: family.IPv6})
-	nstest.IP(t, n.pod, "link", "set", "eth0", "mtu", fmt.Sprint(tunMTU))
-	nstest.IP(t, n.host, "link", "set", n.veth, "mtu", fmt.Sprint(tunMTU))
+	nstest.IP(t, n.pod, "link", "set", "eth0", "mtu", fmt.Sprint(n.mtu))
+	nstest.IP(t, n.host, "link", "set", n.veth, "mtu", fmt.Sprint(n.mtu))
 	return n
 }
 
@@ -54,18 +59,25 @@ func macString(m [6]byte) string {
 	return net.HardwareAddr(m[:]).String()
 }
 
-// tunnelPair links two overlay nodes by an underlay veth pair and makes each
-// one's VXLAN device reach the other's pod.
-func tunnelPair(t *testing.T) (a, b *vnode) {
+// tunnelPair links two overlay nodes by an IPv4 underlay veth pair and
+// makes each one's VXLAN device reach the other's pod.
+func tunnelPair(t *testing.T) (a, b *vnode) { return tunnelPairOver(t, false) }
+
+// tunnelPairOver is tunnelPair over an IPv6 underlay when ul6 is set.
+func tunnelPairOver(t *testing.T, ul6 bool) (a, b *vnode) {
 	nstest.RequireRoot(t)
-	a, b = newVNode(t, 1), newVNode(t, 2)
+	a, b = newVNode(t, 1, ul6), newVNode(t, 2, ul6)
 	nstest.IP(t, a.host, "link", "add", "ul0", "type", "veth", "peer", "name", "ul0", "netns", filepath.Base(b.host))
+	bits := "/24"
+	if ul6 {
+		bits = "/64"
+	}
 	for _, n := range []*vnode{a, b} {
-		nstest.IP(t, n.host, "addr", "add", n.ul+"/24", "dev", "ul0")
+		nstest.IP(t, n.host, "addr", "add", n.ul+bits, "dev", "ul0", "nodad")
 		nstest.IP(t, n.host, "link", "set", "ul0", "up")
 		nstest.IP(t, n.host, "link", "add", tunDev, "type", "vxlan", "id", fmt.Sprint(tunVNI), "dstport", fmt.Sprint(tunPortN),
 			"local", n.ul, "dev", "ul0", "nolearning")
-		nstest.IP(t, n.host, "link", "set", tunDev, "address", macString(n.mac), "mtu", fmt.Sprint(tunMTU), "up")
+		nstest.IP(t, n.host, "link", "set", tunDev, "address", macString(n.mac), "mtu", fmt.Sprint(n.mtu), "up")
 	}
 	for _, p := range [][2]*vnode{{a, b}, {b, a}} {
 		n, r := p[0], p[1]
@@ -87,7 +99,7 @@ func (n *vnode) desired(peer *vnode) fastpath.Desired {
 		Pods:    []string{n.veth},
 		Subnets: []fastpath.Subnet{{CIDR: netip.MustParsePrefix(tunSub4)}, {CIDR: netip.MustParsePrefix(tunSub6)}},
 		Tunnel: &fastpath.TunnelDevice{Device: tunDev, Parent: "ul0", VNI: tunVNI, Port: tunPortN,
-			Local: netip.MustParseAddr(n.ul), MAC: n.mac, MTU: tunMTU},
+			Local: netip.MustParseAddr(n.ul), MAC: n.mac, MTU: n.mtu},
 		VTEPs: []fastpath.VTEP{{MAC: peer.mac, IP: netip.MustParseAddr(peer.ul)}},
 	}
 }
@@ -147,5 +159,30 @@ func TestTunnelInteroperatesWithTheKernelDevice(t *testing.T) {
 	ping(t, b.pod, a.pod6)
 	if d := delta(sa, stats(t, pa)); d.Encap < 50 || d.Decap < 10 {
 		t.Errorf("node a %+v; want its sends encapsulated and the kernel device's small packets decapsulated by the program", d)
+	}
+}
+
+// An IPv6 underlay is left to the kernel's device (the program encapsulates
+// over IPv4 only): with the program on every device, the pods of IPv6-only
+// nodes still reach each other over an IPv6 tunnel, and the program
+// neither encapsulates nor decapsulates a packet. (IPv4 pods over an IPv6
+// tunnel are only pinged: between veths, the kernel's device alone
+// delivers their TCP segments with a bad checksum, program or not.)
+func TestTunnelOverAnIPv6UnderlayIsLeftToTheDevice(t *testing.T) {
+	a, b := tunnelPairOver(t, true)
+	pa, pb := a.load(t, b), b.load(t, a)
+	server(t, b.pod, "["+b.pod6+"]:5005")
+	sa, sb := stats(t, pa), stats(t, pb)
+	if peer := transfer(t, a.pod, "["+b.pod6+"]:5005", size); peer != a.pod6 {
+		t.Errorf("pod b saw %s; want pod a's own %s", peer, a.pod6)
+	}
+	ping(t, a.pod, b.pod6)
+	ping(t, b.pod, a.pod4)
+	da, db := delta(sa, stats(t, pa)), delta(sb, stats(t, pb))
+	if da.Encap != 0 || db.Encap != 0 || da.Decap != 0 || db.Decap != 0 {
+		t.Errorf("node a %+v, node b %+v; want nothing encapsulated or decapsulated by the program", da, db)
+	}
+	if da.PassOther+da.PassConntrack+da.PassRoute+da.RedirectNeigh+da.RedirectPeer == 0 {
+		t.Errorf("node a %+v; the program saw none of the pods' packets", da)
 	}
 }

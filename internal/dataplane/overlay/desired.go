@@ -51,11 +51,16 @@ func Desired(in Input) (state.State, state.NAT) {
 	return s, desiredNAT(in)
 }
 
-// remotes returns the valid remotes other than this node.
+// remotes returns the valid remotes other than this node whose VTEP is of
+// the family of this node's (LocalIP): a VXLAN device sends over one
+// family, and the kernel refuses an FDB entry of the other (a node whose
+// tunnel runs over the other family is unreachable through the overlay;
+// translate.BuildInput reports it).
 func remotes(in Input) []Remote {
 	var out []Remote
+	local := in.LocalIP.Unmap()
 	for _, r := range in.Remotes {
-		if r.VTEP.IsValid() && r.VTEP.Unmap() != in.LocalIP.Unmap() {
+		if vtep := r.VTEP.Unmap(); vtep.IsValid() && vtep != local && (!local.IsValid() || vtep.Is4() == local.Is4()) {
 			r.VTEP = r.VTEP.Unmap()
 			out = append(out, r)
 		}

@@ -114,6 +114,21 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		{
+			name: "a remote whose VTEP is of the other family is left out",
+			edit: func(in *Input) {
+				in.Subnets = []Subnet{v4}
+				in.Remotes = append(in.Remotes, Remote{Node: "c", VTEP: ip("fd10::3"), MAC: macB, NodeIPs: []netip.Addr{ip("10.0.0.3")}})
+			},
+			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []state.Rule{
+				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
+				{Priority: 1001, Table: 1001, Family: family.IPv4},
+			},
+			fdb:     []state.FDB{flood, uni},
+			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
+			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
+		},
+		{
 			name:   "no flood",
 			edit:   func(in *Input) { in.Subnets = []Subnet{v4}; in.NoFlood = true },
 			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
