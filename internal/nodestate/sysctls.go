@@ -25,9 +25,9 @@ var globalSysctls = []string{
 }
 
 // linkSysctls are the per-link settings estuary writes on the tunnel, the
-// underlay's vlan-ifs and uplinks and the pods' host veths (packages
-// overlay, underlay and podnet), read for every link and for "all" and
-// "default".
+// underlay's vlan-ifs and uplinks, the pods' host veths and, for IPv6
+// forwarding, the node's links' accept_ra (packages overlay, underlay and
+// podnet), read for every link and for "all" and "default".
 var linkSysctls = []string{
 	"ipv4/conf/%s/forwarding",
 	"ipv4/conf/%s/rp_filter",
@@ -38,6 +38,7 @@ var linkSysctls = []string{
 	"ipv6/conf/%s/forwarding",
 	"ipv6/conf/%s/proxy_ndp",
 	"ipv6/conf/%s/accept_dad",
+	"ipv6/conf/%s/accept_ra",
 	"ipv6/neigh/%s/proxy_delay",
 	"ipv6/neigh/%s/app_solicit",
 }

@@ -88,6 +88,11 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 // first, while both ends are down, so no packet sees them unset.
 func (p *plumbing) configure(addrs []Address) error {
 	v6 := hasFamily(addrs, family.IPv6)
+	if v6 {
+		if err := p.keepRAs(); err != nil {
+			return p.errorf("host namespace: %w", err)
+		}
+	}
 	if err := sysctl.Write(p.hostNS, p.hostSysctls(v6)); err != nil {
 		return p.errorf("host side %s: %w", p.hostVeth, err)
 	}
@@ -116,13 +121,21 @@ func (p *plumbing) configure(addrs []Address) error {
 // hostSysctls: proxy ARP/NDP and forwarding on the host side, and forwarding
 // for the namespace (the reference ptp plugin's convention). IPv6 DAD is off
 // on the host side so its link-local gateway address is usable at once.
+// Whatever the pod's families, the host side takes no router advertisement
+// (accept_ra 0) wherever the kernel has IPv6: else a pod could give the node
+// a default route through itself (CVE-2020-10749), on a node whose IPv6
+// forwarding is off.
 func (p *plumbing) hostSysctls(v6 bool) []sysctl.Setting {
 	dev := p.hostVeth
-	s := []sysctl.Setting{
-		{Key: "net/ipv4/ip_forward", Value: "1"},
-		{Key: "net/ipv4/conf/" + dev + "/forwarding", Value: "1"},
-		{Key: "net/ipv4/conf/" + dev + "/proxy_arp", Value: "1"},
+	var s []sysctl.Setting
+	if v6 || kernelIPv6() {
+		s = append(s, sysctl.Setting{Key: "net/ipv6/conf/" + dev + "/accept_ra", Value: "0"})
 	}
+	s = append(s,
+		sysctl.Setting{Key: "net/ipv4/ip_forward", Value: "1"},
+		sysctl.Setting{Key: "net/ipv4/conf/" + dev + "/forwarding", Value: "1"},
+		sysctl.Setting{Key: "net/ipv4/conf/" + dev + "/proxy_arp", Value: "1"},
+	)
 	if v6 {
 		s = append(s,
 			sysctl.Setting{Key: "net/ipv6/conf/all/forwarding", Value: "1"},

@@ -50,6 +50,11 @@
 // failed Add deletes the pair it created (removing the pair removes its
 // routes and neighbours with it), so nothing is left behind.
 //
+// Router advertisements. The first IPv6 pod turns on IPv6 forwarding for
+// the node, which makes Linux ignore RAs on links at accept_ra 1; those of
+// the node's own links are raised to 2 first (acceptra.go). Every host veth
+// takes accept_ra 0, so no pod's RA reaches the node (hostSysctls).
+//
 // Namespaces. Kernel objects are written through ops handles bound to the
 // host and pod namespaces; sysctls are written on a throw-away locked thread.
 // The caller's thread never changes namespace. The host namespace is a
