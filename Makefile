@@ -128,7 +128,7 @@ chaos: lab-deps ## The chaos suite alone at full size (CHAOS_WAVES waves of 50 p
 	ESTUARY_CHAOS_WAVES=$(CHAOS_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 150m -v -run '^TestChaosNeverDuplicatesOrLeaks$$' ./test/e2e/
 
 .PHONY: conformance
-conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fresh estuary lab; prints N passed, N failed (root).
+conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fresh estuary lab (IP_FAMILY=dual: the dual-stack tests on a dual-stack lab); prints N passed, N failed (root).
 	bash hack/conformance.sh
 
 # The Kubernetes version make test-kube-version runs the lab on (the lab's

@@ -5,9 +5,13 @@
 # the chart, runs `estuary-lab conformance` (every [sig-network] [Conformance]
 # spec that is not [Serial], [Disruptive], [Slow] or a [Feature:...]), prints
 # each spec's result and "N passed, N failed", and removes the lab.
+# IP_FAMILY=dual brings up a dual-stack lab and runs the dual-stack specs
+# instead (`estuary-lab conformance --dual-stack`: [Feature:IPv6DualStack] and
+# the Networking Granular Checks).
 #
-# Environment: NODES (3), ALL=1 (every [sig-network] spec the skip lets
-# through, not only [Conformance]), FOCUS (a ginkgo focus instead), KEEP=1
+# Environment: NODES (3), IP_FAMILY (ipv4; dual, ipv6), ALL=1 (every
+# [sig-network] spec the skip lets through, not only [Conformance]), FOCUS (a
+# ginkgo focus instead), KEEP=1
 # (leave the lab up), REPORT_DIR (_output/conformance),
 # STATE (/var/lib/estuary-conformance), API_PORT (16447).
 set -euo pipefail
@@ -23,13 +27,15 @@ mkdir -p bin
 go build -o bin/estuary-lab ./cmd/estuary-lab
 lab() { ./bin/estuary-lab --state-dir "$STATE" "$@"; }
 
-lab up --cni estuary --nodes "${NODES:-3}" --api-port "${API_PORT:-16447}"
+IP_FAMILY=${IP_FAMILY:-ipv4}
+lab up --cni estuary --nodes "${NODES:-3}" --api-port "${API_PORT:-16447}" --ip-family "$IP_FAMILY"
 if [ "${KEEP:-0}" != 1 ]; then
   trap 'lab down' EXIT
 fi
 
 args=(--e2e-test "$BIN/e2e.test" --report-dir "$REPORT_DIR")
 [ "${ALL:-0}" = 1 ] && args+=(--all-network)
+[ "$IP_FAMILY" = dual ] && args+=(--dual-stack)
 [ -n "${FOCUS:-}" ] && args+=(--focus "$FOCUS")
 rc=0
 lab conformance "${args[@]}" || rc=$?

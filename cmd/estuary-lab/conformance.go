@@ -16,7 +16,7 @@ import (
 
 func conformanceCmd(opts *lab.Options) *cobra.Command {
 	o := conformance.Options{}
-	var all bool
+	var all, dual bool
 	c := &cobra.Command{
 		Use:   "conformance --e2e-test PATH",
 		Short: "Run the upstream Kubernetes e2e tests ([sig-network] [Conformance] by default) on the running lab",
@@ -32,8 +32,19 @@ func conformanceCmd(opts *lab.Options) *cobra.Command {
 			if o.E2ETest == "" {
 				return fmt.Errorf("--e2e-test: required (hack/kube-binaries.sh e2e.test prints its directory)")
 			}
+			if all && dual {
+				return fmt.Errorf("--all-network and --dual-stack: choose one")
+			}
 			if all {
 				o.Focus = conformance.NetworkAll
+			}
+			if dual {
+				if !cmd.Flags().Changed("focus") {
+					o.Focus = conformance.DualStack
+				}
+				if !cmd.Flags().Changed("skip") {
+					o.Skip = conformance.SkipDualStack
+				}
 			}
 			o.Kubeconfig = l.KubeconfigPath()
 			if o.Kubectl == "" {
@@ -63,6 +74,7 @@ func conformanceCmd(opts *lab.Options) *cobra.Command {
 	f.StringVar(&o.Focus, "focus", conformance.NetworkConformance, "ginkgo focus (regular expression over spec names)")
 	f.StringVar(&o.Skip, "skip", conformance.SkipDefault, "ginkgo skip")
 	f.BoolVar(&all, "all-network", false, "every [sig-network] spec the skip lets through, not only [Conformance]")
+	f.BoolVar(&dual, "dual-stack", false, "the dual-stack specs ([Feature:IPv6DualStack] and the Networking Granular Checks) for a lab up with --ip-family dual")
 	f.StringVar(&o.ReportDir, "report-dir", "_output/conformance", "where the report and e2e.test's files go")
 	f.DurationVar(&o.Timeout, "timeout", 3*time.Hour, "limit of the whole run")
 	return c

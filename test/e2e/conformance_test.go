@@ -37,6 +37,16 @@ var conformanceSubset = []string{
 // the e2e lab, and requires every one of them to run and pass.
 func TestUpstreamConformanceSubset(t *testing.T) {
 	e := needLab(t)
+	e.runUpstream(t, `\[sig-network\] `, conformanceSubset, `.*\[Conformance\]`, conformance.SkipDefault, 25*time.Minute)
+}
+
+// runUpstream runs the specs named in names (a spec's text after its
+// [sig-network] container; the focus is prefix, one of them, then suffix) with
+// the pinned Kubernetes version's own e2e.test (built from the Go module
+// proxy when missing) against the lab, and requires every one of them to run
+// and pass within timeout.
+func (e *labEnv) runUpstream(t *testing.T, prefix string, names []string, suffix, skip string, timeout time.Duration) {
+	t.Helper()
 	kubectl, kubeconfig, err := e.kubectlPaths()
 	if err != nil {
 		t.Fatal(err)
@@ -48,19 +58,19 @@ func TestUpstreamConformanceSubset(t *testing.T) {
 			t.Fatalf("build e2e.test: %v\n%s", err, out)
 		}
 	}
-	quoted := make([]string, len(conformanceSubset))
-	for i, s := range conformanceSubset {
+	quoted := make([]string, len(names))
+	for i, s := range names {
 		quoted[i] = regexp.QuoteMeta(s)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	var out strings.Builder
 	s, err := conformance.Run(ctx, conformance.Options{
 		E2ETest: e2eTest, Kubectl: kubectl, Kubeconfig: kubeconfig,
-		Focus:     `\[sig-network\] (` + strings.Join(quoted, "|") + `).*\[Conformance\]`,
-		Skip:      conformance.SkipDefault,
-		ReportDir: filepath.Join(e.tmp, "conformance"),
-		Timeout:   25 * time.Minute,
+		Focus:     prefix + "(" + strings.Join(quoted, "|") + ")" + suffix,
+		Skip:      skip,
+		ReportDir: filepath.Join(e.tmp, "conformance-"+t.Name()),
+		Timeout:   timeout,
 		Output:    &out,
 	})
 	if err != nil {
@@ -70,8 +80,8 @@ func TestUpstreamConformanceSubset(t *testing.T) {
 	s.Print(&sum)
 	t.Log("\n" + sum.String())
 	passed, failed, _ := s.Count()
-	if failed > 0 || passed != len(conformanceSubset) {
-		t.Fatalf("%s; want %d passed, 0 failed\n%s", s.Line(), len(conformanceSubset), tail(out.String(), 8000))
+	if failed > 0 || passed != len(names) {
+		t.Fatalf("%s; want %d passed, 0 failed\n%s", s.Line(), len(names), tail(out.String(), 8000))
 	}
 }
 

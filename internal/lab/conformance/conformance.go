@@ -31,6 +31,19 @@ const (
 	// run alone or break the cluster, slow ones, optional features, and flaky
 	// ones, as upstream's own conformance jobs do.
 	SkipDefault = `\[Serial\]|\[Disruptive\]|\[Slow\]|\[Feature:|\[Flaky\]|\[FeatureGate:|\[Alpha\]|\[Beta\]`
+	// DualStack is the run for a dual-stack lab: every [Feature:IPv6DualStack]
+	// spec (pods and nodes with both families, Services of either or both, and
+	// the Granular Checks over the secondary family) and the Networking
+	// Granular Checks over the primary one.
+	DualStack = `\[sig-network\] (\[Feature:IPv6DualStack\]|Networking Granular Checks)`
+	// SkipDualStack narrows DualStack as SkipDefault does, but keeps the
+	// feature tag it is about and the two [Slow] checks of a NodePort's update
+	// (about a minute each); SCTP goes, as the lab's kernel has none, and so
+	// do the two hostNetwork checks: their netserver pods ask for host port
+	// 8083, which the chart's daemon.metricsPort takes on every node, so they
+	// never schedule (docs/conformance.md).
+	SkipDualStack = `\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:SCTPConnectivity\]|\[FeatureGate:|\[Alpha\]|\[Beta\]|` +
+		`should function for service endpoints using hostNetwork`
 )
 
 // Options says what to run and where.

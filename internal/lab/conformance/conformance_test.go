@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,24 @@ func TestArgs(t *testing.T) {
 		`--ginkgo.focus=\[sig-network\].*\[Conformance\]`, "--ginkgo.skip=" + SkipDefault} {
 		if !strings.Contains(a, want) {
 			t.Errorf("args %q lack %q", a, want)
+		}
+	}
+}
+
+func TestDualStackSelection(t *testing.T) {
+	focus, skip := regexp.MustCompile(DualStack), regexp.MustCompile(SkipDualStack)
+	for name, want := range map[string]bool{
+		"[sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node":                                                                                   true,
+		"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: udp":                             true,
+		"[sig-network] Networking Granular Checks: Services should function for node-Service: http":                                                                        true,
+		"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: sctp [Feature:SCTPConnectivity]": false,
+		"[sig-network] Networking Granular Checks: Services should function for service endpoints using hostNetwork":                                                       false,
+		"[sig-network] Networking Granular Checks: Services should update nodePort: udp [Slow]":                                                                            true,
+		"[sig-network] Services should serve a basic endpoint from pods [Conformance]":                                                                                     false,
+		"[sig-network] [Feature:IPv6DualStack] [Serial] something that must run alone":                                                                                     false,
+	} {
+		if got := focus.MatchString(name) && !skip.MatchString(name); got != want {
+			t.Errorf("%q selected = %v; want %v", name, got, want)
 		}
 	}
 }

@@ -1,0 +1,33 @@
+//go:build lab
+
+package e2e_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/estuary-cni/estuary/internal/lab/conformance"
+)
+
+// dualStackSubset are the upstream [Feature:IPv6DualStack] specs that make
+// test runs on the dual-stack lab: nodes and pods with an address of each
+// family, a Service with a ClusterIP of each, and the Granular Checks over
+// the secondary family (IPv6), which send HTTP and UDP from a pod and from a
+// node to a Service's IPv6 ClusterIP and on to pods on every node. make
+// conformance IP_FAMILY=dual runs all of them (docs/conformance.md).
+var dualStackSubset = []string{
+	"should have at least one dual-stack node",
+	"should create pod, add ipv6 and ipv4 ip to pod ips",
+	"should create service with ipv4,v6 cluster ip",
+	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: http",
+	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: udp",
+	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for node-Service: http",
+}
+
+// TestDualStackUpstream runs dualStackSubset with the pinned Kubernetes
+// version's own e2e.test against the dual-stack lab, and requires every one of
+// them to run and pass.
+func TestDualStackUpstream(t *testing.T) {
+	e := needFamily(t, "dual")
+	e.runUpstream(t, `\[sig-network\] \[Feature:IPv6DualStack\] `, dualStackSubset, "", conformance.SkipDualStack, 10*time.Minute)
+}
