@@ -118,6 +118,11 @@ test-lab: ## End-to-end tests on the lab cluster (IPv4, then a dual-stack lab), 
 	else echo "no lab tests"; fi
 	$(MAKE) test-dualstack
 
+.PHONY: test-ipv6
+test-ipv6: lab-deps ## The IPv6-only e2e tests (TestIPv6Only...) and the upstream conformance subset on a fresh IPv6-only lab (estuary-lab up --ip-family ipv6) (root).
+	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
+	ESTUARY_E2E_IP_FAMILY=ipv6 go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 30m -v -run '^(TestIPv6Only|TestUpstreamConformanceSubset$$)' ./test/e2e/
+
 .PHONY: test-dualstack
 test-dualstack: lab-deps ## The dual-stack e2e tests (DUALSTACK_TESTS) on a fresh dual-stack lab (estuary-lab up --ip-family dual) (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null

@@ -55,7 +55,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"short timeout", func(c *Config) { c.AddressTimeout = time.Millisecond }, "--address-timeout: 1ms is outside"},
 		{"long timeout", func(c *Config) { c.AddressTimeout = time.Hour }, "--address-timeout: 1h0m0s is outside"},
 		{"bad mtu", func(c *Config) { c.MTU = 100 }, "--mtu: 100"},
-		{"metrics address", func(c *Config) { c.MetricsAddr = "8083" }, "--metrics-bind-address: address 8083: missing port"},
+		{"metrics address", func(c *Config) { c.MetricsAddr = "9783" }, "--metrics-bind-address: address 9783: missing port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

@@ -24,7 +24,7 @@ const EndpointsCommandName = "endpoints"
 // default, and the chart's daemon.bindAddress and healthPort: the node's
 // loopback, so the pods of the node (it runs in the node's network) cannot
 // reach the health server.
-const DefaultHealthAddress = "127.0.0.1:8082"
+const DefaultHealthAddress = "127.0.0.1:9782"
 
 // DefaultEndpointsAddress is where `estuary-daemon endpoints` reads the
 // health server by default.
@@ -85,7 +85,7 @@ func EndpointsMain(args []string, out, errOut io.Writer) int {
 		fs.PrintDefaults()
 	}
 	addr := fs.String("health-address", DefaultEndpointsAddress,
-		"the daemon's --health-probe-bind-address; an unspecified host (\":8082\", \"0.0.0.0:8082\") is read on loopback")
+		"the daemon's --health-probe-bind-address; an unspecified host (\":9782\", \"0.0.0.0:9782\") is read on loopback")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's answer")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -116,7 +116,7 @@ func TestEndpointsCommand(t *testing.T) {
 // An unspecified host is read on loopback; "0" (disabled) is an error.
 func TestEndpointsAddress(t *testing.T) {
 	for in, want := range map[string]string{
-		":8082": "127.0.0.1:8082", "0.0.0.0:8082": "127.0.0.1:8082", "[::]:8082": "[::1]:8082", "127.0.0.1:9": "127.0.0.1:9",
+		":9782": "127.0.0.1:9782", "0.0.0.0:9782": "127.0.0.1:9782", "[::]:9782": "[::1]:9782", "127.0.0.1:9": "127.0.0.1:9",
 	} {
 		if got, err := loopbackFor(in); err != nil || got != want {
 			t.Errorf("loopbackFor(%q) = %q, %v; want %q", in, got, err, want)

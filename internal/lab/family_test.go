@@ -145,3 +145,14 @@ func TestPodCIDRPatchListsEveryFamily(t *testing.T) {
 		t.Errorf("patch %+v", got)
 	}
 }
+
+func TestRegistryHostsTOMLNamesTheLabAddress(t *testing.T) {
+	got := registryHostsTOML("http://[fd77::2]:5000")
+	want := "server = \"http://[fd77::2]:5000\"\n\nhost = { \"http://[fd77::2]:5000\" = { capabilities = [\"pull\", \"resolve\"] } }\n"
+	if got != want {
+		t.Errorf("hosts.toml:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Contains(got, "[host.") {
+		t.Error("hosts.toml has a table header keyed by an address, which containerd 1.6 refuses for IPv6")
+	}
+}

@@ -52,19 +52,27 @@ func (l *Lab) registryLabAddr() string {
 }
 
 // writeRegistryHosts writes the hosts.toml that sends the host's name of the
-// registry to its address in the lab.
+// registry to its address in the lab (the host's name, a loopback port of
+// the host, is never reachable from a node). The host table is written
+// inline: the TOML parser of Debian's containerd 1.6 refuses a table header
+// keyed by an IPv6 address ([host."http://[fd77::2]:5000"]: "table key
+// cannot contain ']'"), and without a host table it refuses the file.
 func (l *Lab) writeRegistryHosts() error {
 	dir := filepath.Join(l.paths.RegistryHostsDir(), l.registryHostAddr())
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n",
-		"http://"+l.registryHostAddr(), "http://"+l.registryLabAddr())
+	hosts := registryHostsTOML("http://" + l.registryLabAddr())
 	p := filepath.Join(dir, "hosts.toml")
 	if err := os.WriteFile(p, []byte(hosts), 0o644); err != nil { //nolint:gosec // G306: containerd reads it
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
+}
+
+// registryHostsTOML is containerd's hosts.toml for a registry served at url.
+func registryHostsTOML(url string) string {
+	return fmt.Sprintf("server = %q\n\nhost = { %q = { capabilities = [\"pull\", \"resolve\"] } }\n", url, url)
 }
 
 // startRegistry runs the registry in the control-plane namespace and its
@@ -75,7 +83,7 @@ func (l *Lab) startRegistry(ctx context.Context, bin string) error {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"+
-		"storage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
+		"storage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %q\n",
 		filepath.Join(dir, "data"), l.registryLabAddr())
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

@@ -17,8 +17,8 @@ import (
 // Defaults of the manager's settings; each is also the default of the flag
 // of the same name in cmd/estuary-manager.
 const (
-	DefaultMetricsAddr    = ":8080"
-	DefaultProbeAddr      = ":8081"
+	DefaultMetricsAddr    = ":9780"
+	DefaultProbeAddr      = ":9781"
 	DefaultWorkers        = 4
 	DefaultWebhookService = "estuary-webhook"
 	DefaultMaxRetainTTL   = netmodel.DefaultMaxRetainTTL

@@ -152,7 +152,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 		for _, a := range []string{"--node-name=$(NODE_NAME)", "--cni-binary-source=/estuary-cni",
 			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth", "--cni-bandwidth=auto", "--cni-portmap-backend=iptables", "--vxlan-port=" + port,
-			"--health-probe-bind-address=127.0.0.1:8082", "--rt-tables-dir=/etc/iproute2/rt_tables.d"} {
+			"--health-probe-bind-address=127.0.0.1:9782", "--rt-tables-dir=/etc/iproute2/rt_tables.d"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}
@@ -165,8 +165,8 @@ func TestDaemonSet(t *testing.T) {
 			c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 			t.Errorf("%s: env %+v, want NODE_NAME from spec.nodeName", what, c.Env)
 		}
-		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 8082)
-		checkProbe(t, what+" readiness", c.ReadinessProbe, "/healthz", 8082)
+		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 9782)
+		checkProbe(t, what+" readiness", c.ReadinessProbe, "/healthz", 9782)
 		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 			if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "127.0.0.1" {
 				t.Errorf("%s: probe host %q, want 127.0.0.1 (the daemon binds its endpoints to the node's loopback)", what, p.HTTPGet.Host)
@@ -256,14 +256,14 @@ func TestManagerDeployment(t *testing.T) {
 			t.Errorf("%s: command %v", what, c.Command)
 		}
 		for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=" + namespace,
-			"--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081", "--max-retain-ttl=168h",
+			"--metrics-bind-address=:9780", "--metrics-secure=true", "--health-probe-bind-address=:9781", "--max-retain-ttl=168h",
 			"--default-network-type=Overlay", "--default-ip-family=IPv4", "--default-ip-retain=true"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
 			}
 		}
-		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 8081)
-		checkProbe(t, what+" readiness", c.ReadinessProbe, "/readyz", 8081)
+		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 9781)
+		checkProbe(t, what+" readiness", c.ReadinessProbe, "/readyz", 9781)
 		checkImage(t, what, c, images.ManagerRepo)
 	}
 }

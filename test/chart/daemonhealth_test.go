@@ -63,7 +63,7 @@ func TestDaemonHealthBindsLoopback(t *testing.T) {
 	}
 	for _, open := range []string{"0.0.0.0", "::"} {
 		addr, c := daemonHealth(t, render(t, "--set", "daemon.bindAddress="+open))
-		if want := net.JoinHostPort(open, "8082"); addr != want {
+		if want := net.JoinHostPort(open, "9782"); addr != want {
 			t.Errorf("daemon.bindAddress=%s: --health-probe-bind-address=%s, want %s", open, addr, want)
 		}
 		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {

@@ -45,11 +45,11 @@ func TestMetricsServedSecurelyByDefault(t *testing.T) {
 	var d appsv1.Deployment
 	convert(t, find(t, objs, "Deployment", "estuary-manager"), &d)
 	mc := &d.Spec.Template.Spec.Containers[0]
-	wantArgs(t, "manager", mc.Args, []string{"--metrics-bind-address=:8080", "--metrics-secure=true"}, nil)
+	wantArgs(t, "manager", mc.Args, []string{"--metrics-bind-address=:9780", "--metrics-secure=true"}, nil)
 	var ds appsv1.DaemonSet
 	convert(t, find(t, objs, "DaemonSet", "estuary-daemon"), &ds)
 	dc := &ds.Spec.Template.Spec.Containers[0]
-	wantArgs(t, "daemon", dc.Args, []string{"--metrics-bind-address=:8083", "--health-probe-bind-address=127.0.0.1:8082"}, nil)
+	wantArgs(t, "daemon", dc.Args, []string{"--metrics-bind-address=:9783", "--health-probe-bind-address=127.0.0.1:9782"}, nil)
 	for svc, pod := range map[string]corev1.PodTemplateSpec{"estuary-manager-metrics": d.Spec.Template, "estuary-daemon-metrics": ds.Spec.Template} {
 		checkMetricsService(t, objs, svc, pod)
 	}
@@ -103,11 +103,11 @@ func TestMetricsLoopbackWhenNotSecure(t *testing.T) {
 	objs := render(t, "--set", "metrics.secure=false")
 	var d appsv1.Deployment
 	convert(t, find(t, objs, "Deployment", "estuary-manager"), &d)
-	wantArgs(t, "manager", d.Spec.Template.Spec.Containers[0].Args, []string{"--metrics-bind-address=127.0.0.1:8080", "--metrics-secure=false"}, nil)
+	wantArgs(t, "manager", d.Spec.Template.Spec.Containers[0].Args, []string{"--metrics-bind-address=127.0.0.1:9780", "--metrics-secure=false"}, nil)
 	var ds appsv1.DaemonSet
 	convert(t, find(t, objs, "DaemonSet", "estuary-daemon"), &ds)
 	dc := ds.Spec.Template.Spec.Containers[0]
-	wantArgs(t, "daemon", dc.Args, []string{"--health-probe-bind-address=127.0.0.1:8082"}, []string{"--metrics-bind-address"})
+	wantArgs(t, "daemon", dc.Args, []string{"--health-probe-bind-address=127.0.0.1:9782"}, []string{"--metrics-bind-address"})
 	if slices.ContainsFunc(dc.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" }) {
 		t.Errorf("daemon: ports %+v name a metrics port", dc.Ports)
 	}

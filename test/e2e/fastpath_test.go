@@ -6,16 +6,21 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
+// daemonHealthPort is the chart's daemon.healthPort, where the daemon's
+// health server (/healthz, /metrics, /bgp) listens on the node's loopback.
+const daemonHealthPort = "9782"
+
 // fastPathCounters reads a node's estuary_fastpath_packets_total from its
 // daemon's /metrics (the daemon runs in the node's namespace), by verdict.
 func (e *labEnv) fastPathCounters(ctx context.Context, node string) (map[string]float64, error) {
-	body, err := httpGet(ctx, e.nodeNetns[node], "http://127.0.0.1:8082/metrics")
+	body, err := httpGet(ctx, e.nodeNetns[node], "http://"+net.JoinHostPort("127.0.0.1", daemonHealthPort)+"/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("%s: daemon metrics: %w", node, err)
 	}
@@ -52,7 +57,7 @@ func TestDaemonEndpointsOnlyOnTheNode(t *testing.T) {
 		t.Fatalf("metrics on node-1's loopback: %v", err)
 	}
 	for _, path := range []string{"/metrics", "/bgp"} {
-		u := "http://" + e.nodeAddr["node-1"] + ":8082" + path
+		u := "http://" + net.JoinHostPort(e.nodeAddr["node-1"], daemonHealthPort) + path
 		if body, err := httpGet(testCtx(t, 30*time.Second), e.nodeNetns["node-2"], u); err == nil {
 			t.Errorf("node-2 read %s of node-1's daemon on the node network (%d bytes)", u, len(body))
 		}

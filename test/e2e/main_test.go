@@ -280,12 +280,26 @@ func (e *labEnv) waitInstall() error {
 		if dep.Status.AvailableReplicas < 1 {
 			return fmt.Errorf("deployment %s has no available replica", managerDeploy)
 		}
-		var sn estuaryv1.Subnet
-		if err := e.c.Get(ctx, client.ObjectKey{Name: overlaySubnet}, &sn); err != nil {
-			return fmt.Errorf("subnet %s: %w", overlaySubnet, err)
+		for _, name := range e.defaultSubnets() {
+			var sn estuaryv1.Subnet
+			if err := e.c.Get(ctx, client.ObjectKey{Name: name}, &sn); err != nil {
+				return fmt.Errorf("subnet %s: %w", name, err)
+			}
 		}
 		return nil
 	})
+}
+
+// defaultSubnets are the default network's subnets the lab installs: one
+// per IP family of the lab (overlay-v4, overlay-v6).
+func (e *labEnv) defaultSubnets() []string {
+	switch e.family {
+	case "ipv6":
+		return []string{"overlay-v6"}
+	case "dual":
+		return []string{overlaySubnet, "overlay-v6"}
+	}
+	return []string{overlaySubnet}
 }
 
 // netnsPath is the path of a lab namespace the status names.

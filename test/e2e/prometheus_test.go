@@ -38,8 +38,8 @@ import (
 // The chart's default metrics ports, and where Prometheus listens in the
 // control plane's namespace.
 const (
-	managerMetricsPort = 8080
-	daemonMetricsPort  = 8083
+	managerMetricsPort = 9780
+	daemonMetricsPort  = 9783
 	prometheusAddr     = "127.0.0.1:19090"
 	stormPods          = 20
 )

@@ -38,12 +38,8 @@ const (
 	DualStack = `\[sig-network\] (\[Feature:IPv6DualStack\]|Networking Granular Checks)`
 	// SkipDualStack narrows DualStack as SkipDefault does, but keeps the
 	// feature tag it is about and the two [Slow] checks of a NodePort's update
-	// (about a minute each); SCTP goes, as the lab's kernel has none, and so
-	// do the two hostNetwork checks: their netserver pods ask for host port
-	// 8083, which the chart's daemon.metricsPort takes on every node, so they
-	// never schedule (docs/conformance.md).
-	SkipDualStack = `\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:SCTPConnectivity\]|\[FeatureGate:|\[Alpha\]|\[Beta\]|` +
-		`should function for service endpoints using hostNetwork`
+	// (about a minute each); SCTP goes, as the lab's kernel has none.
+	SkipDualStack = `\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Feature:SCTPConnectivity\]|\[FeatureGate:|\[Alpha\]|\[Beta\]`
 )
 
 // Options says what to run and where.
