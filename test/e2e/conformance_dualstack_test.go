@@ -13,7 +13,9 @@ import (
 // test runs on the dual-stack lab: nodes and pods with an address of each
 // family, a Service with a ClusterIP of each, and the Granular Checks over
 // the secondary family (IPv6), which send HTTP and UDP from a pod and from a
-// node to a Service's IPv6 ClusterIP and on to pods on every node. make
+// node to a Service's IPv6 ClusterIP and on to pods on every node, and to
+// hostNetwork endpoints (which also proves estuary's own host ports leave
+// the upstream netservers' 8081 and 8083 free). make
 // conformance IP_FAMILY=dual runs all of them (docs/conformance.md).
 var dualStackSubset = []string{
 	"should have at least one dual-stack node",
@@ -22,6 +24,7 @@ var dualStackSubset = []string{
 	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: http",
 	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: udp",
 	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for node-Service: http",
+	"Granular Checks: Services Secondary IP Family [LinuxOnly] should function for service endpoints using hostNetwork",
 }
 
 // TestDualStackUpstream runs dualStackSubset with the pinned Kubernetes
