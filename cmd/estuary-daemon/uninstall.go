@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // uninstallCommand is the subcommand that takes estuary off the node.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // Attachment is one validated CNI request as the backend sees it.

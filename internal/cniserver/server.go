@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // DefaultSocketPath is where the daemon listens and estuary-cni dials.

@@ -21,7 +21,7 @@ import (
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 func dial(tb testing.TB, socket string) cniv1.CNIClient {

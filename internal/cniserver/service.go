@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // Add builds the attachment through the backend and records it before

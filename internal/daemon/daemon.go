@@ -37,13 +37,13 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
-	"github.com/estuary-cni/estuary/internal/daemon/ipwait"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
-	"github.com/estuary-cni/estuary/internal/daemon/segment"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
+	"github.com/estuary-cni/estuary/internal/node/segment"
+	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 

@@ -12,8 +12,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // EndpointsCommandName is the estuary-daemon subcommand that prints the

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // endpointsServer serves the health paths of a daemon on node-a whose

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/nodestate"
 	"github.com/estuary-cni/estuary/internal/version"
 )

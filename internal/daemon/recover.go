@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // endpointRecoverer rebuilds endpoint records from the kernel.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 func TestBackend(t *testing.T) {

@@ -3,11 +3,11 @@ package netsync
 import (
 	"fmt"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // FastPath keeps the forwarding fast path (package fastpath) in line with a

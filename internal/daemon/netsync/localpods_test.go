@@ -9,9 +9,9 @@ import (
 	"github.com/go-logr/logr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // fakeLocalPods counts the passes that reconcile table 1000 and fails the

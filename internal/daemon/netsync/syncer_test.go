@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // fakeDataplane records what the loop asks of the kernel. The loop's own

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 var pinMAC = state.MustParseMAC("02:42:0a:00:00:07")

@@ -73,9 +73,9 @@ import (
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/store"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
