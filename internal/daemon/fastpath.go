@@ -44,7 +44,7 @@ func startFastPath(cfg Config) (*fastPath, estuaryv1.NodeFastPathStatus, error) 
 		return nil, off, fmt.Errorf("fast path: %w", err)
 	}
 	if !cfg.FastPath {
-		n, err := fastpath.Remove(h)
+		n, err := fastpath.Remove(h.TC())
 		h.Close()
 		if err != nil {
 			// A pod's veth that goes while the devices are scanned is not a
@@ -71,7 +71,7 @@ func startFastPath(cfg Config) (*fastPath, estuaryv1.NodeFastPathStatus, error) 
 		log.Error(err, "fast path not started; pods' traffic takes the kernel's forwarding path")
 		return nil, estuaryv1.NodeFastPathStatus{State: estuaryv1.FastPathRefused, Reason: err.Error()}, nil
 	}
-	a, err := fastpath.NewAttacher(prog, h, fastPathVerify)
+	a, err := fastpath.NewAttacher(prog, h.TC(), fastPathVerify)
 	if err != nil {
 		h.Close()
 		return nil, off, errors.Join(err, prog.Close())

@@ -62,9 +62,8 @@ func Uninstall(ctx context.Context, cfg Config) (UninstallReport, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("uninstall: %w", err))
 	} else {
-		errs = append(errs, r.removeKernelState(ctx, h))
+		errs = append(errs, r.removeKernelState(ctx, h), removeNAT(h))
 		h.Close()
-		errs = append(errs, removeNAT(cfg.HostNetns))
 	}
 	j, err := openJournal(cfg.stateDir(), cfg.HostNetns)
 	if err != nil {
@@ -104,15 +103,15 @@ func (r *UninstallReport) removeCNIFiles(cfg Config) error {
 // links from the node's namespace.
 func (r *UninstallReport) removeKernelState(ctx context.Context, h *ops.Handle) error {
 	var errs []error
-	n, err := fastpath.Remove(h)
+	n, err := fastpath.Remove(h.TC())
 	r.FastPathFilter = n
 	errs = append(errs, err)
-	idx, err := h.LinkIndexes()
+	idx, err := h.Links().Indexes()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("uninstall: %w", err))...)
 	}
 	for name := range idx {
-		deleted, err := h.DeleteEmptyClsact(name)
+		deleted, err := h.TC().DeleteEmptyClsact(name)
 		if deleted {
 			r.Qdiscs++
 		}
@@ -131,7 +130,7 @@ func (r *UninstallReport) removeKernelState(ctx context.Context, h *ops.Handle) 
 // sub-interfaces it marked.
 func (r *UninstallReport) removeLinks(h *ops.Handle, own state.Ownership, idx map[string]int) error {
 	var errs []error
-	vlans, err := h.VLANLinks()
+	vlans, err := h.VLANs().List()
 	if err != nil && !ops.VLANUnsupported(err) {
 		errs = append(errs, fmt.Errorf("uninstall: %w", err))
 	}
@@ -139,7 +138,7 @@ func (r *UninstallReport) removeLinks(h *ops.Handle, own state.Ownership, idx ma
 		if !v.Marked {
 			continue
 		}
-		if err := h.DeleteMarkedVLAN(v.Name); err != nil {
+		if err := h.VLANs().DeleteMarked(v.Name); err != nil {
 			errs = append(errs, fmt.Errorf("uninstall: %w", err))
 			continue
 		}
@@ -149,7 +148,7 @@ func (r *UninstallReport) removeLinks(h *ops.Handle, own state.Ownership, idx ma
 		if !own.OwnsDevice(name) {
 			continue
 		}
-		if err := h.DeleteLink(name); err != nil {
+		if err := h.Links().Delete(name); err != nil {
 			errs = append(errs, fmt.Errorf("uninstall: %w", err))
 			continue
 		}
@@ -159,12 +158,11 @@ func (r *UninstallReport) removeLinks(h *ops.Handle, own state.Ownership, idx ma
 }
 
 // removeNAT deletes estuary's nft tables.
-func removeNAT(netns string) error {
-	nat, err := ops.OpenNAT(netns)
+func removeNAT(h *ops.Handle) error {
+	nat, err := h.NAT()
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
-	defer nat.Close()
 	if _, err := nat.Ensure(state.NAT{}); err != nil {
 		return fmt.Errorf("uninstall: nat: %w", err)
 	}

@@ -28,14 +28,18 @@ func node(t testing.TB) (*ops.Handle, bool) {
 	}
 	t.Cleanup(h.Close)
 	for _, pair := range [][2]string{{"eth1", "eth1p"}, {"est1", "est1p"}} {
-		if err := h.EnsureVeth(pair[0], pair[1], 0); err != nil {
+		if err := h.Devices().EnsureVeth(pair[0], pair[1], 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := h.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.EnsureVXLAN("estvx", 1, 4789, "eth1", ip("192.168.50.1"), 1450)
+	_, err = h.Devices().EnsureVXLAN(ops.VXLAN{Name: "estvx", VNI: 1, Port: 4789, Parent: "eth1",
+		LocalIP: ip("192.168.50.1"), MTU: 1450})
+	if err == nil {
+		err = h.Links().SetUp("estvx")
+	}
 	if err != nil {
 		t.Logf("no VXLAN device, overlay objects left out: %v", err)
 	}

@@ -74,11 +74,15 @@ func Collect(ctx context.Context, o Options) Report {
 
 func nftables(netns string) func(context.Context) ([]string, error) {
 	return func(context.Context) ([]string, error) {
-		n, err := ops.OpenNAT(netns)
+		h, err := ops.Open(netns)
 		if err != nil {
 			return nil, err
 		}
-		defer n.Close()
+		defer h.Close()
+		n, err := h.NAT()
+		if err != nil {
+			return nil, err
+		}
 		return n.Dump()
 	}
 }

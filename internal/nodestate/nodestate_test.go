@@ -110,7 +110,7 @@ func attachBPF(t *testing.T, ns, link string) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if err := h.AttachIngress(link, prog.FD(), "nodestate_test"); err != nil {
+	if err := h.TC().AttachIngress(link, prog.FD(), "nodestate_test"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -354,13 +354,13 @@ func checkFastPathSkipsShaped(t *testing.T, k8s client.Client, chain *cniChain, 
 	}
 	defer h.Close()
 	testenv.Eventually(t, "fast path on the unshaped pod's veth "+plain.hostVeth(), 30*time.Second, func() error {
-		p, ok, err := h.Ingress(plain.hostVeth())
+		p, ok, err := h.TC().Ingress(plain.hostVeth())
 		if err == nil && (!ok || p.Name != fastpath.Name) {
 			err = fmt.Errorf("ingress program %+v (%v), want %s", p, ok, fastpath.Name)
 		}
 		return err
 	})
-	if p, ok, err := h.Ingress(shaped.hostVeth()); err != nil || ok {
+	if p, ok, err := h.TC().Ingress(shaped.hostVeth()); err != nil || ok {
 		t.Errorf("shaped pod's veth %s: ingress program %+v (%v), %v; want none", shaped.hostVeth(), p, ok, err)
 	}
 	if qdiscs := qdiscsOf(t, chain.host, shaped.hostVeth()); slices.ContainsFunc(qdiscs, func(q tcQdisc) bool { return q.Kind == "clsact" }) {

@@ -255,7 +255,7 @@ func podMAC(t *testing.T, podNS string) state.MAC {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	l, err := h.Link("eth0")
+	l, err := h.Links().Get("eth0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func TestWatchKernelRepairsTheTunnel(t *testing.T) {
 	dev := overlay.DeviceName(4)
 	mtu := func(want int) func() error {
 		return func() error {
-			la, err := h.LinkWithAddrs(dev)
+			la, err := h.Addrs().OfLink(dev)
 			if err != nil {
 				return err
 			}

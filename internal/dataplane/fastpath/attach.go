@@ -10,7 +10,7 @@ import (
 )
 
 // TC is what the fast path needs from the node's traffic control and links
-// (ops.Handle).
+// (ops.TC).
 type TC interface {
 	AttachIngress(link string, fd int, name string) error
 	Ingress(link string) (ops.IngressProgram, bool, error)

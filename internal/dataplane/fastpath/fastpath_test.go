@@ -28,7 +28,7 @@ import (
 type node struct {
 	host, ext, podA, podB string
 	vethA, vethB          string
-	tc                    *ops.Handle
+	tc                    *ops.TC
 }
 
 const (
@@ -66,8 +66,8 @@ func newNode(t *testing.T) *node {
 
 // router makes the namespace host forward as a node with the fast path does
 // (forwarding on, be_liberal set, and kube-proxy's drop of what conntrack
-// finds invalid) and returns a handle on it.
-func router(t *testing.T, host string) *ops.Handle {
+// finds invalid) and returns its traffic control writer.
+func router(t *testing.T, host string) *ops.TC {
 	t.Helper()
 	nstest.Exec(t, host, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
 		"net.netfilter.nf_conntrack_tcp_be_liberal=1")
@@ -77,7 +77,7 @@ func router(t *testing.T, host string) *ops.Handle {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	return h
+	return h.TC()
 }
 
 func (n *node) desired(nat bool) fastpath.Desired {
@@ -98,7 +98,7 @@ func load(t *testing.T, n *node, nat bool) *fastpath.Program {
 
 // attach loads a program (closed when the test ends) and syncs it to d in
 // the namespace of tc.
-func attach(t *testing.T, tc *ops.Handle, d fastpath.Desired) *fastpath.Program {
+func attach(t *testing.T, tc *ops.TC, d fastpath.Desired) *fastpath.Program {
 	t.Helper()
 	p := loadProgram(t)
 	t.Cleanup(func() { _ = p.Close() })

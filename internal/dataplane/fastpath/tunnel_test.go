@@ -24,7 +24,7 @@ type vnode struct {
 	ul, pod4, pod6  string
 	mtu             int // the tunnel's: tunMTU, 20 less over IPv6
 	mac             [6]byte
-	tc              *ops.Handle
+	tc              *ops.TC
 }
 
 const (

@@ -37,7 +37,7 @@ type arpPacket struct {
 // instance after a pod with a fixed address moved to this node. Hosts
 // that hold no entry for ip do not create one (unless their arp_accept
 // says so); this only refreshes caches.
-func (h *Handle) GratuitousARP(dev string, ip netip.Addr) error {
+func (h *Segment) GratuitousARP(dev string, ip netip.Addr) error {
 	if !ip.Is4() {
 		return fmt.Errorf("gratuitous arp %s on %s: not an IPv4 address", ip, dev)
 	}
@@ -57,7 +57,7 @@ func (h *Handle) GratuitousARP(dev string, ip netip.Addr) error {
 // host caches) and returns the MAC of a host other than dev that answered
 // or announced ip within wait, or nil when none did. A probe is sent at
 // the start and then every 200 ms.
-func (h *Handle) ARPProbe(ctx context.Context, dev string, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) ARPProbe(ctx context.Context, dev string, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	mac, err := h.arpAsk(ctx, dev, netip.IPv4Unspecified(), ip, wait)
 	if err != nil {
 		return nil, fmt.Errorf("arp probe %s on %s: %w", ip, dev, err)
@@ -69,7 +69,7 @@ func (h *Handle) ARPProbe(ctx context.Context, dev string, ip netip.Addr, wait t
 // request's sender address (for example a pod's gateway, asked on behalf
 // of the pod) and returns the MAC that answered, or nil when nothing did
 // within wait.
-func (h *Handle) ARPResolve(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) ARPResolve(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	if !sender.Is4() {
 		return nil, fmt.Errorf("arp resolve %s on %s: sender %s is not an IPv4 address", target, dev, sender)
 	}
@@ -80,7 +80,7 @@ func (h *Handle) ARPResolve(ctx context.Context, dev string, sender, target neti
 	return mac, nil
 }
 
-func (h *Handle) arpAsk(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) arpAsk(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	if !target.Is4() {
 		return nil, fmt.Errorf("%s is not an IPv4 address", target)
 	}
@@ -146,7 +146,7 @@ type arpSock struct {
 }
 
 // arpSocket opens a packet socket in the handle's namespace, bound to dev.
-func (h *Handle) arpSocket(dev string) (*arpSock, error) {
+func (h *Segment) arpSocket(dev string) (*arpSock, error) {
 	fd, index, mac, err := h.packetSocket(dev, unix.ETH_P_ARP)
 	if err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ func (h *Handle) arpSocket(dev string) (*arpSock, error) {
 // packetSocket opens an unbound packet socket for protocol proto (0
 // receives nothing until bound) in the handle's namespace, and returns it
 // with dev's index and Ethernet address.
-func (h *Handle) packetSocket(dev string, proto uint16) (fd, index int, mac net.HardwareAddr, err error) {
+func (h *Segment) packetSocket(dev string, proto uint16) (fd, index int, mac net.HardwareAddr, err error) {
 	link, err := h.nl.LinkByName(dev)
 	if err != nil {
 		return -1, 0, nil, fmt.Errorf("link %s: %w", dev, err)

@@ -29,7 +29,7 @@ func arpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	if err := a.AddVethPeerIn("a0", nil, "b0", nil, bPath, 0); err != nil {
+	if err := a.Devices().AddVethPeerIn("a0", nil, "b0", nil, bPath, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "a0", Prefix: netip.MustParsePrefix("10.9.0.1/24")}}}); err != nil {
@@ -42,11 +42,11 @@ func arpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 		h    *Handle
 		name string
 	}{{a, "a0"}, {b, "b0"}} {
-		if err := x.h.SetLinkUp(x.name); err != nil {
+		if err := x.h.Links().SetUp(x.name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l, err := b.Link("b0")
+	l, err := b.Links().Get("b0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,19 +65,19 @@ func ipIn(t *testing.T, ns string, args ...string) string {
 func TestARPProbe(t *testing.T) {
 	h, _, bMAC := arpPair(t)
 	ctx := context.Background()
-	mac, err := h.ARPProbe(ctx, "a0", netip.MustParseAddr("10.9.0.2"), 2*time.Second)
+	mac, err := h.Segment().ARPProbe(ctx, "a0", netip.MustParseAddr("10.9.0.2"), 2*time.Second)
 	if err != nil || mac.String() != bMAC.String() {
 		t.Errorf("probe of a held address = %v, %v; want %s", mac, err, bMAC)
 	}
 	start := time.Now()
-	mac, err = h.ARPProbe(ctx, "a0", netip.MustParseAddr("10.9.0.3"), 500*time.Millisecond)
+	mac, err = h.Segment().ARPProbe(ctx, "a0", netip.MustParseAddr("10.9.0.3"), 500*time.Millisecond)
 	if err != nil || mac != nil {
 		t.Errorf("probe of a free address = %v, %v; want none", mac, err)
 	}
 	if d := time.Since(start); d < 400*time.Millisecond || d > 2*time.Second {
 		t.Errorf("probe of a free address took %v, want about 500ms", d)
 	}
-	if _, err := h.ARPProbe(ctx, "nope0", netip.MustParseAddr("10.9.0.3"), time.Second); err == nil ||
+	if _, err := h.Segment().ARPProbe(ctx, "nope0", netip.MustParseAddr("10.9.0.3"), time.Second); err == nil ||
 		!strings.Contains(err.Error(), "nope0") {
 		t.Errorf("probe on a missing link = %v", err)
 	}
@@ -86,11 +86,11 @@ func TestARPProbe(t *testing.T) {
 // TestARPResolve: the target answers, and learns the sender given.
 func TestARPResolve(t *testing.T) {
 	h, other, bMAC := arpPair(t)
-	aMAC, err := h.Link("a0")
+	aMAC, err := h.Links().Get("a0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac, err := h.ARPResolve(context.Background(), "a0", netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2"), 2*time.Second)
+	mac, err := h.Segment().ARPResolve(context.Background(), "a0", netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2"), 2*time.Second)
 	if err != nil || mac.String() != bMAC.String() {
 		t.Fatalf("resolve = %v, %v; want %s", mac, err, bMAC)
 	}
@@ -102,12 +102,12 @@ func TestARPResolve(t *testing.T) {
 // TestGratuitousARP: a peer's stale entry for the address moves to our MAC.
 func TestGratuitousARP(t *testing.T) {
 	h, other, _ := arpPair(t)
-	a, err := h.Link("a0")
+	a, err := h.Links().Get("a0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ipIn(t, other, "neigh", "replace", "10.9.0.1", "lladdr", "02:00:00:00:00:01", "dev", "b0", "nud", "stale")
-	if err := h.GratuitousARP("a0", netip.MustParseAddr("10.9.0.1")); err != nil {
+	if err := h.Segment().GratuitousARP("a0", netip.MustParseAddr("10.9.0.1")); err != nil {
 		t.Fatal(err)
 	}
 	var out string
@@ -123,7 +123,7 @@ func TestParseARP(t *testing.T) {
 	if _, ok := parseARP(make([]byte, 10)); ok {
 		t.Error("parsed a short frame")
 	}
-	if err := (&Handle{}).GratuitousARP("x", netip.MustParseAddr("fd00::1")); err == nil {
+	if err := (&Segment{}).GratuitousARP("x", netip.MustParseAddr("fd00::1")); err == nil {
 		t.Error("gratuitous ARP for IPv6 accepted")
 	}
 }

@@ -34,13 +34,13 @@ type Dump struct {
 // control. Each reads the kernel when called.
 func (h *Handle) Dumps() []Dump {
 	return []Dump{
-		{"links", h.dumpLinks},
-		{"addresses", func() ([]string, error) { return h.withNames(h.dumpAddrs) }},
-		{"rules", h.dumpRules},
-		{"routes", func() ([]string, error) { return h.withNames(h.dumpRoutes) }},
-		{"neighbours", func() ([]string, error) { return h.withNames(h.dumpNeighs) }},
-		{"fdb", func() ([]string, error) { return h.withNames(h.dumpFDB) }},
-		{"tc", h.dumpTC},
+		{"links", h.Links().dump},
+		{"addresses", func() ([]string, error) { return h.withNames(h.Addrs().dump) }},
+		{"rules", h.Rules().dump},
+		{"routes", func() ([]string, error) { return h.withNames(h.Routes().dump) }},
+		{"neighbours", func() ([]string, error) { return h.withNames(h.Neighs().dump) }},
+		{"fdb", func() ([]string, error) { return h.withNames(h.Neighs().dumpFDB) }},
+		{"tc", h.TC().dump},
 	}
 }
 
@@ -53,7 +53,7 @@ func (h *Handle) withNames(dump func(map[int]string) ([]string, error)) ([]strin
 	return dump(l.byIndex)
 }
 
-func (h *Handle) dumpLinks() ([]string, error) {
+func (h *Links) dump() ([]string, error) {
 	ls, err := retryDump("links", h.nl.LinkList)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func linkLine(l netlink.Link, names map[int]string) string {
 	return w.String()
 }
 
-func (h *Handle) dumpAddrs(names map[int]string) ([]string, error) {
+func (h *Addrs) dump(names map[int]string) ([]string, error) {
 	as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (h *Handle) dumpAddrs(names map[int]string) ([]string, error) {
 	return sortedLines(out), nil
 }
 
-func (h *Handle) dumpRules() ([]string, error) {
+func (h *Rules) dump() ([]string, error) {
 	var out []string
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		rs, err := retryDump("rules", func() ([]netlink.Rule, error) { return h.nl.RuleList(fam) })
@@ -193,7 +193,7 @@ func ruleLine(fam int, r netlink.Rule) string {
 	return w.String()
 }
 
-func (h *Handle) dumpRoutes(names map[int]string) ([]string, error) {
+func (h *Routes) dump(names map[int]string) ([]string, error) {
 	var out []string
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		rs, err := retryDump("routes", func() ([]netlink.Route, error) {
@@ -253,7 +253,7 @@ func routeLine(fam int, r netlink.Route, names map[int]string) string {
 	return w.String()
 }
 
-func (h *Handle) dumpNeighs(names map[int]string) ([]string, error) {
+func (h *Neighs) dump(names map[int]string) ([]string, error) {
 	var out []string
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		for _, list := range []struct {
@@ -289,7 +289,7 @@ func neighLine(n netlink.Neigh, proxy bool, names map[int]string) string {
 	return w.String()
 }
 
-func (h *Handle) dumpFDB(names map[int]string) ([]string, error) {
+func (h *Neighs) dumpFDB(names map[int]string) ([]string, error) {
 	ns, err := retryDump("fdb", func() ([]netlink.Neigh, error) { return h.nl.NeighList(0, unix.AF_BRIDGE) })
 	if err != nil {
 		return nil, err
@@ -319,10 +319,10 @@ func (h *Handle) dumpFDB(names map[int]string) ([]string, error) {
 	return sortedLines(out), nil
 }
 
-// dumpTC lists every qdisc but the kernel's defaults, and the filters on
+// dump lists every qdisc but the kernel's defaults, and the filters on
 // each clsact qdisc's ingress and egress hooks, BPF programs by name, id
 // and tag (estuary's fast path is one of them).
-func (h *Handle) dumpTC() ([]string, error) {
+func (h *TC) dump() ([]string, error) {
 	ls, err := retryDump("links", h.nl.LinkList)
 	if err != nil {
 		return nil, err

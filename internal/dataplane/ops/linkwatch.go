@@ -22,7 +22,7 @@ var errLinkSubscriptionClosed = errors.New("subscription closed")
 // RTM_DELLINK; a deleted link's name comes from the event), or an address
 // of universe scope added to or removed from it. Addresses of narrower
 // scope (IPv6 link-local ones, the underlay's enhanced addresses) are not
-// reported: they are not the link's own addresses as LinksWithAddrs reads
+// reported: they are not the link's own addresses as Addrs.ByLink reads
 // them. Existing links are not listed. ready, when not nil, is called once
 // both subscriptions are open, before any onChange, so that the caller can
 // make up for changes that came before.
@@ -106,17 +106,17 @@ func WatchLinks(ctx context.Context, nsPath string, ready func(), onChange func(
 			if u.Scope != unix.RT_SCOPE_UNIVERSE {
 				continue
 			}
-			if name, ok := h.linkName(names, u.LinkIndex); ok {
+			if name, ok := h.Links().name(names, u.LinkIndex); ok {
 				onChange(name)
 			}
 		}
 	}
 }
 
-// linkName resolves a link index to its name: from names, which the link
+// name resolves a link index to its name: from names, which the link
 // events keep, else from the kernel. A link already gone is not found; its
 // deletion is reported by its own link event.
-func (h *Handle) linkName(names map[int]string, index int) (string, bool) {
+func (h *Links) name(names map[int]string, index int) (string, bool) {
 	if name, ok := names[index]; ok {
 		return name, true
 	}

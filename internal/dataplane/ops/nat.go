@@ -17,29 +17,28 @@ import (
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// nftables objects estuary owns. The table is estuary's wholly, one per
-// family; nothing outside it is read or written.
+// The source NAT's nftables objects (owner overlay) are named in the state
+// package: the table state.state.NATTable, one per family and estuary's wholly,
+// its chain state.NATChain and its sets state.NATSetSources and
+// state.NATSetCluster. Nothing outside the table is read or written.
 const (
-	NATTable     = "estuary"
-	natChain     = "postrouting"
-	natSources   = "nat-sources"
-	natCluster   = "cluster"
 	natTagPrefix = "estuary/masquerade/v1 oifname!="
 	// natMarkTag tags the rule that leaves packets carrying kube-proxy's
 	// masquerade mark to kube-proxy; the mark follows in hex.
 	natMarkTag = "estuary/kube-proxy-mark/v1 return mark&"
 )
 
-// NAT writes estuary's source NAT into the nftables of one namespace.
+// NAT writes estuary's source NAT into the nftables of one namespace
+// (Handle.NAT).
 type NAT struct {
 	conn *nftables.Conn
 	ns   netns.NsHandle
 }
 
-// OpenNAT returns a NAT writer for the network namespace at nsPath (the
-// process's own when empty). Each call opens its own netlink socket inside
-// that namespace; the caller's thread never moves.
-func OpenNAT(nsPath string) (*NAT, error) {
+// openNAT returns a NAT writer for the network namespace at nsPath (the
+// process's own when empty), with its own nftables socket inside that
+// namespace; the caller's thread never moves.
+func openNAT(nsPath string) (*NAT, error) {
 	n := &NAT{ns: netns.None()}
 	var opts []nftables.ConnOption
 	if nsPath != "" {
@@ -52,15 +51,15 @@ func OpenNAT(nsPath string) (*NAT, error) {
 	}
 	c, err := nftables.New(opts...)
 	if err != nil {
-		n.Close()
+		n.close()
 		return nil, fmt.Errorf("open nftables in %q: %w", nsPath, err)
 	}
 	n.conn = c
 	return n, nil
 }
 
-// Close releases the namespace handle.
-func (n *NAT) Close() {
+// close releases the namespace handle.
+func (n *NAT) close() {
 	if n.ns.IsOpen() {
 		_ = n.ns.Close()
 	}
@@ -96,17 +95,17 @@ func (n *NAT) Ensure(want state.NAT) ([]family.Family, error) {
 }
 
 func (n *NAT) write(tf nftables.TableFamily, fam family.Family, f state.NATFamily, present bool) error {
-	t := &nftables.Table{Name: NATTable, Family: tf}
+	t := &nftables.Table{Name: state.NATTable, Family: tf}
 	if present {
 		n.conn.DelTable(t)
 	}
 	if !f.Empty() {
 		if err := n.addTable(t, fam, f); err != nil {
-			return fmt.Errorf("nftables table %s ipv%d: %w", NATTable, fam.Version(), err)
+			return fmt.Errorf("nftables table %s ipv%d: %w", state.NATTable, fam.Version(), err)
 		}
 	}
 	if err := n.conn.Flush(); err != nil {
-		return fmt.Errorf("write nftables table %s ipv%d: %w", NATTable, fam.Version(), err)
+		return fmt.Errorf("write nftables table %s ipv%d: %w", state.NATTable, fam.Version(), err)
 	}
 	return nil
 }
@@ -114,20 +113,20 @@ func (n *NAT) write(tf nftables.TableFamily, fam family.Family, f state.NATFamil
 func (n *NAT) addTable(t *nftables.Table, fam family.Family, f state.NATFamily) error {
 	t = n.conn.AddTable(t)
 	ch := n.conn.AddChain(&nftables.Chain{
-		Name: natChain, Table: t, Type: nftables.ChainTypeNAT,
+		Name: state.NATChain, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
 	key := nftables.TypeIPAddr
 	if fam == family.IPv6 {
 		key = nftables.TypeIP6Addr
 	}
-	src := &nftables.Set{Table: t, Name: natSources, KeyType: key, Interval: true}
+	src := &nftables.Set{Table: t, Name: state.NATSetSources, KeyType: key, Interval: true}
 	if err := n.conn.AddSet(src, setElements(f.Sources, fam)); err != nil {
-		return fmt.Errorf("set %s: %w", natSources, err)
+		return fmt.Errorf("set %s: %w", state.NATSetSources, err)
 	}
-	cl := &nftables.Set{Table: t, Name: natCluster, KeyType: key, Interval: true}
+	cl := &nftables.Set{Table: t, Name: state.NATSetCluster, KeyType: key, Interval: true}
 	if err := n.conn.AddSet(cl, setElements(f.Exempt, fam)); err != nil {
-		return fmt.Errorf("set %s: %w", natCluster, err)
+		return fmt.Errorf("set %s: %w", state.NATSetCluster, err)
 	}
 	if f.SkipMark != 0 {
 		n.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: markReturnExprs(f.SkipMark),
@@ -209,14 +208,14 @@ func zeroAddr(fam family.Family) netip.Addr {
 // the kernel's, so that one string comparison says whether they differ.
 func natImage(f state.NATFamily, fam family.Family) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", natChain, nftables.ChainTypeNAT,
+	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", state.NATChain, nftables.ChainTypeNAT,
 		*nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource)
 	if f.SkipMark != 0 {
 		fmt.Fprintf(&b, "rule %s\n", markTag(f.SkipMark))
 	}
 	fmt.Fprintf(&b, "rule %s\n", natTagPrefix+f.Device)
-	b.WriteString(setImage(natCluster, setElements(f.Exempt, fam)))
-	b.WriteString(setImage(natSources, setElements(f.Sources, fam)))
+	b.WriteString(setImage(state.NATSetCluster, setElements(f.Exempt, fam)))
+	b.WriteString(setImage(state.NATSetSources, setElements(f.Sources, fam)))
 	return b.String()
 }
 
@@ -240,7 +239,7 @@ func (n *NAT) readImage(tf nftables.TableFamily) (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("list nftables tables: %w", err)
 	}
-	i := slices.IndexFunc(ts, func(t *nftables.Table) bool { return t.Name == NATTable })
+	i := slices.IndexFunc(ts, func(t *nftables.Table) bool { return t.Name == state.NATTable })
 	if i < 0 {
 		return "", false, nil
 	}

@@ -20,7 +20,7 @@ import (
 // a pod with a fixed address moved to this node. Hosts that hold no entry
 // for ip do not create one (unless they forward and their
 // accept_untracked_na says so, RFC 9131); this only refreshes caches.
-func (h *Handle) UnsolicitedNA(dev string, ip netip.Addr) error {
+func (h *Segment) UnsolicitedNA(dev string, ip netip.Addr) error {
 	if !ndpUnicast(ip) {
 		return fmt.Errorf("unsolicited na %s on %s: not an IPv6 unicast address", ip, dev)
 	}
@@ -40,7 +40,7 @@ func (h *Handle) UnsolicitedNA(dev string, ip netip.Addr) error {
 // host caches, to ip's solicited-node group) and returns the MAC of a host
 // other than dev that advertised ip, or probed for it too, within wait, or
 // nil when none did. A probe is sent at the start and then every 200 ms.
-func (h *Handle) NDPProbe(ctx context.Context, dev string, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) NDPProbe(ctx context.Context, dev string, ip netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	mac, err := h.ndpAsk(ctx, dev, netip.IPv6Unspecified(), ip, wait)
 	if err != nil {
 		return nil, fmt.Errorf("ndp probe %s on %s: %w", ip, dev, err)
@@ -52,7 +52,7 @@ func (h *Handle) NDPProbe(ctx context.Context, dev string, ip netip.Addr, wait t
 // Solicitation from sender (for example a pod's gateway, asked on behalf
 // of the pod; the target learns sender at dev's MAC) and returns the MAC
 // that answered, or nil when nothing did within wait.
-func (h *Handle) NDPResolve(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) NDPResolve(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	if !ndpUnicast(sender) {
 		return nil, fmt.Errorf("ndp resolve %s on %s: sender %s is not an IPv6 unicast address", target, dev, sender)
 	}
@@ -63,7 +63,7 @@ func (h *Handle) NDPResolve(ctx context.Context, dev string, sender, target neti
 	return mac, nil
 }
 
-func (h *Handle) ndpAsk(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
+func (h *Segment) ndpAsk(ctx context.Context, dev string, sender, target netip.Addr, wait time.Duration) (net.HardwareAddr, error) {
 	if !ndpUnicast(target) {
 		return nil, fmt.Errorf("%s is not an IPv6 unicast address", target)
 	}
@@ -122,7 +122,7 @@ type ndpSock struct {
 // ndpSocket opens a packet socket in the handle's namespace, bound to dev.
 // The socket is made with protocol 0, which receives nothing, and bound to
 // IPv6 only once its filter is attached, so no other frame is queued.
-func (h *Handle) ndpSocket(dev string) (*ndpSock, error) {
+func (h *Segment) ndpSocket(dev string) (*ndpSock, error) {
 	fd, index, mac, err := h.packetSocket(dev, 0)
 	if err != nil {
 		return nil, err

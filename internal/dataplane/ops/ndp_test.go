@@ -28,12 +28,12 @@ func ndpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 func TestNDPProbe(t *testing.T) {
 	h, other, bMAC := ndpPair(t)
 	ctx := context.Background()
-	mac, err := h.NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::2"), 2*time.Second)
+	mac, err := h.Segment().NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::2"), 2*time.Second)
 	if err != nil || mac.String() != bMAC.String() {
 		t.Errorf("probe of a held address = %v, %v; want %s", mac, err, bMAC)
 	}
 	start := time.Now()
-	mac, err = h.NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::3"), 500*time.Millisecond)
+	mac, err = h.Segment().NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::3"), 500*time.Millisecond)
 	if err != nil || mac != nil {
 		t.Errorf("probe of a free address = %v, %v; want none", mac, err)
 	}
@@ -43,14 +43,14 @@ func TestNDPProbe(t *testing.T) {
 	// A node still proxying an address that moved answers for it.
 	nstest.Exec(t, other, "sysctl", "-qw", "net.ipv6.conf.b0.forwarding=1", "net.ipv6.conf.b0.proxy_ndp=1")
 	ipIn(t, other, "-6", "neigh", "add", "proxy", "fd00:9::8", "dev", "b0")
-	if mac, err := h.NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::8"), 2*time.Second); err != nil || mac.String() != bMAC.String() {
+	if mac, err := h.Segment().NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::8"), 2*time.Second); err != nil || mac.String() != bMAC.String() {
 		t.Errorf("probe of a proxied address = %v, %v; want %s", mac, err, bMAC)
 	}
 	// The prober's own kernel does not see the probe it sends.
-	if mac, err := h.NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::1"), 300*time.Millisecond); err != nil || mac != nil {
+	if mac, err := h.Segment().NDPProbe(ctx, "a0", netip.MustParseAddr("fd00:9::1"), 300*time.Millisecond); err != nil || mac != nil {
 		t.Errorf("probe of the prober's own address = %v, %v; want none", mac, err)
 	}
-	if _, err := h.NDPProbe(ctx, "nope0", netip.MustParseAddr("fd00:9::3"), time.Second); err == nil ||
+	if _, err := h.Segment().NDPProbe(ctx, "nope0", netip.MustParseAddr("fd00:9::3"), time.Second); err == nil ||
 		!strings.Contains(err.Error(), "nope0") || !strings.Contains(err.Error(), "fd00:9::3") {
 		t.Errorf("probe on a missing link = %v", err)
 	}
@@ -60,13 +60,13 @@ func TestNDPProbe(t *testing.T) {
 // a0's addresses or one a0 does not hold (as for a pod's address).
 func TestNDPResolve(t *testing.T) {
 	h, other, bMAC := ndpPair(t)
-	a, err := h.Link("a0")
+	a, err := h.Links().Get("a0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	target := netip.MustParseAddr("fd00:9::2")
 	for _, sender := range []string{"fd00:9::1", "fd00:9::5"} {
-		mac, err := h.NDPResolve(context.Background(), "a0", netip.MustParseAddr(sender), target, 2*time.Second)
+		mac, err := h.Segment().NDPResolve(context.Background(), "a0", netip.MustParseAddr(sender), target, 2*time.Second)
 		if err != nil || mac.String() != bMAC.String() {
 			t.Fatalf("resolve from %s = %v, %v; want %s", sender, mac, err, bMAC)
 		}
@@ -74,7 +74,7 @@ func TestNDPResolve(t *testing.T) {
 			t.Errorf("target did not learn the sender %s: %q", sender, out)
 		}
 	}
-	if mac, err := h.NDPResolve(context.Background(), "a0", netip.MustParseAddr("fd00:9::1"),
+	if mac, err := h.Segment().NDPResolve(context.Background(), "a0", netip.MustParseAddr("fd00:9::1"),
 		netip.MustParseAddr("fd00:9::3"), 300*time.Millisecond); err != nil || mac != nil {
 		t.Errorf("resolve of a free address = %v, %v; want none", mac, err)
 	}
@@ -85,14 +85,14 @@ func TestNDPResolve(t *testing.T) {
 // accept_untracked_na (RFC 9131), where the kernel has it.
 func TestUnsolicitedNA(t *testing.T) {
 	h, other, _ := ndpPair(t)
-	a, err := h.Link("a0")
+	a, err := h.Links().Get("a0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	held, untracked := netip.MustParseAddr("fd00:9::1"), netip.MustParseAddr("fd00:9::7")
 	ipIn(t, other, "-6", "neigh", "replace", held.String(), "lladdr", "02:00:00:00:00:01", "dev", "b0", "nud", "stale")
 	for _, ip := range []netip.Addr{untracked, held} {
-		if err := h.UnsolicitedNA("a0", ip); err != nil {
+		if err := h.Segment().UnsolicitedNA("a0", ip); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +107,7 @@ func TestUnsolicitedNA(t *testing.T) {
 		return
 	}
 	nstest.Exec(t, other, "sysctl", "-qw", "net.ipv6.conf.b0.forwarding=1", "net.ipv6.conf.b0.accept_untracked_na=1")
-	if err := h.UnsolicitedNA("a0", untracked); err != nil {
+	if err := h.Segment().UnsolicitedNA("a0", untracked); err != nil {
 		t.Fatal(err)
 	}
 	waitNeigh(t, other, untracked, a.MAC)

@@ -186,11 +186,14 @@ func TestNDPRejectsIPv4(t *testing.T) {
 	ctx, v4, v6 := context.Background(), netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("fd00:9::1")
 	h := &Handle{}
 	for name, err := range map[string]error{
-		"unsolicited na": h.UnsolicitedNA("x0", v4),
-		"probe":          func() error { _, err := h.NDPProbe(ctx, "x0", v4, time.Second); return err }(),
-		"resolve sender": func() error { _, err := h.NDPResolve(ctx, "x0", v4, v6, time.Second); return err }(),
-		"resolve target": func() error { _, err := h.NDPResolve(ctx, "x0", v6, v4, time.Second); return err }(),
-		"mapped":         func() error { _, err := h.NDPProbe(ctx, "x0", netip.AddrFrom16(v4.As16()), time.Second); return err }(),
+		"unsolicited na": h.Segment().UnsolicitedNA("x0", v4),
+		"probe":          func() error { _, err := h.Segment().NDPProbe(ctx, "x0", v4, time.Second); return err }(),
+		"resolve sender": func() error { _, err := h.Segment().NDPResolve(ctx, "x0", v4, v6, time.Second); return err }(),
+		"resolve target": func() error { _, err := h.Segment().NDPResolve(ctx, "x0", v6, v4, time.Second); return err }(),
+		"mapped": func() error {
+			_, err := h.Segment().NDPProbe(ctx, "x0", netip.AddrFrom16(v4.As16()), time.Second)
+			return err
+		}(),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "x0") || !strings.Contains(err.Error(), "not an IPv6") {
 			t.Errorf("%s: %v", name, err)

@@ -17,7 +17,7 @@ import (
 // ended without an error of its own.
 var errSubscriptionClosed = errors.New("neighbour subscription closed")
 
-// WatchNeighMisses subscribes to the neighbour events of the handle's
+// WatchMisses subscribes to the neighbour events of the handle's
 // namespace and calls miss, one call at a time, for every address the kernel
 // asks user space to resolve on the link named dev: an application probe
 // (RTM_GETNEIGH, sent when the device's app_solicit is set) or an entry
@@ -25,11 +25,11 @@ var errSubscriptionClosed = errors.New("neighbour subscription closed")
 // subscription fails or ends; the caller subscribes again. The link is
 // looked up by name again whenever an event names an unknown index, so a
 // re-created device is followed.
-func (h *Handle) WatchNeighMisses(ctx context.Context, dev string, miss func(netip.Addr)) error {
+func (h *Neighs) WatchMisses(ctx context.Context, dev string, miss func(netip.Addr)) error {
 	ch := make(chan netlink.NeighUpdate, 256)
 	done := make(chan struct{})
 	var subErr firstError
-	if err := h.subscribeNeigh(ch, done, subErr.set); err != nil {
+	if err := h.subscribe(ch, done, subErr.set); err != nil {
 		return fmt.Errorf("watch neighbour misses on %s: subscribe: %w", dev, err)
 	}
 	defer func() {
@@ -56,7 +56,7 @@ func (h *Handle) WatchNeighMisses(ctx context.Context, dev string, miss func(net
 
 // missOn reports the address of u if u is a resolution request on dev.
 // index caches dev's link index.
-func (h *Handle) missOn(dev string, index *int, u netlink.NeighUpdate) (netip.Addr, bool) {
+func (h *Neighs) missOn(dev string, index *int, u netlink.NeighUpdate) (netip.Addr, bool) {
 	isMiss := u.Type == unix.RTM_GETNEIGH || (u.Type == unix.RTM_NEWNEIGH && u.State&netlink.NUD_INCOMPLETE != 0)
 	if !isMiss || (u.Family != unix.AF_INET && u.Family != unix.AF_INET6) {
 		return netip.Addr{}, false
@@ -72,11 +72,11 @@ func (h *Handle) missOn(dev string, index *int, u netlink.NeighUpdate) (netip.Ad
 	return ip, u.LinkIndex == *index && ip.IsValid()
 }
 
-// subscribeNeigh opens the subscription socket inside the handle's
+// subscribe opens the subscription socket inside the handle's
 // namespace. The library enters the namespace on the calling thread for the
 // socket() call; a fresh goroutine whose thread stays locked keeps that from
 // ever touching a caller's thread.
-func (h *Handle) subscribeNeigh(ch chan netlink.NeighUpdate, done chan struct{}, onErr func(error)) error {
+func (h *Neighs) subscribe(ch chan netlink.NeighUpdate, done chan struct{}, onErr func(error)) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -27,7 +28,7 @@ func newNS(t *testing.T) *Handle {
 	}
 	t.Cleanup(h.Close)
 	for _, pair := range [][2]string{{"est1", "est1p"}, {"eth1", "eth1p"}} {
-		if err := h.EnsureVeth(pair[0], pair[1], 0); err != nil {
+		if err := h.Devices().EnsureVeth(pair[0], pair[1], 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +39,7 @@ func newNS(t *testing.T) *Handle {
 func newVXLAN(t *testing.T, h *Handle, vni uint32) {
 	t.Helper()
 	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
-	if _, err := h.EnsureVXLAN("estvx", vni, 4789, "eth1", ip("192.168.50.1"), 1450); err != nil {
+	if _, err := ensureVXLANUp(h, "estvx", vni, 4789, "eth1", ip("192.168.50.1"), 1450); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			t.Skipf("kernel lacks VXLAN: %v", err)
 		}
@@ -165,7 +166,7 @@ func TestNeighbours(t *testing.T) {
 	apply(t, h, state.Plan{AddNeighs: neighs})
 	has(t, read(t, h).Neighs, neighs...)
 
-	idx, err := h.LinkIndex("eth1")
+	idx, err := h.Links().Index("eth1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestEnsureVXLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mac, err := h.EnsureVXLAN("estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1450)
+	mac, err := ensureVXLANUp(h, "estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1450)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,14 +255,14 @@ func TestEnsureVXLAN(t *testing.T) {
 		t.Fatalf("vxlan attributes: vni %d port %d learning %v mtu %d flags %v", vx.VxlanId, vx.Port, vx.Learning, vx.MTU, vx.Flags)
 	}
 
-	if _, err := h.EnsureVXLAN("estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
+	if _, err := ensureVXLANUp(h, "estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
 		t.Fatal(err)
 	}
 	if l, _ := h.nl.LinkByName("estvx"); l.Attrs().Index != before.Attrs().Index || l.Attrs().MTU != 1400 {
 		t.Fatalf("MTU change: index %d mtu %d", l.Attrs().Index, l.Attrs().MTU)
 	}
 
-	if _, err := h.EnsureVXLAN("estvx", 43, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
+	if _, err := ensureVXLANUp(h, "estvx", 43, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
 		t.Fatal(err)
 	}
 	l, err := h.nl.LinkByName("estvx")
@@ -272,26 +273,26 @@ func TestEnsureVXLAN(t *testing.T) {
 		t.Fatalf("VNI change not applied by recreating: index %d vni %d", l.Attrs().Index, l.(*netlink.Vxlan).VxlanId)
 	}
 
-	if err := h.DeleteLink("estvx"); err != nil {
+	if err := h.Links().Delete("estvx"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.DeleteLink("estvx"); err != nil {
+	if err := h.Links().Delete("estvx"); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
 }
 
 func TestEnsureVethAndBridge(t *testing.T) {
 	h := newNS(t)
-	if err := h.EnsureVeth("est1", "est1p", 1400); err != nil {
+	if err := h.Devices().EnsureVeth("est1", "est1p", 1400); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.EnsureBridge("estbr"); err != nil {
+	if err := h.Devices().EnsureBridge("estbr"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.EnsureBridge("estbr"); err != nil {
+	if err := h.Devices().EnsureBridge("estbr"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.EnsureVeth("estbr", "x", 0); err == nil {
+	if err := h.Devices().EnsureVeth("estbr", "x", 0); err == nil {
 		t.Fatal("EnsureVeth accepted an existing bridge")
 	}
 	for _, name := range []string{"est1", "est1p"} {
@@ -317,7 +318,7 @@ func TestDeleteLinkGoneAfterLookup(t *testing.T) {
 	if err := h.nl.LinkDel(link); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.deleteLink(link); err != nil {
+	if err := h.Links().deleteLink(link); err != nil {
 		t.Fatalf("deleting a link already gone: %v", err)
 	}
 	if _, err := h.nl.LinkByName("est1"); err == nil {
@@ -394,4 +395,15 @@ func TestDeleteOnMissingDeviceSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deleting what is gone: %v", err)
 	}
+}
+
+// ensureVXLANUp makes the VXLAN device with these attributes exist and be
+// up, and returns its MAC.
+func ensureVXLANUp(h *Handle, name string, vni uint32, port int, parent string, local netip.Addr,
+	mtu int) (net.HardwareAddr, error) {
+	mac, err := h.Devices().EnsureVXLAN(VXLAN{Name: name, VNI: vni, Port: port, Parent: parent, LocalIP: local, MTU: mtu})
+	if err != nil {
+		return nil, err
+	}
+	return mac, h.Links().SetUp(name)
 }

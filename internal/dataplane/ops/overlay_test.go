@@ -23,7 +23,7 @@ func TestEnsureVXLANDeviceMAC(t *testing.T) {
 	newVXLAN(t, h, 42)
 	mac := state.MustParseMAC("02:11:22:33:44:55")
 	v := VXLAN{Name: "estvx", VNI: 42, Port: 4789, Parent: "eth1", LocalIP: ip("192.168.50.1"), MTU: 1450, MAC: mac}
-	got, err := h.EnsureVXLANDevice(v)
+	got, err := h.Devices().EnsureVXLAN(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,10 +31,10 @@ func TestEnsureVXLANDeviceMAC(t *testing.T) {
 		t.Fatalf("MAC %s, want %s", got, mac)
 	}
 	v.VNI = 43 // re-created: the MAC must survive
-	if got, err = h.EnsureVXLANDevice(v); err != nil || got.String() != mac.String() {
+	if got, err = h.Devices().EnsureVXLAN(v); err != nil || got.String() != mac.String() {
 		t.Fatalf("after re-creation: MAC %s err %v, want %s", got, err, mac)
 	}
-	if l, _ := h.Link("estvx"); l.Up {
+	if l, _ := h.Links().Get("estvx"); l.Up {
 		t.Error("a re-created device came up before its settings were written")
 	}
 }
@@ -42,13 +42,13 @@ func TestEnsureVXLANDeviceMAC(t *testing.T) {
 func TestParentLookups(t *testing.T) {
 	h := newNS(t)
 	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
-	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "" {
+	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "" {
 		t.Fatalf("no default route: %q, %v", name, err)
 	}
-	if err := h.AddOnlinkRoute(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
+	if err := h.Routes().AddOnlink(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "eth1" {
+	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link %q, %v; want eth1", name, err)
 	}
 	// Default routes in other tables are not the main table's.
@@ -56,23 +56,23 @@ func TestParentLookups(t *testing.T) {
 		{Table: 1001, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
 		{Table: 100, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
 	}})
-	if name, err := h.DefaultRouteLink(family.IPv4); err != nil || name != "eth1" {
+	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link with other tables' defaults %q, %v; want eth1", name, err)
 	}
-	if name, err := h.DefaultRouteLink(family.IPv6); err != nil || name != "" {
+	if name, err := h.Routes().DefaultLink(family.IPv6); err != nil || name != "" {
 		t.Fatalf("no IPv6 default route: %q, %v", name, err)
 	}
-	if rs, err := h.tableRoutes(unix.AF_INET, 1500); err != nil || len(rs) != 0 {
+	if rs, err := h.Routes().table(unix.AF_INET, 1500); err != nil || len(rs) != 0 {
 		t.Fatalf("routes of a table that does not exist: %v, %v", rs, err)
 	}
-	if rs, err := h.tableRoutes(unix.AF_INET, 1001); err != nil || len(rs) != 1 || rs[0].Table != 1001 {
+	if rs, err := h.Routes().table(unix.AF_INET, 1001); err != nil || len(rs) != 1 || rs[0].Table != 1001 {
 		t.Fatalf("routes of table 1001: %v, %v", rs, err)
 	}
-	la, err := h.LinkWithAddrs("eth1")
+	la, err := h.Addrs().OfLink("eth1")
 	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) || la.MTU != 1500 {
 		t.Fatalf("eth1 = %+v, %v", la, err)
 	}
-	ls, err := h.LinksWithAddrs()
+	ls, err := h.Addrs().ByLink()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestWatchNeighMisses(t *testing.T) {
 	defer cancel()
 	misses := make(chan netip.Addr, 8)
 	done := make(chan error, 1)
-	go func() { done <- h.WatchNeighMisses(ctx, "estvx", func(a netip.Addr) { misses <- a }) }()
+	go func() { done <- h.Neighs().WatchMisses(ctx, "estvx", func(a netip.Addr) { misses <- a }) }()
 	// A datagram to an unresolved on-link address makes the kernel ask.
 	if err := sysctl.Write(h.ns, []sysctl.Setting{{Key: "net/ipv4/neigh/estvx/app_solicit", Value: "1"}}); err != nil {
 		t.Fatal(err)
@@ -139,11 +139,15 @@ func natOf(dev string, src []string, exempt ...string) state.NATFamily {
 
 func TestNATEnsure(t *testing.T) {
 	path := nstest.New(t)
-	n, err := OpenNAT(path)
+	h, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	defer h.Close()
+	n, err := h.NAT()
+	if err != nil {
+		t.Fatal(err)
+	}
 	foreign := &nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4}
 	n.conn.AddTable(foreign)
 	if err := n.conn.Flush(); err != nil {
@@ -207,11 +211,11 @@ func TestParentSkipsScopeLinkAddresses(t *testing.T) {
 		{Dev: "eth1", Prefix: pfx("192.168.50.1/24")},
 		{Dev: "eth1", Prefix: pfx("10.77.100.10/24"), Scope: state.ScopeLink, NoPrefixRoute: true},
 	}})
-	la, err := h.LinkWithAddrs("eth1")
+	la, err := h.Addrs().OfLink("eth1")
 	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) {
 		t.Fatalf("eth1 = %+v, %v; want only 192.168.50.1 (not the scope-link 10.77.100.10)", la, err)
 	}
-	ls, err := h.LinksWithAddrs()
+	ls, err := h.Addrs().ByLink()
 	if err != nil {
 		t.Fatal(err)
 	}

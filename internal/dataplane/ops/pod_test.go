@@ -25,17 +25,17 @@ func TestAddVethPeerIn(t *testing.T) {
 
 	mac := net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
 	peerMAC := net.HardwareAddr{0x02, 0x42, 0x0a, 0x00, 0x00, 0x07}
-	if err := host.AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err != nil {
+	if err := host.Devices().AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err == nil {
+	if err := host.Devices().AddVethPeerIn("esthost", mac, "net1", peerMAC, podPath, 1400); err == nil {
 		t.Error("second AddVethPeerIn with the same name succeeded")
 	}
-	hl, err := host.Link("esthost")
+	hl, err := host.Links().Get("esthost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := pod.Link("net1")
+	pl, err := pod.Links().Get("net1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,22 +48,22 @@ func TestAddVethPeerIn(t *testing.T) {
 	if pl.Type != "veth" || pl.PeerIndex != hl.Index || hl.PeerIndex != pl.Index {
 		t.Errorf("ends do not point at each other: host %+v, pod %+v", hl, pl)
 	}
-	if _, err := host.Link("net1"); !errors.Is(err, ErrLinkNotFound) {
+	if _, err := host.Links().Get("net1"); !errors.Is(err, ErrLinkNotFound) {
 		t.Errorf("peer visible in the host namespace: %v", err)
 	}
 	for _, h := range []*Handle{host, pod} {
 		name := map[*Handle]string{host: "esthost", pod: "net1"}[h]
-		if err := h.SetLinkUp(name); err != nil {
+		if err := h.Links().SetUp(name); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.SetLinkUp(name); err != nil {
+		if err := h.Links().SetUp(name); err != nil {
 			t.Fatal(err)
 		}
-		if l, err := h.Link(name); err != nil || !l.Up {
+		if l, err := h.Links().Get(name); err != nil || !l.Up {
 			t.Errorf("%s up = %+v, %v", name, l, err)
 		}
 	}
-	if err := host.AddVethPeerIn("esthost2", nil, "net2", nil, "/run/netns/esttest-missing", 0); err == nil {
+	if err := host.Devices().AddVethPeerIn("esthost2", nil, "net2", nil, "/run/netns/esttest-missing", 0); err == nil {
 		t.Error("AddVethPeerIn into a missing namespace succeeded")
 	}
 }
@@ -81,10 +81,10 @@ func TestAddVethPeerInKernelMAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pod.Close)
-	if err := host.AddVethPeerIn("esthost", nil, "net1", nil, podPath, 0); err != nil {
+	if err := host.Devices().AddVethPeerIn("esthost", nil, "net1", nil, podPath, 0); err != nil {
 		t.Fatal(err)
 	}
-	pl, err := pod.Link("net1")
+	pl, err := pod.Links().Get("net1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,23 +97,23 @@ func TestAddVethPeerInKernelMAC(t *testing.T) {
 // address it already has.
 func TestSetLinkMAC(t *testing.T) {
 	h := newNS(t)
-	if err := h.EnsureVeth("estmac", "estmacp", 0); err != nil {
+	if err := h.Devices().EnsureVeth("estmac", "estmacp", 0); err != nil {
 		t.Fatal(err)
 	}
 	mac := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x10, 0x01}
 	for i := range 2 {
-		if err := h.SetLinkMAC("estmac", mac); err != nil {
+		if err := h.Links().SetMAC("estmac", mac); err != nil {
 			t.Fatalf("SetLinkMAC %d: %v", i+1, err)
 		}
 	}
-	l, err := h.Link("estmac")
+	l, err := h.Links().Get("estmac")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !l.Up || l.MAC.String() != mac.String() {
 		t.Errorf("link = %+v, want it up with MAC %s", l, mac)
 	}
-	if err := h.SetLinkMAC("estnone", mac); err == nil || !strings.Contains(err.Error(), "estnone") {
+	if err := h.Links().SetMAC("estnone", mac); err == nil || !strings.Contains(err.Error(), "estnone") {
 		t.Errorf("SetLinkMAC of a missing link = %v, want an error naming it", err)
 	}
 }
@@ -122,18 +122,18 @@ func TestAddOnlinkRoute(t *testing.T) {
 	h := newNS(t)
 	// The kernel judges an onlink gateway through the local table, which is
 	// empty while lo is down.
-	if err := h.SetLinkUp("lo"); err != nil {
+	if err := h.Links().SetUp("lo"); err != nil {
 		t.Fatal(err)
 	}
 	p := state.ProtocolEstuary
 	def := state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "est1", Protocol: p}
 	for range 2 { // a second write is a no-op
-		if err := h.AddOnlinkRoute(def); err != nil {
+		if err := h.Routes().AddOnlink(def); err != nil {
 			t.Fatal(err)
 		}
 	}
 	has(t, canon(read(t, h).Routes), def.Canonical())
-	if err := h.AddOnlinkRoute(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "nosuch"}); err == nil {
+	if err := h.Routes().AddOnlink(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "nosuch"}); err == nil {
 		t.Error("route on a missing device succeeded")
 	}
 }

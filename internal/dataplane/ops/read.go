@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -44,15 +43,15 @@ func (h *Handle) Read(sc Scope) (state.State, error) {
 	}
 	s := state.State{Links: l.byName}
 	steps := []func() error{
-		func() (err error) { s.Routes, err = h.readRoutes(l); return },
-		func() (err error) { s.Rules, err = h.readRules(); return },
-		func() (err error) { s.FDB, err = h.readFDB(l, sc); return },
+		func() (err error) { s.Routes, err = h.Routes().read(l); return },
+		func() (err error) { s.Rules, err = h.Rules().read(); return },
+		func() (err error) { s.FDB, err = h.Neighs().readFDB(l, sc); return },
 	}
 	if !sc.NoNeighs {
-		steps = append(steps, func() (err error) { s.Neighs, err = h.readNeighs(l); return })
+		steps = append(steps, func() (err error) { s.Neighs, err = h.Neighs().read(l); return })
 	}
 	if !sc.NoAddrs {
-		steps = append(steps, func() (err error) { s.Addrs, err = h.readAddrs(l); return })
+		steps = append(steps, func() (err error) { s.Addrs, err = h.Addrs().read(l); return })
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -60,133 +59,6 @@ func (h *Handle) Read(sc Scope) (state.State, error) {
 		}
 	}
 	return s, nil
-}
-
-func (h *Handle) readRoutes(l links) ([]state.Route, error) {
-	var out []state.Route
-	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-		rs, err := retryDump("routes", func() ([]netlink.Route, error) {
-			return h.nl.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rs {
-			out = append(out, routeFromKernel(r, fam, l))
-		}
-	}
-	return out, nil
-}
-
-func routeFromKernel(r netlink.Route, fam int, l links) state.Route {
-	out := state.Route{
-		Table:    r.Table,
-		Dst:      prefixOf(r.Dst, fam),
-		Gw:       addrOf(r.Gw),
-		Scope:    state.Scope(r.Scope),
-		Type:     state.RouteType(r.Type),
-		Protocol: uint8(r.Protocol),
-	}
-	if len(r.MultiPath) == 0 {
-		out.Dev = l.byIndex[r.LinkIndex]
-	}
-	if out.Type == state.RouteThrow {
-		out.Dev = "" // the kernel reports IPv6 throw routes on lo
-	}
-	return out
-}
-
-func (h *Handle) readRules() ([]state.Rule, error) {
-	var out []state.Rule
-	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-		rs, err := retryDump("rules", func() ([]netlink.Rule, error) { return h.nl.RuleList(fam) })
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rs {
-			rule := state.Rule{Priority: max(r.Priority, 0), Table: r.Table, Mark: r.Mark, Family: fromAF(fam)}
-			if r.Mask != nil {
-				rule.Mask = *r.Mask
-			}
-			if r.Src != nil {
-				rule.Src = prefixOf(r.Src, fam)
-			}
-			out = append(out, rule)
-		}
-	}
-	return out, nil
-}
-
-func (h *Handle) readNeighs(l links) ([]state.Neigh, error) {
-	var out []state.Neigh
-	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-		ns, err := retryDump("neighbours", func() ([]netlink.Neigh, error) { return h.nl.NeighList(0, fam) })
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range ns {
-			if n.State&netlink.NUD_PERMANENT == 0 {
-				continue
-			}
-			mac, _ := state.MACFrom(n.HardwareAddr)
-			out = append(out, state.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), MAC: mac, Permanent: true})
-		}
-		ps, err := retryDump("proxy neighbours", func() ([]netlink.Neigh, error) { return h.nl.NeighProxyList(0, fam) })
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range ps {
-			out = append(out, state.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), Proxy: true})
-		}
-	}
-	return out, nil
-}
-
-func (h *Handle) readFDB(l links, sc Scope) ([]state.FDB, error) {
-	if sc.FDBDevice == nil {
-		return nil, nil
-	}
-	var out []state.FDB
-	for name, index := range l.byName {
-		if !sc.FDBDevice(name) {
-			continue
-		}
-		es, err := retryDump("fdb of "+name, func() ([]netlink.Neigh, error) {
-			return h.nl.NeighList(index, unix.AF_BRIDGE)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range es {
-			mac, macErr := state.MACFrom(e.HardwareAddr)
-			if e.IP == nil || macErr != nil {
-				continue // a local or multicast-list entry, not a tunnel entry
-			}
-			out = append(out, state.FDB{Dev: name, MAC: mac, Dst: addrOf(e.IP)})
-		}
-	}
-	return out, nil
-}
-
-func (h *Handle) readAddrs(l links) ([]state.Addr, error) {
-	as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, netlink.FAMILY_ALL) })
-	if err != nil {
-		return nil, err
-	}
-	out := make([]state.Addr, 0, len(as))
-	for _, a := range as {
-		if a.IPNet == nil {
-			continue
-		}
-		ones, _ := a.Mask.Size()
-		out = append(out, state.Addr{
-			Dev:           l.byIndex[a.LinkIndex],
-			Prefix:        netip.PrefixFrom(addrOf(a.IP), ones),
-			Scope:         state.Scope(a.Scope),
-			NoPrefixRoute: a.Flags&unix.IFA_F_NOPREFIXROUTE != 0,
-		})
-	}
-	return out, nil
 }
 
 func fromAF(fam int) family.Family {

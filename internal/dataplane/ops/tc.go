@@ -6,16 +6,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// estuary's tc filter on a device's ingress: one cls_bpf filter in
-// direct-action mode at this priority and handle on the clsact qdisc. The
-// qdisc is shared with anything else that uses tc on the device and is never
-// removed; only the filter is estuary's.
-const (
-	tcPriority = 0xe5
-	tcHandle   = 1
-)
+// The fast path's tc filter (owner fast-path) is one cls_bpf filter in
+// direct-action mode on a device's ingress, at state.TCPriority and
+// state.TCHandle on the clsact qdisc. The qdisc is shared with anything else
+// that uses tc on the device; only the filter is estuary's.
 
 // IngressProgram is the BPF program estuary's filter on a device runs.
 type IngressProgram struct {
@@ -27,7 +25,7 @@ type IngressProgram struct {
 // link's ingress, adding the clsact qdisc if the device has none. It
 // replaces estuary's previous filter in one step, so packets never meet a
 // device without one.
-func (h *Handle) AttachIngress(link string, fd int, name string) error {
+func (h *TC) AttachIngress(link string, fd int, name string) error {
 	l, err := h.nl.LinkByName(link)
 	if err != nil {
 		return fmt.Errorf("attach %s to %s ingress: %w", name, link, err)
@@ -41,7 +39,7 @@ func (h *Handle) AttachIngress(link string, fd int, name string) error {
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
-			Handle: tcHandle, Priority: tcPriority, Protocol: unix.ETH_P_ALL,
+			Handle: state.TCHandle, Priority: state.TCPriority, Protocol: unix.ETH_P_ALL,
 		},
 		Fd: fd, Name: name, DirectAction: true,
 	}
@@ -53,7 +51,7 @@ func (h *Handle) AttachIngress(link string, fd int, name string) error {
 
 // Ingress returns the program of estuary's filter on link's ingress; false
 // when there is none.
-func (h *Handle) Ingress(link string) (IngressProgram, bool, error) {
+func (h *TC) Ingress(link string) (IngressProgram, bool, error) {
 	l, err := h.nl.LinkByName(link)
 	if err != nil {
 		return IngressProgram{}, false, fmt.Errorf("ingress filters of %s: %w", link, err)
@@ -66,7 +64,7 @@ func (h *Handle) Ingress(link string) (IngressProgram, bool, error) {
 }
 
 // DetachIngress removes estuary's filter from link's ingress, if any.
-func (h *Handle) DetachIngress(link string) error {
+func (h *TC) DetachIngress(link string) error {
 	l, err := h.nl.LinkByName(link)
 	if err != nil {
 		return fmt.Errorf("detach from %s ingress: %w", link, err)
@@ -83,7 +81,7 @@ func (h *Handle) DetachIngress(link string) error {
 
 // ownFilter finds estuary's filter among l's ingress filters; nil if none,
 // and nil without error if the device has no clsact qdisc.
-func (h *Handle) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
+func (h *TC) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 	fs, err := h.nl.FilterList(l, netlink.HANDLE_MIN_INGRESS)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 		return nil, nil
@@ -93,7 +91,7 @@ func (h *Handle) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 	}
 	for _, f := range fs {
 		b, ok := f.(*netlink.BpfFilter)
-		if ok && b.Priority == tcPriority && b.Handle == tcHandle {
+		if ok && b.Priority == state.TCPriority && b.Handle == state.TCHandle {
 			return b, nil
 		}
 	}
@@ -101,20 +99,14 @@ func (h *Handle) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 }
 
 // LinkIndexes maps the name of every link in the namespace to its index
-// (Read's lean link dump).
-func (h *Handle) LinkIndexes() (map[string]int, error) {
-	l, err := h.links()
-	if err != nil {
-		return nil, err
-	}
-	return l.byName, nil
-}
+// (Links.Indexes): a filter is attached at a device's index.
+func (h *TC) LinkIndexes() (map[string]int, error) { return (*Handle)(h).Links().Indexes() }
 
 // DeleteEmptyClsact deletes link's clsact qdisc when no filter is left on
 // its ingress or egress hook (the qdisc AttachIngress added for estuary's
 // filter). It reports whether it deleted one; a link without the qdisc, or
 // with another party's filters on it, is left alone.
-func (h *Handle) DeleteEmptyClsact(link string) (bool, error) {
+func (h *TC) DeleteEmptyClsact(link string) (bool, error) {
 	l, err := h.nl.LinkByName(link)
 	if errors.As(err, &netlink.LinkNotFoundError{}) {
 		return false, nil

@@ -6,16 +6,15 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
-// VLANMarker is the alias (IFLA_IFALIAS, `ip link set ... alias`) that
-// EnsureVLAN writes on every 802.1Q link it creates. It is how estuary tells
-// its own sub-interfaces from ones an administrator made: only marked links
-// are ever deleted or re-created. The kernel keeps the alias for the link's
-// lifetime and shows it in `ip link show`.
-const VLANMarker = "estuary:vlan"
+// The underlay's sub-interfaces (owner underlay) carry state.VLANMarker as
+// their alias: it is how estuary tells its own from ones an administrator
+// made.
 
-// ErrVLANUnsupported is returned (wrapped) by EnsureVLAN when the kernel has
+// ErrVLANUnsupported is returned (wrapped) by VLANs.Ensure when the kernel has
 // no 802.1Q support (no 8021q module): the link add fails with "operation
 // not supported", which iproute2 shows as "Unknown device type".
 var ErrVLANUnsupported = errors.New("kernel has no 802.1Q VLAN support")
@@ -25,19 +24,19 @@ type VLANLink struct {
 	Name   string
 	Parent string // the parent link's name; "" when it is in another namespace
 	ID     int
-	// Marked reports whether the link carries VLANMarker, i.e. estuary made it.
+	// Marked reports whether the link carries state.VLANMarker, i.e. estuary made it.
 	Marked bool
 }
 
-// EnsureVLAN makes the 802.1Q link name (VLAN id on parent) exist. A new
-// link is created down and marked with VLANMarker, so that the caller can
-// write its per-link settings before bringing it up (SetLinkUp). An existing
+// Ensure makes the 802.1Q link name (VLAN id on parent) exist. A new
+// link is created down and marked with state.VLANMarker, so that the caller can
+// write its per-link settings before bringing it up (Links.SetUp). An existing
 // link of that name is kept if it is a VLAN with this id on this parent,
 // whoever made it (an administrator's sub-interface is used, never marked,
 // and so never deleted); a marked link with other attributes is deleted and
 // created again (the kernel cannot change a VLAN's id or parent in place);
 // any other link of that name is an error and is left alone.
-func (h *Handle) EnsureVLAN(parent string, id int, name string) error {
+func (h *VLANs) Ensure(parent string, id int, name string) error {
 	if id < 1 || id > 4094 {
 		return fmt.Errorf("ensure vlan %s: id %d out of range 1-4094", name, id)
 	}
@@ -58,7 +57,7 @@ func (h *Handle) EnsureVLAN(parent string, id int, name string) error {
 		if isVLAN && v.VlanId == id && v.ParentIndex == p.Attrs().Index {
 			return nil
 		}
-		if link.Attrs().Alias != VLANMarker {
+		if link.Attrs().Alias != state.VLANMarker {
 			return fmt.Errorf("ensure vlan %s: a %s link of that name exists and is not estuary's", name, link.Type())
 		}
 		if err := h.nl.LinkDel(link); err != nil {
@@ -66,7 +65,7 @@ func (h *Handle) EnsureVLAN(parent string, id int, name string) error {
 		}
 	}
 	v := &netlink.Vlan{
-		LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: p.Attrs().Index, Alias: VLANMarker},
+		LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: p.Attrs().Index, Alias: state.VLANMarker},
 		VlanId:    id,
 	}
 	if err := h.nl.LinkAdd(v); err != nil {
@@ -85,8 +84,8 @@ func VLANUnsupported(err error) bool {
 	return errors.Is(err, ErrVLANUnsupported) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
-// VLANLinks lists the namespace's 802.1Q links.
-func (h *Handle) VLANLinks() ([]VLANLink, error) {
+// List lists the namespace's 802.1Q links.
+func (h *VLANs) List() ([]VLANLink, error) {
 	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
 	if err != nil {
 		return nil, err
@@ -102,15 +101,15 @@ func (h *Handle) VLANLinks() ([]VLANLink, error) {
 			continue
 		}
 		a := v.Attrs()
-		out = append(out, VLANLink{Name: a.Name, Parent: names[a.ParentIndex], ID: v.VlanId, Marked: a.Alias == VLANMarker})
+		out = append(out, VLANLink{Name: a.Name, Parent: names[a.ParentIndex], ID: v.VlanId, Marked: a.Alias == state.VLANMarker})
 	}
 	return out, nil
 }
 
-// DeleteMarkedVLAN deletes the named link if it is an 802.1Q link carrying
-// VLANMarker; a link that does not exist is success, and any other link is
+// DeleteMarked deletes the named link if it is an 802.1Q link carrying
+// state.VLANMarker; a link that does not exist is success, and any other link is
 // an error and is left alone.
-func (h *Handle) DeleteMarkedVLAN(name string) error {
+func (h *VLANs) DeleteMarked(name string) error {
 	link, err := h.nl.LinkByName(name)
 	if errors.As(err, &netlink.LinkNotFoundError{}) {
 		return nil
@@ -118,7 +117,7 @@ func (h *Handle) DeleteMarkedVLAN(name string) error {
 	if err != nil {
 		return fmt.Errorf("delete vlan %s: %w", name, err)
 	}
-	if _, ok := link.(*netlink.Vlan); !ok || link.Attrs().Alias != VLANMarker {
+	if _, ok := link.(*netlink.Vlan); !ok || link.Attrs().Alias != state.VLANMarker {
 		return fmt.Errorf("delete vlan %s: the %s link is not estuary's", name, link.Type())
 	}
 	if err := h.nl.LinkDel(link); err != nil {

@@ -20,7 +20,7 @@ func vlanHandle(t *testing.T) *Handle {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	if err := h.EnsureVeth("up0", "up1", 0); err != nil {
+	if err := h.Devices().EnsureVeth("up0", "up1", 0); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -30,21 +30,21 @@ func vlanHandle(t *testing.T) *Handle {
 // Kernels without 802.1Q support make it skip with that reason.
 func TestEnsureVLAN(t *testing.T) {
 	h := vlanHandle(t)
-	err := h.EnsureVLAN("up0", 100, "up0.100")
+	err := h.VLANs().Ensure("up0", 100, "up0.100")
 	if VLANUnsupported(err) {
 		t.Skipf("skipped: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.EnsureVLAN("up0", 100, "up0.100"); err != nil {
+	if err := h.VLANs().Ensure("up0", 100, "up0.100"); err != nil {
 		t.Fatalf("second EnsureVLAN: %v", err)
 	}
-	l, err := h.Link("up0.100")
+	l, err := h.Links().Get("up0.100")
 	if err != nil || l.Type != "vlan" || l.Up {
 		t.Fatalf("link = %+v, %v; want a down vlan", l, err)
 	}
-	vs, err := h.VLANLinks()
+	vs, err := h.VLANs().List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,19 +52,19 @@ func TestEnsureVLAN(t *testing.T) {
 		t.Errorf("VLANLinks = %+v", vs)
 	}
 	// A marked link with another id is re-created with the wanted one.
-	if err := h.EnsureVLAN("up0", 200, "up0.100"); err != nil {
+	if err := h.VLANs().Ensure("up0", 200, "up0.100"); err != nil {
 		t.Fatal(err)
 	}
-	if vs, _ := h.VLANLinks(); len(vs) != 1 || vs[0].ID != 200 {
+	if vs, _ := h.VLANs().List(); len(vs) != 1 || vs[0].ID != 200 {
 		t.Errorf("after id change: %+v", vs)
 	}
-	if err := h.DeleteMarkedVLAN("up0.100"); err != nil {
+	if err := h.VLANs().DeleteMarked("up0.100"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.DeleteMarkedVLAN("up0.100"); err != nil {
+	if err := h.VLANs().DeleteMarked("up0.100"); err != nil {
 		t.Fatalf("deleting a gone link: %v", err)
 	}
-	if _, err := h.Link("up0.100"); !errors.Is(err, ErrLinkNotFound) {
+	if _, err := h.Links().Get("up0.100"); !errors.Is(err, ErrLinkNotFound) {
 		t.Errorf("link left: %v", err)
 	}
 }
@@ -74,17 +74,17 @@ func TestEnsureVLAN(t *testing.T) {
 // 802.1Q support.
 func TestEnsureVLANRefusesForeign(t *testing.T) {
 	h := vlanHandle(t)
-	if err := h.EnsureVeth("up0.7", "peer7", 0); err != nil {
+	if err := h.Devices().EnsureVeth("up0.7", "peer7", 0); err != nil {
 		t.Fatal(err)
 	}
-	err := h.EnsureVLAN("up0", 7, "up0.7")
+	err := h.VLANs().Ensure("up0", 7, "up0.7")
 	if err == nil || !strings.Contains(err.Error(), "not estuary's") {
 		t.Errorf("EnsureVLAN over a veth = %v, want a refusal", err)
 	}
-	if err := h.DeleteMarkedVLAN("up0.7"); err == nil {
+	if err := h.VLANs().DeleteMarked("up0.7"); err == nil {
 		t.Error("DeleteMarkedVLAN deleted a veth")
 	}
-	if l, err := h.Link("up0.7"); err != nil || l.Type != "veth" {
+	if l, err := h.Links().Get("up0.7"); err != nil || l.Type != "veth" {
 		t.Errorf("foreign link changed: %+v, %v", l, err)
 	}
 }
@@ -101,7 +101,7 @@ func TestEnsureVLANArguments(t *testing.T) {
 		{"up0", "a-name-of-16-byt", 5, "name must be"},
 		{"nic9", "nic9.5", 5, "parent nic9"},
 	} {
-		err := h.EnsureVLAN(tc.parent, tc.id, tc.name)
+		err := h.VLANs().Ensure(tc.parent, tc.id, tc.name)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("EnsureVLAN(%s, %d, %s) = %v, want %q", tc.parent, tc.id, tc.name, err, tc.want)
 		}

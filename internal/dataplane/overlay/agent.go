@@ -39,7 +39,7 @@ func NewAgent(hostNetns string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overlay agent: %w", err)
 	}
-	nat, err := ops.OpenNAT(hostNetns)
+	nat, err := h.NAT()
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("overlay agent: %w", err)
@@ -49,7 +49,6 @@ func NewAgent(hostNetns string) (*Agent, error) {
 
 // Close releases the agent's handles. Answer calls must have returned.
 func (a *Agent) Close() {
-	a.nat.Close()
 	a.h.Close()
 }
 
@@ -108,7 +107,7 @@ func (a *Agent) ensureDevice(in Input) error {
 	if port == 0 {
 		port = DefaultPort
 	}
-	_, err := a.h.EnsureVXLANDevice(ops.VXLAN{
+	_, err := a.h.Devices().EnsureVXLAN(ops.VXLAN{
 		Name: in.Device, VNI: in.VNI, Port: port, Parent: in.Parent,
 		LocalIP: in.LocalIP.Unmap(), MTU: in.MTU, MAC: in.MAC,
 	})
@@ -120,7 +119,7 @@ func (a *Agent) ensureDevice(in Input) error {
 	if err := sysctl.Write(a.hostNetns, a.sysctls); err != nil {
 		return fmt.Errorf("overlay %s: %w", in.Device, err)
 	}
-	if err := a.h.SetLinkUp(in.Device); err != nil {
+	if err := a.h.Links().SetUp(in.Device); err != nil {
 		return fmt.Errorf("overlay: %w", err)
 	}
 	return nil
@@ -180,7 +179,7 @@ func (a *Agent) Remove(ctx context.Context, device string) (state.Plan, error) {
 	if _, err := a.nat.Ensure(state.NAT{}); err != nil {
 		return plan, fmt.Errorf("remove overlay %s: nat: %w", device, err)
 	}
-	if err := a.h.DeleteLink(device); err != nil {
+	if err := a.h.Links().Delete(device); err != nil {
 		return plan, fmt.Errorf("remove overlay: %w", err)
 	}
 	return plan, nil

@@ -36,12 +36,12 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 		if !ok || mac.IsZero() {
 			return
 		}
-		if err := h.SetNeigh(state.Neigh{Dev: device, IP: ip, MAC: mac}); err != nil {
+		if err := h.Neighs().Set(state.Neigh{Dev: device, IP: ip, MAC: mac}); err != nil {
 			a.report(fmt.Errorf("answer miss on %s: %w", device, err))
 		}
 	}
 	resubscribe.Run(ctx, answerRetryFirst, answerRetryLimit, func(ctx context.Context) error {
-		return h.WatchNeighMisses(ctx, device, answer)
+		return h.Neighs().WatchMisses(ctx, device, answer)
 	}, func(err error, _ time.Duration) { a.report(err) })
 	return nil
 }
@@ -53,7 +53,7 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 // an entry without ever making the kernel confirm it. Addresses lookup does
 // not know are left alone. It returns how many entries it rewrote.
 func (a *Agent) Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)) (int, error) {
-	ns, err := a.h.ResolvedNeighs(device)
+	ns, err := a.h.Neighs().Resolved(device)
 	if err != nil {
 		return 0, fmt.Errorf("refresh neighbours: %w", err)
 	}
@@ -64,7 +64,7 @@ func (a *Agent) Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)
 		if !ok || mac.IsZero() || mac == e.MAC {
 			continue
 		}
-		if err := a.h.SetNeigh(state.Neigh{Dev: device, IP: e.IP, MAC: mac}); err != nil {
+		if err := a.h.Neighs().Set(state.Neigh{Dev: device, IP: e.IP, MAC: mac}); err != nil {
 			errs = append(errs, fmt.Errorf("refresh neighbours: %w", err))
 			continue
 		}

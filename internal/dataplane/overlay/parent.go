@@ -53,14 +53,14 @@ func (a *Agent) ResolveParent(spec ParentSpec) (Parent, error) {
 
 func (a *Agent) findParent(spec ParentSpec) (ops.LinkAddrs, error) {
 	if spec.Name != "" {
-		return a.h.LinkWithAddrs(spec.Name)
+		return a.h.Addrs().OfLink(spec.Name)
 	}
 	if spec.Regex != "" {
 		re, err := regexp.Compile(spec.Regex)
 		if err != nil {
 			return ops.LinkAddrs{}, fmt.Errorf("compile: %w", err)
 		}
-		ls, err := a.h.LinksWithAddrs()
+		ls, err := a.h.Addrs().ByLink()
 		if err != nil {
 			return ops.LinkAddrs{}, err
 		}
@@ -72,12 +72,12 @@ func (a *Agent) findParent(spec ParentSpec) (ops.LinkAddrs, error) {
 		return ops.LinkAddrs{}, fmt.Errorf("no link matches with a global unicast address")
 	}
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
-		name, err := a.h.DefaultRouteLink(f)
+		name, err := a.h.Routes().DefaultLink(f)
 		if err != nil {
 			return ops.LinkAddrs{}, err
 		}
 		if name != "" {
-			return a.h.LinkWithAddrs(name)
+			return a.h.Addrs().OfLink(name)
 		}
 	}
 	return ops.LinkAddrs{}, fmt.Errorf("no default route")

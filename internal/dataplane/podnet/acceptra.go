@@ -71,7 +71,7 @@ func (p *plumbing) raSysctls() ([]sysctl.Setting, error) {
 	if on == "1" {
 		return nil, nil
 	}
-	links, err := p.host.Links("")
+	links, err := p.host.Links().List("")
 	if err != nil {
 		return nil, fmt.Errorf("list links to keep router advertisements: %w", err)
 	}

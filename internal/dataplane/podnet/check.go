@@ -62,11 +62,11 @@ func (p *plumbing) check(ips []netip.Prefix) []error {
 // checkLinks checks both ends of the pair and the pod side's pinned MAC;
 // stop says that an end is missing, so nothing more can be checked.
 func (p *plumbing) checkLinks() (errs []error, stop bool) {
-	pl, err := p.pod.Link(p.a.IfName)
+	pl, err := p.pod.Links().Get(p.a.IfName)
 	if err != nil {
 		return []error{fmt.Errorf("interface %s in %s missing", p.a.IfName, p.a.Netns)}, true
 	}
-	hl, err := p.host.Link(p.hostVeth)
+	hl, err := p.host.Links().Get(p.hostVeth)
 	if err != nil {
 		return []error{fmt.Errorf("host link %s missing", p.hostVeth)}, true
 	}

@@ -64,10 +64,10 @@ func (p *plumbing) pin(pl ops.Link) error {
 	if have, _ := state.MACFrom(pl.MAC); p.mac.IsZero() || have == p.mac {
 		return nil
 	}
-	if err := p.pod.SetLinkMAC(p.a.IfName, p.mac.HardwareAddr()); err != nil {
+	if err := p.pod.Links().SetMAC(p.a.IfName, p.mac.HardwareAddr()); err != nil {
 		return p.errorf("pod side %s: %w", p.a.IfName, err)
 	}
-	stale, err := p.host.ResolvedNeighs(p.hostVeth)
+	stale, err := p.host.Neighs().Resolved(p.hostVeth)
 	if err == nil {
 		err = p.host.Apply(state.Plan{DelNeighs: stale})
 	}

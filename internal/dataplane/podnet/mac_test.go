@@ -28,7 +28,7 @@ func readLink(t *testing.T, ns, name string) ops.Link {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	l, err := h.Link(name)
+	l, err := h.Links().Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}

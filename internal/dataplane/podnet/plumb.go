@@ -54,13 +54,13 @@ func (p *plumbing) errorf(format string, args ...any) error {
 // attachment's host side and pod interface (and gives it the pinned MAC).
 // created says whether it made it.
 func (p *plumbing) ensureVeth() (created bool, err error) {
-	hl, err := p.host.Link(p.hostVeth)
+	hl, err := p.host.Links().Get(p.hostVeth)
 	if errors.Is(err, ops.ErrLinkNotFound) {
-		if err := p.host.AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.peerMAC(), p.a.Netns,
+		if err := p.host.Devices().AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.peerMAC(), p.a.Netns,
 			p.mtu); err != nil {
 			return false, p.errorf("%w", err)
 		}
-		if err := p.host.SetLinkAlias(p.hostVeth, endpointAlias(p.a, p.mac)); err != nil {
+		if err := p.host.Links().SetAlias(p.hostVeth, endpointAlias(p.a, p.mac)); err != nil {
 			return true, p.errorf("%w", err)
 		}
 		return true, nil
@@ -68,7 +68,7 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 	if err != nil {
 		return false, p.errorf("%w", err)
 	}
-	pl, err := p.pod.Link(p.a.IfName)
+	pl, err := p.pod.Links().Get(p.a.IfName)
 	if err != nil || hl.Type != "veth" || pl.Type != "veth" || hl.PeerIndex != pl.Index || pl.PeerIndex != hl.Index {
 		return false, p.errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
 			p.a.IfName, p.a.Netns)
@@ -77,7 +77,7 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 		return false, err
 	}
 	if want := endpointAlias(p.a, p.mac); hl.Alias != want {
-		if err := p.host.SetLinkAlias(p.hostVeth, want); err != nil {
+		if err := p.host.Links().SetAlias(p.hostVeth, want); err != nil {
 			return false, p.errorf("%w", err)
 		}
 	}
@@ -105,7 +105,7 @@ func (p *plumbing) configure(addrs []Address) error {
 		h    *ops.Handle
 		name string
 	}{{p.host, p.hostVeth}, {p.pod, "lo"}, {p.pod, p.a.IfName}} {
-		if err := up.h.SetLinkUp(up.name); err != nil {
+		if err := up.h.Links().SetUp(up.name); err != nil {
 			return p.errorf("%w", err)
 		}
 	}
@@ -167,7 +167,7 @@ func (p *plumbing) configurePod(addrs []Address) error {
 		return p.errorf("pod side %s: %w", p.a.IfName, err)
 	}
 	for _, r := range p.podRoutes(addrs) {
-		if err := p.pod.AddOnlinkRoute(r); err != nil {
+		if err := p.pod.Routes().AddOnlink(r); err != nil {
 			return p.errorf("pod side %s: %w", p.a.IfName, err)
 		}
 	}
@@ -222,11 +222,11 @@ func localPodsRule(f family.Family) state.Rule {
 // reply reads both ends' MACs back and reports the interface in CNI terms:
 // each address as the pod holds it (/32, /128) with the link-local gateway.
 func (p *plumbing) reply(addrs []Address) (*cniv1.AddReply, error) {
-	hl, err := p.host.Link(p.hostVeth)
+	hl, err := p.host.Links().Get(p.hostVeth)
 	if err != nil {
 		return nil, p.errorf("%w", err)
 	}
-	pl, err := p.pod.Link(p.a.IfName)
+	pl, err := p.pod.Links().Get(p.a.IfName)
 	if err != nil {
 		return nil, p.errorf("%w", err)
 	}

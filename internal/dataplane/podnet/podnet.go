@@ -203,7 +203,7 @@ func (b *Backend) Add(ctx context.Context, a cniserver.Attachment) (*cniv1.AddRe
 	}
 	if err != nil {
 		if created {
-			if derr := p.host.DeleteLink(p.hostVeth); derr != nil {
+			if derr := p.host.Links().Delete(p.hostVeth); derr != nil {
 				err = errors.Join(err, fmt.Errorf("%s: clean up: %w", podRef(a), derr))
 			}
 		}
@@ -253,7 +253,7 @@ func (b *Backend) Del(_ context.Context, a cniserver.Attachment) error {
 		return cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: host namespace: %w", podRef(a), err))
 	}
 	defer host.Close()
-	if err := host.DeleteLink(HostVethName(a)); err != nil {
+	if err := host.Links().Delete(HostVethName(a)); err != nil {
 		return cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: %w", podRef(a), err))
 	}
 	return nil

@@ -104,7 +104,7 @@ func (b *Backend) Recover(recorded []Recorded) (eps []store.Endpoint, unnamed []
 		return nil, nil, fmt.Errorf("recover endpoints: host namespace: %w", err)
 	}
 	defer host.Close()
-	links, err := host.Links(HostVethPrefix)
+	links, err := host.Links().List(HostVethPrefix)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recover endpoints: %w", err)
 	}

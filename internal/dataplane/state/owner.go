@@ -54,7 +54,7 @@ type Ownership struct {
 
 // DefaultOwnership is estuary's ownership: protocol 0xE5, tables and rule
 // priorities 1000-1999 (the routing plan, routing.go) and
-// devices named est*.
+// devices named DevicePrefix*.
 func DefaultOwnership() Ownership {
 	return Ownership{
 		Protocol:     ProtocolEstuary,
@@ -62,7 +62,7 @@ func DefaultOwnership() Ownership {
 		TableMax:     TableUnderlayLast,
 		PriorityMin:  PriorityLocalPods,
 		PriorityMax:  TableUnderlayLast,
-		DevicePrefix: "est",
+		DevicePrefix: DevicePrefix,
 	}
 }
 

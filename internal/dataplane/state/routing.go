@@ -20,6 +20,22 @@ import (
 //	1003-1099       (reserved)              overlay
 //	1100-1999       estuary-underlay-<n>    underlay    one table per underlay subnet slot: on-link, then gateway routes
 //
+// The plan's other kernel objects, each with the one writer that creates
+// and deletes it, by the names and numbers defined below:
+//
+//	object                                   name                          owner
+//	VXLAN device                             estvx… (OverlayDevicePrefix)  overlay
+//	host side of a pod's veth                est<11 hex> (HostVethPrefix)  local-pods
+//	802.1Q sub-interface                     alias VLANMarker              underlay
+//	nftables table ip and ip6, its chain     estuary, postrouting          overlay (source NAT)
+//	  and sets                               nat-sources, cluster
+//	tc filter on a device's ingress          cls_bpf prio 0xe5 handle 1    fast-path
+//	  (on the shared clsact qdisc)           (TCPriority, TCHandle)
+//
+// A sub-interface is the underlay's by its alias alone: `<uplink>.<id>` is
+// also how an administrator names one, and estuary uses such a link but never
+// deletes it. Every device estuary names starts with DevicePrefix.
+//
 // Each writer is an Owner, and its Ownership is derived from these ranges
 // (Owner.Ownership), so no writer deletes what another wrote: local-pods
 // owns table 1000, the overlay 1001-1099, the underlay 1100-1999, and
@@ -66,12 +82,48 @@ const (
 	// OwnerUnderlay writes tables and rules 1100-1999, the vlan-ifs'
 	// proxy neighbours and enhanced addresses (package underlay).
 	OwnerUnderlay Owner = "underlay"
+	// OwnerFastPath attaches the fast path's BPF program as the tc filter
+	// TCPriority/TCHandle on devices' ingress (package fastpath). It writes
+	// no route, rule, neighbour or address.
+	OwnerFastPath Owner = "fast-path"
 )
 
-// OverlayDevicePrefix starts the overlay's tunnel device names.
-const OverlayDevicePrefix = "estvx"
+// Devices estuary makes, by owner.
+const (
+	// DevicePrefix starts every device name estuary chooses; DefaultOwnership
+	// owns the devices named so.
+	DevicePrefix = "est"
+	// OverlayDevicePrefix starts the overlay's tunnel device names.
+	OverlayDevicePrefix = DevicePrefix + "vx"
+	// HostVethPrefix starts the host side of every pod veth (local-pods).
+	HostVethPrefix = DevicePrefix
+	// VLANMarker is the alias (IFLA_IFALIAS, `ip link set ... alias`) the
+	// underlay writes on every 802.1Q link it creates: only marked links
+	// are ever deleted or re-created. The kernel keeps the alias for the
+	// link's lifetime and shows it in `ip link show`.
+	VLANMarker = "estuary:vlan"
+)
 
-// Owners lists the plan's writers in the order a node applies them.
+// nftables objects of the overlay's source NAT: one table per family
+// (ip and ip6), estuary's wholly; nothing outside it is read or written.
+const (
+	NATTable      = "estuary"
+	NATChain      = "postrouting"
+	NATSetSources = "nat-sources"
+	NATSetCluster = "cluster"
+)
+
+// The fast path's tc filter on a device's ingress: one cls_bpf filter in
+// direct-action mode at this priority and handle on the clsact qdisc. The
+// qdisc is shared with anything else that uses tc on the device and is never
+// removed while another filter is on it; only the filter is estuary's.
+const (
+	TCPriority = 0xe5
+	TCHandle   = 1
+)
+
+// Owners lists the routing plan's writers in the order a node applies them
+// (the fast path, which writes no routing object, is not among them).
 func Owners() []Owner { return []Owner{OwnerLocalPods, OwnerOverlay, OwnerUnderlay} }
 
 // Ownership is the part of the plan o writes: routes of its tables whatever

@@ -1,8 +1,11 @@
 // Package state owns the data plane's desired and observed kernel state as
 // plain values (routes, policy rules, neighbours, FDB entries, addresses), the
 // ownership predicate that says which of them estuary manages, and the pure
-// Diff that turns desired and actual state into a Plan. It never talks to the
-// kernel: the ops package reads and applies, this package only computes.
+// Diff that turns desired and actual state into a Plan, and the node's plan
+// of names (routing.go): every table, rule priority, device, nftables object
+// and tc attachment estuary writes, each with the one writer (Owner) that
+// owns it. It never talks to the kernel: the ops package reads and applies,
+// taking those names from here; this package only computes.
 package state
 
 import (

@@ -16,8 +16,8 @@ import (
 )
 
 // podnetPrefix starts podnet's host veths and the overlay's devices: links
-// of that name are never the underlay's unless they carry ops.VLANMarker.
-const podnetPrefix = "est"
+// of that name are never the underlay's unless they carry state.VLANMarker.
+const podnetPrefix = state.DevicePrefix
 
 // Agent applies the underlay data path to one node's network namespace.
 // Apply and Remove calls run one at a time.
@@ -106,10 +106,10 @@ func (a *Agent) Remove(ctx context.Context, in Input) (state.Plan, error) {
 // so that a transient failure never takes routes away from running pods.
 func (a *Agent) ensureDevice(uplink string, d Device) (exists bool, err error) {
 	if d.VLAN == 0 {
-		if _, err := a.h.Link(d.Name); err != nil {
+		if _, err := a.h.Links().Get(d.Name); err != nil {
 			return false, fmt.Errorf("uplink: %w", err)
 		}
-	} else if err := a.h.EnsureVLAN(uplink, d.VLAN, d.Name); err != nil {
+	} else if err := a.h.VLANs().Ensure(uplink, d.VLAN, d.Name); err != nil {
 		return false, err
 	}
 	settings := Sysctls(d.Name, d.V4, d.V6)
@@ -127,7 +127,7 @@ func (a *Agent) ensureDevice(uplink string, d Device) (exists bool, err error) {
 		return true, fmt.Errorf("vlan-if %s: %w", d.Name, err)
 	}
 	if d.VLAN != 0 {
-		if err := a.h.SetLinkUp(d.Name); err != nil {
+		if err := a.h.Links().SetUp(d.Name); err != nil {
 			return true, fmt.Errorf("vlan-if %s: %w", d.Name, err)
 		}
 	}
@@ -177,7 +177,7 @@ func without(in Input, failed map[string]bool) Input {
 
 // deleteUnused deletes the marked sub-interfaces that are not in devs.
 func (a *Agent) deleteUnused(devs []Device) error {
-	vs, err := a.h.VLANLinks()
+	vs, err := a.h.VLANs().List()
 	if err != nil {
 		return fmt.Errorf("list vlan links: %w", err)
 	}
@@ -185,7 +185,7 @@ func (a *Agent) deleteUnused(devs []Device) error {
 	for _, v := range vs {
 		used := slices.ContainsFunc(devs, func(d Device) bool { return d.Name == v.Name })
 		if v.Marked && !used {
-			errs = append(errs, a.h.DeleteMarkedVLAN(v.Name))
+			errs = append(errs, a.h.VLANs().DeleteMarked(v.Name))
 		}
 	}
 	return errors.Join(errs...)
@@ -218,7 +218,7 @@ func (a *Agent) reconcile(ctx context.Context, in Input) (state.Plan, error) {
 
 // marked returns the names of the sub-interfaces estuary made.
 func (a *Agent) marked() (map[string]bool, error) {
-	vs, err := a.h.VLANLinks()
+	vs, err := a.h.VLANs().List()
 	if err != nil {
 		return nil, fmt.Errorf("list vlan links: %w", err)
 	}

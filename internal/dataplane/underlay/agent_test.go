@@ -111,7 +111,7 @@ func TestUnderlayUntagged(t *testing.T) {
 
 func nodeMAC(t *testing.T, l *lab) string {
 	t.Helper()
-	mac, err := l.agent.h.Link("eth0")
+	mac, err := l.agent.h.Links().Get("eth0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestUnderlayTagged(t *testing.T) {
 	nstest.IP(t, l.node, "link", "add", "link", "eth0", "name", "eth0.200", "type", "vlan", "id", "200")
 	checkKernel(t, l, in)
 	link := nstest.IP(t, l.node, "-d", "link", "show", "eth0.100")
-	for _, want := range []string{"vlan protocol 802.1Q id 100", "alias " + ops.VLANMarker, "state UP"} {
+	for _, want := range []string{"vlan protocol 802.1Q id 100", "alias " + state.VLANMarker, "state UP"} {
 		if !strings.Contains(link, want) {
 			t.Errorf("eth0.100 lacks %q:\n%s", want, link)
 		}

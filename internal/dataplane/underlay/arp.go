@@ -43,9 +43,9 @@ func (a *Agent) Probe(ctx context.Context, in Input, ip netip.Addr, wait time.Du
 	if err == nil {
 		var mac net.HardwareAddr
 		if ip.Is4() {
-			mac, err = a.h.ARPProbe(ctx, dev, ip, wait)
+			mac, err = a.h.Segment().ARPProbe(ctx, dev, ip, wait)
 		} else {
-			mac, err = a.h.NDPProbe(ctx, dev, ip, wait)
+			mac, err = a.h.Segment().NDPProbe(ctx, dev, ip, wait)
 		}
 		if err == nil {
 			return mac, nil
@@ -72,10 +72,10 @@ func (a *Agent) CheckGateway(ctx context.Context, in Input, ip netip.Addr, wait 
 	var mac net.HardwareAddr
 	ask := "ARP"
 	if ip.Is4() {
-		mac, err = a.h.ARPResolve(ctx, dev, ip, gw, wait)
+		mac, err = a.h.Segment().ARPResolve(ctx, dev, ip, gw, wait)
 	} else {
 		ask = "neighbor solicitation"
-		mac, err = a.h.NDPResolve(ctx, dev, ip, gw, wait)
+		mac, err = a.h.Segment().NDPResolve(ctx, dev, ip, gw, wait)
 	}
 	if err == nil && mac == nil {
 		err = fmt.Errorf("%w to %s", ErrNoAnswer, ask)
@@ -95,9 +95,9 @@ func (a *Agent) Announce(in Input, ip netip.Addr) error {
 	ip = ip.Unmap()
 	dev, _, err := subnetOf(in, ip)
 	if err == nil && ip.Is4() {
-		err = a.h.GratuitousARP(dev, ip)
+		err = a.h.Segment().GratuitousARP(dev, ip)
 	} else if err == nil {
-		err = a.h.UnsolicitedNA(dev, ip)
+		err = a.h.Segment().UnsolicitedNA(dev, ip)
 	}
 	if err != nil {
 		return fmt.Errorf("underlay announce %s: %w", ip, err)

@@ -40,7 +40,7 @@
 // kernel's 15 bytes, else `est` + 6 hex digits of SHA-256 over the NIC name
 // + `.<id>` (at most 14 bytes, never one of podnet's `est` + 11 hex names,
 // which have no dot). Links estuary creates carry the alias
-// ops.VLANMarker; only marked links are deleted (when no local subnet uses
+// state.VLANMarker; only marked links are deleted (when no local subnet uses
 // them any more) or re-created. A sub-interface of the wanted name, id and
 // parent that an administrator made is used as it is and never deleted.
 //
@@ -232,7 +232,7 @@ func VLANName(uplink string, id int) string {
 		return uplink + suffix
 	}
 	sum := sha256.Sum256([]byte(uplink))
-	return "est" + hex.EncodeToString(sum[:3]) + suffix
+	return state.DevicePrefix + hex.EncodeToString(sum[:3]) + suffix
 }
 
 // Numbering assigns each subnet of refs its slot n (table and priority

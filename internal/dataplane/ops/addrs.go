@@ -1,15 +1,70 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
-	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
+
+func kernelAddr(a state.Addr) *netlink.Addr {
+	ka := &netlink.Addr{IPNet: addrNet(a.Prefix), Scope: int(a.Scope)}
+	if a.NoPrefixRoute {
+		ka.Flags = unix.IFA_F_NOPREFIXROUTE
+	}
+	return ka
+}
+
+func (h *Addrs) add(l *linkIndexes, a state.Addr) error {
+	idx, err := l.index(a.Dev)
+	if err == nil {
+		err = h.nl.AddrReplace(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}, kernelAddr(a))
+	}
+	if err != nil {
+		return fmt.Errorf("add %s: %w", a, err)
+	}
+	return nil
+}
+
+func (h *Addrs) del(l *linkIndexes, a state.Addr) error {
+	idx, err := l.index(a.Dev)
+	if gone(err) {
+		return nil // the device is gone, and its addresses with it
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", a, err)
+	}
+	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+	if err := h.nl.AddrDel(link, kernelAddr(a)); err != nil && !ignore(err, unix.EADDRNOTAVAIL, unix.ENOENT) {
+		return fmt.Errorf("delete %s: %w", a, err)
+	}
+	return nil
+}
+
+func (h *Addrs) read(l links) ([]state.Addr, error) {
+	as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]state.Addr, 0, len(as))
+	for _, a := range as {
+		if a.IPNet == nil {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		out = append(out, state.Addr{
+			Dev:           l.byIndex[a.LinkIndex],
+			Prefix:        netip.PrefixFrom(addrOf(a.IP), ones),
+			Scope:         state.Scope(a.Scope),
+			NoPrefixRoute: a.Flags&unix.IFA_F_NOPREFIXROUTE != 0,
+		})
+	}
+	return out, nil
+}
 
 // LinkAddrs is a link with its MTU and its global unicast addresses of
 // universe scope. Addresses of narrower scope are left out: the underlay's
@@ -27,9 +82,9 @@ type LinkAddrs struct {
 	Prefixes []netip.Prefix
 }
 
-// LinksWithAddrs lists every link in index order with its global unicast
+// ByLink lists every link in index order with its global unicast
 // addresses. It lists the links and each family's addresses once.
-func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
+func (h *Addrs) ByLink() ([]LinkAddrs, error) {
 	ls, err := retryDump("links", func() ([]netlink.Link, error) { return h.nl.LinkList() })
 	if err != nil {
 		return nil, err
@@ -60,16 +115,16 @@ func (h *Handle) LinksWithAddrs() ([]LinkAddrs, error) {
 	return out, nil
 }
 
-// LinkWithAddrs returns the named link with its global unicast addresses.
-func (h *Handle) LinkWithAddrs(name string) (LinkAddrs, error) {
+// OfLink returns the named link with its global unicast addresses.
+func (h *Addrs) OfLink(name string) (LinkAddrs, error) {
 	link, err := h.nl.LinkByName(name)
 	if err != nil {
 		return LinkAddrs{}, fmt.Errorf("link %s: %w", name, err)
 	}
-	return h.linkAddrs(link)
+	return h.ofLink(link)
 }
 
-func (h *Handle) linkAddrs(link netlink.Link) (LinkAddrs, error) {
+func (h *Addrs) ofLink(link netlink.Link) (LinkAddrs, error) {
 	a := link.Attrs()
 	la := LinkAddrs{Name: a.Name, Index: a.Index, MTU: a.MTU}
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -103,49 +158,4 @@ func (la *LinkAddrs) add(ad netlink.Addr) {
 func nodeAddr(ad netlink.Addr) (netip.Addr, bool) {
 	ip := addrOf(ad.IP)
 	return ip, ip.IsGlobalUnicast() && ad.Scope == unix.RT_SCOPE_UNIVERSE
-}
-
-// tableRoutes lists the routes of one table and family, on the filtered
-// handle so that the kernel dumps that table alone. A table that does not
-// exist has no routes.
-func (h *Handle) tableRoutes(fam, table int) ([]netlink.Route, error) {
-	rs, err := h.filtered().RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	return rs, err
-}
-
-// DefaultRouteLink returns the name of the link of the main table's default
-// route of family fam; "" when there is none. A multipath default route
-// gives the link of its first next hop.
-func (h *Handle) DefaultRouteLink(fam family.Family) (string, error) {
-	kfam := unix.AF_INET
-	if fam == family.IPv6 {
-		kfam = unix.AF_INET6
-	}
-	rs, err := retryDump("default routes", func() ([]netlink.Route, error) {
-		return h.tableRoutes(kfam, unix.RT_TABLE_MAIN)
-	})
-	if err != nil {
-		return "", err
-	}
-	for _, r := range rs {
-		if prefixOf(r.Dst, kfam).Bits() != 0 || (r.Type != 0 && r.Type != unix.RTN_UNICAST) {
-			continue
-		}
-		idx := r.LinkIndex
-		if idx == 0 && len(r.MultiPath) > 0 {
-			idx = r.MultiPath[0].LinkIndex
-		}
-		if idx == 0 {
-			continue
-		}
-		link, err := h.nl.LinkByIndex(idx)
-		if err != nil {
-			return "", fmt.Errorf("link %d of the default route: %w", idx, err)
-		}
-		return link.Attrs().Name, nil
-	}
-	return "", nil
 }
