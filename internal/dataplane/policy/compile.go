@@ -1,0 +1,281 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/estuary-cni/estuary/pkg/family"
+)
+
+// The table estuary owns wholly, its base chains and its verdict maps.
+const (
+	TableName    = "estuary-policy"
+	ForwardChain = "forward"
+	InputChain   = "input"
+	IngressMap   = "ingress"
+	EgressMap    = "egress"
+)
+
+// Ruleset is the desired content of the table below its fixed skeleton (the
+// base chains and the two verdict maps, which the ops layer writes): the
+// peer sets, the pod chains and the maps' entries. Sets and Chains are
+// sorted by name.
+type Ruleset struct {
+	Sets   []Set
+	Chains []Chain
+	// Ingress maps a host veth to the chain packets leaving through it
+	// jump to; Egress, a host veth to the chain of packets entering
+	// through it.
+	Ingress map[string]string
+	Egress  map[string]string
+}
+
+// Set is a named interval set of addresses of one family.
+type Set struct {
+	Name   string
+	Family family.Family
+	Ranges []Range
+}
+
+// Chain is a regular chain: its rules in order.
+type Chain struct {
+	Name  string
+	Rules []NFRule
+}
+
+// Verdict ends a rule.
+type Verdict uint8
+
+// Verdicts a pod chain uses: Return admits the direction, Drop drops the
+// packet, Goto continues in the chain Rule.Goto names.
+const (
+	Return Verdict = iota + 1
+	Drop
+	Goto
+)
+
+// NFRule is one nftables rule of a pod chain: every match it has must
+// hold for its verdict to apply.
+type NFRule struct {
+	// Set, when not empty, is the peer set the address must be in: the
+	// source address when Src, else the destination; Family is the set's.
+	Set    string
+	Family family.Family
+	Src    bool
+	// Protocol, when not 0, is the IP protocol; From-To, when From is not
+	// 0, the destination port range.
+	Protocol Protocol
+	From, To uint16
+	Verdict  Verdict
+	Goto     string
+}
+
+// String renders the rule in nft's syntax; it is also the rule's tag in
+// the kernel, by which the read-back recognises it.
+func (r NFRule) String() string {
+	var parts []string
+	if r.Set != "" {
+		dir := "daddr"
+		if r.Src {
+			dir = "saddr"
+		}
+		ip := "ip"
+		if r.Family == family.IPv6 {
+			ip = "ip6"
+		}
+		parts = append(parts, ip, dir, "@"+r.Set)
+	}
+	switch {
+	case r.Protocol != 0 && r.From != 0:
+		ports := strconv.Itoa(int(r.From))
+		if r.To != r.From {
+			ports += "-" + strconv.Itoa(int(r.To))
+		}
+		parts = append(parts, r.Protocol.String(), "dport", ports)
+	case r.Protocol != 0:
+		parts = append(parts, "meta l4proto", r.Protocol.String())
+	}
+	switch r.Verdict {
+	case Return:
+		parts = append(parts, "return")
+	case Drop:
+		parts = append(parts, "drop")
+	case Goto:
+		parts = append(parts, "goto", r.Goto)
+	}
+	return strings.Join(parts, " ")
+}
+
+// IngressChain and EgressChain name an endpoint's chains.
+func IngressChain(veth string) string { return "i-" + veth }
+
+// EgressChain names the chain of what an endpoint sends.
+func EgressChain(veth string) string { return "e-" + veth }
+
+// SetName names the peer set of a rule ID in one family.
+func SetName(id string, fam family.Family) string {
+	sum := sha256.Sum256([]byte(id))
+	return "p-" + hex.EncodeToString(sum[:8]) + "-" + strconv.Itoa(fam.Version())
+}
+
+// Compile turns a node's model into its desired ruleset.
+func Compile(n Node) (Ruleset, error) {
+	if err := n.Validate(); err != nil {
+		return Ruleset{}, err
+	}
+	c := compiler{sets: map[string]Set{}, peers: map[string]Peers{}}
+	rs := Ruleset{Ingress: map[string]string{}, Egress: map[string]string{}}
+	for _, e := range n.Endpoints {
+		for _, d := range []struct {
+			dir   Direction
+			chain string
+			src   bool
+			vmap  map[string]string
+		}{
+			{e.Ingress, IngressChain(e.HostVeth), true, rs.Ingress},
+			{e.Egress, EgressChain(e.HostVeth), false, rs.Egress},
+		} {
+			chains, err := c.direction(d.chain, d.src, d.dir)
+			if err != nil {
+				return Ruleset{}, fmt.Errorf("endpoint %s: %w", e.HostVeth, err)
+			}
+			if len(chains) > 0 {
+				d.vmap[e.HostVeth] = d.chain
+				rs.Chains = append(rs.Chains, chains...)
+			}
+		}
+	}
+	for _, s := range c.sets {
+		if len(s.Ranges) > 0 {
+			rs.Sets = append(rs.Sets, s)
+		}
+	}
+	slices.SortFunc(rs.Sets, func(a, b Set) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(rs.Chains, func(a, b Chain) int { return strings.Compare(a.Name, b.Name) })
+	return rs, nil
+}
+
+type compiler struct {
+	sets  map[string]Set
+	peers map[string]Peers // by rule ID: the peers its sets were made of
+}
+
+// direction compiles one direction into its chain, and the chain after
+// the admin tier when a Pass rule needs one; none when it admits all.
+func (c *compiler) direction(name string, src bool, d Direction) ([]Chain, error) {
+	var rest []NFRule
+	if d.Isolated {
+		for _, r := range d.Allow {
+			rs, err := c.expand(r, src, NFRule{Verdict: Return})
+			if err != nil {
+				return nil, err
+			}
+			rest = append(rest, rs...)
+		}
+		rest = append(rest, NFRule{Verdict: Drop})
+	} else {
+		for _, r := range d.Baseline {
+			rs, err := c.expand(r.Rule, src, actionVerdict(r.Action, ""))
+			if err != nil {
+				return nil, err
+			}
+			rest = append(rest, rs...)
+		}
+	}
+	next := ""
+	if len(rest) > 0 && slices.ContainsFunc(d.Admin, func(r AdminRule) bool { return r.Action == Pass }) {
+		next = name + "-np"
+	}
+	var admin []NFRule
+	for _, r := range d.Admin {
+		rs, err := c.expand(r.Rule, src, actionVerdict(r.Action, next))
+		if err != nil {
+			return nil, err
+		}
+		admin = append(admin, rs...)
+	}
+	if next == "" {
+		if all := append(admin, rest...); len(all) > 0 {
+			return []Chain{{Name: name, Rules: all}}, nil
+		}
+		return nil, nil
+	}
+	admin = append(admin, NFRule{Verdict: Goto, Goto: next})
+	return []Chain{{Name: name, Rules: admin}, {Name: next, Rules: rest}}, nil
+}
+
+// actionVerdict: Allow returns (admits), Deny drops, Pass goes to next
+// (returns when nothing follows the admin tier).
+func actionVerdict(a Action, next string) NFRule {
+	switch a {
+	case Allow:
+		return NFRule{Verdict: Return}
+	case Deny:
+		return NFRule{Verdict: Drop}
+	}
+	if next == "" {
+		return NFRule{Verdict: Return}
+	}
+	return NFRule{Verdict: Goto, Goto: next}
+}
+
+// expand turns a rule into nftables rules ending in v's verdict: one per
+// family its peers have addresses in (none with Any) and per port.
+func (c *compiler) expand(r Rule, src bool, v NFRule) ([]NFRule, error) {
+	var base []NFRule
+	if r.Peers.Any {
+		base = []NFRule{v}
+	} else {
+		if err := c.sameID(r); err != nil {
+			return nil, err
+		}
+		for _, fam := range []family.Family{family.IPv4, family.IPv6} {
+			name := SetName(r.ID, fam)
+			s, ok := c.sets[name]
+			if !ok {
+				s = Set{Name: name, Family: fam, Ranges: r.Peers.ranges(fam)}
+				c.sets[name] = s
+			}
+			if len(s.Ranges) == 0 {
+				continue
+			}
+			b := v
+			b.Set, b.Family, b.Src = name, fam, src
+			base = append(base, b)
+		}
+	}
+	if len(r.Ports) == 0 {
+		return base, nil
+	}
+	out := make([]NFRule, 0, len(base)*len(r.Ports))
+	for _, b := range base {
+		for _, p := range r.Ports {
+			b.Protocol, b.From, b.To = p.Protocol, p.From, p.last()
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// sameID checks that every rule sharing an ID has the same peers; a rule
+// value seen before (the same Blocks) costs no comparison.
+func (c *compiler) sameID(r Rule) error {
+	prev, ok := c.peers[r.ID]
+	if !ok {
+		c.peers[r.ID] = r.Peers
+		return nil
+	}
+	if len(prev.Blocks) == len(r.Peers.Blocks) && (len(prev.Blocks) == 0 || &prev.Blocks[0] == &r.Peers.Blocks[0]) {
+		return nil
+	}
+	for _, fam := range []family.Family{family.IPv4, family.IPv6} {
+		if !slices.Equal(prev.ranges(fam), r.Peers.ranges(fam)) {
+			return fmt.Errorf("rule ID %s names two different peer sets", r.ID)
+		}
+	}
+	return nil
+}
