@@ -29,8 +29,8 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
+	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/version"
 )
@@ -122,7 +122,7 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
 	fs.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	kubeclient.BindFlags(fs, &cfg.KubeClientQPS, &cfg.KubeClientBurst, "daemon")
-	fs.DurationVar(&cfg.AddressTimeout, "address-timeout", podnet.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
+	fs.DurationVar(&cfg.AddressTimeout, "address-timeout", node.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")
 	fs.DurationVar(&cfg.GCGrace, "gc-grace", daemon.DefaultGCGrace, "how long a pod must have been gone (and its endpoint must exist) before the endpoint is removed")
 	fs.IntVar(&cfg.MTU, "mtu", 0, "MTU of every pod interface (0: the tunnel's for overlay pods, the uplink's for underlay pods)")

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
+	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
@@ -181,7 +181,7 @@ func (c Config) withDefaults() Config {
 		c.CNIConfDir = DefaultCNIConfDir
 	}
 	if c.AddressTimeout == 0 {
-		c.AddressTimeout = podnet.DefaultAddressTimeout
+		c.AddressTimeout = node.DefaultAddressTimeout
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = DefaultGCInterval

@@ -3,8 +3,8 @@
 //
 // Run sets the node sysctls, opens the overlay data plane on the node's
 // network namespace, starts an informer cache of the API objects the node
-// needs and the address waiter over it (ipwait), the pod plumbing backend
-// (podnet), the CNI server (cniserver) on its unix socket with its endpoint
+// needs and the address waiter over it (ipwait), the pod attachment backend
+// (node), the CNI server (cniserver) on its unix socket with its endpoint
 // store, and the data-path loop (netsync) that keeps the tunnel, the
 // underlay's VLAN interfaces, routes, rules, neighbours, FDB and NAT in line
 // with the API and the store and runs the BGP speakers; then it installs the
@@ -41,6 +41,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"github.com/estuary-cni/estuary/internal/node/segment"
 	"github.com/estuary-cni/estuary/internal/node/store"
@@ -123,19 +124,21 @@ func Run(ctx context.Context, cfg Config) error {
 	var syncer *netsync.Syncer
 	metrics := newDaemonMetrics()
 	// syncer is set before the server serves its first ADD.
-	srv, backend, err := startServer(cfg, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() }, metrics.cni)
+	plumber := podnet.NewPlumber(cfg.HostNetns)
+	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() }, metrics.cni)
 	if err != nil {
 		return err
 	}
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
-	if err := recoverEndpoints(ctx, cfg, srv.Store(), backend, c, parts); err != nil {
+	if err := recoverEndpoints(ctx, cfg, srv.Store(), plumber, c, parts); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
-	local, err := podnet.NewLocalPods(cfg.HostNetns, srv.Store(), srv.Busy)
+	table, err := podnet.NewLocalPods(cfg.HostNetns)
 	if err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
-	defer local.Close()
+	defer table.Close()
+	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
 	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local, metrics.datapath, events); err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
@@ -274,24 +277,24 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 	return c, w, nil
 }
 
-// startServer opens the CNI server over the podnet backend; the caller
-// serves it. onChange is called after each change of the endpoint store;
-// m records every request.
-func startServer(cfg Config, addrs podnet.Addresses, ready podnet.Readiness, onChange func(),
-	m *cniserver.Metrics) (*cniserver.Server, *podnet.Backend, error) {
-	backend, err := podnet.New(podnet.Config{
-		HostNetns: cfg.HostNetns, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
+// startServer opens the CNI server over the node's backend, which plumbs
+// pods with plumber; the caller serves it. onChange is called after each
+// change of the endpoint store; m records every request.
+func startServer(cfg Config, plumber *podnet.Plumber, addrs node.Addresses, ready node.Readiness, onChange func(),
+	m *cniserver.Metrics) (*cniserver.Server, error) {
+	backend, err := node.New(node.Config{
+		Plumber: plumber, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("pod network backend: %w", err)
+		return nil, fmt.Errorf("pod network backend: %w", err)
 	}
 	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend,
 		OnChange: onChange, Metrics: m})
 	if err != nil {
-		return nil, nil, fmt.Errorf("cni server: %w", err)
+		return nil, fmt.Errorf("cni server: %w", err)
 	}
-	return srv, backend, nil
+	return srv, nil
 }
 
 // segmentChecks is the readiness of pods with addresses on a VLAN segment,
@@ -396,5 +399,5 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 
 // hostVeth names the host side of an endpoint's veth, as podnet made it.
 func hostVeth(k store.Key) string {
-	return podnet.HostVethName(cniserver.Attachment{ContainerID: k.ContainerID, IfName: k.IfName})
+	return podnet.HostVethName(k.ContainerID, k.IfName)
 }

@@ -1,17 +1,13 @@
 package daemon
 
 import (
-	"context"
 	"net/netip"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/sysctl"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The accept_ra podnet raises before it turns IPv6 forwarding on is
@@ -33,18 +29,13 @@ func TestJournalRestoresAcceptRAAndIPv6Forwarding(t *testing.T) {
 	sysctl.SetRecorder(j)
 	t.Cleanup(func() { sysctl.SetRecorder(nil) })
 
-	addrs := podnet.NewStatic()
-	b, err := podnet.New(podnet.Config{HostNetns: host, Addresses: addrs, AddressTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plumber := podnet.NewPlumber(host)
 	pod := nstest.New(t)
-	addrs.Set("default", "v6", podnet.Address{IP: netip.MustParsePrefix("fd00::9/64"), Family: family.IPv6})
-	a := cniserver.Attachment{ContainerID: "c-v6", IfName: "eth0", Netns: pod, PodNamespace: "default", PodName: "v6"}
-	if _, err := b.Add(context.Background(), a); err != nil {
+	s := podnet.Spec{ContainerID: "c-v6", IfName: "eth0", Netns: pod, IPs: []netip.Addr{netip.MustParseAddr("fd00::9")}}
+	if _, err := plumber.Plumb(s); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Del(context.Background(), a) })
+	t.Cleanup(func() { _ = plumber.Unplumb(s.HostVeth()) })
 	want := map[string]string{"net/ipv6/conf/up1/accept_ra": "2", "net/ipv6/conf/all/forwarding": "1"}
 	for k, v := range want {
 		if got := readIn(t, host, k); got != v {

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 )
 
@@ -129,7 +128,7 @@ func (s sandbox) netnsPath() string { return fmt.Sprintf("/proc/%d/ns/net", s.PI
 
 // hostVeth is the host side of the pod's eth0.
 func (s sandbox) hostVeth() string {
-	return podnet.HostVethName(cniserver.Attachment{ContainerID: s.ID, IfName: "eth0"})
+	return podnet.HostVethName(s.ID, "eth0")
 }
 
 // sandboxOf finds a running pod's sandbox from its first container: the

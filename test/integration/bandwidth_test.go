@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
@@ -123,7 +122,7 @@ type chainCall struct {
 }
 
 func (a chainCall) hostVeth() string {
-	return podnet.HostVethName(cniserver.Attachment{ContainerID: a.id, IfName: "eth0"})
+	return podnet.HostVethName(a.id, "eth0")
 }
 
 // installedChain reads the daemon's conflist and requires estuary, portmap

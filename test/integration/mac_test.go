@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
@@ -205,7 +204,7 @@ func (n *node) testRefused(t *testing.T, p *corev1.Pod, id string, want ...strin
 		}
 	}
 	t.Logf("ADD refused: code %d: %s", e.Code, msg)
-	hostVeth := podnet.HostVethName(cniserver.Attachment{ContainerID: id, IfName: "eth0"})
+	hostVeth := podnet.HostVethName(id, "eth0")
 	if out, err := tryIP(n.host, "link", "show", hostVeth); err == nil {
 		t.Errorf("refused ADD left host veth %s:\n%s", hostVeth, out)
 	}

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
@@ -165,7 +164,7 @@ func (n *node) testAddDelRelease(t *testing.T) {
 		t.Fatalf("fake host -> pod: %v", err)
 	}
 
-	hostVeth := podnet.HostVethName(cniserver.Attachment{ContainerID: id, IfName: "eth0"})
+	hostVeth := podnet.HostVethName(id, "eth0")
 	ipCmd(t, n.host, "link", "show", hostVeth)
 	n.call("DEL", id, podNS, p).run(t).ok(t, "DEL")
 	if out, err := tryIP(n.host, "link", "show", hostVeth); err == nil {
@@ -250,7 +249,7 @@ func (n *node) testStateFileLost(t *testing.T) {
 	podNS := nstest.New(t)
 	const id = "it-sandbox-kept"
 	n.call("ADD", id, podNS, p).run(t).ok(t, "ADD")
-	hostVeth := podnet.HostVethName(cniserver.Attachment{ContainerID: id, IfName: "eth0"})
+	hostVeth := podnet.HostVethName(id, "eth0")
 	for round, lose := range []func() error{
 		func() error { return os.Remove(n.cfg.StatePath) },
 		func() error {

@@ -18,9 +18,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/nsrun"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // node is a node namespace with two pods (A, B) plumbed by podnet and an
@@ -57,10 +55,10 @@ func newNode(t *testing.T) *node {
 	nstest.IP(t, n.ext, "-6", "route", "add", subnet6, "via", "2001:db8:e::1")
 	n.tc = router(t, n.host)
 	n.podA, n.vethA = nspod.Plumb(t, n.host, "a",
-		podnet.Address{IP: netip.MustParsePrefix(podA4 + "/24"), Family: family.IPv4},
-		podnet.Address{IP: netip.MustParsePrefix(podA6 + "/64"), Family: family.IPv6})
+		netip.MustParseAddr(podA4),
+		netip.MustParseAddr(podA6))
 	n.podB, n.vethB = nspod.Plumb(t, n.host, "b",
-		podnet.Address{IP: netip.MustParsePrefix(podB4 + "/24"), Family: family.IPv4})
+		netip.MustParseAddr(podB4))
 	return n
 }
 

@@ -11,8 +11,6 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // vnode is an overlay node: a namespace with an underlay link (ul0), a
@@ -48,8 +46,8 @@ func newVNode(t *testing.T, i int, ul6 bool) *vnode {
 	}
 	n.tc = router(t, n.host)
 	n.pod, n.veth = nspod.Plumb(t, n.host, "p",
-		podnet.Address{IP: netip.MustParsePrefix(n.pod4 + "/24"), Family: family.IPv4},
-		podnet.Address{IP: netip.MustParsePrefix(n.pod6 + "/64"), Family: family.IPv6})
+		netip.MustParseAddr(n.pod4),
+		netip.MustParseAddr(n.pod6))
 	nstest.IP(t, n.pod, "link", "set", "eth0", "mtu", fmt.Sprint(n.mtu))
 	nstest.IP(t, n.host, "link", "set", n.veth, "mtu", fmt.Sprint(n.mtu))
 	return n

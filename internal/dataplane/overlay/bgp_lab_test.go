@@ -11,10 +11,8 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // bgpLab is one node of a BGP underlay network, its peer (the fabric's
@@ -53,7 +51,7 @@ func newBGPLab(t *testing.T) *bgpLab {
 	nstest.IP(t, l.ext, "addr", "add", bgpExt.String()+"/24", "dev", "eth0")
 	nstest.IP(t, l.ext, "link", "set", "eth0", "up")
 	nstest.IP(t, l.ext, "route", "add", "default", "via", "10.200.0.1")
-	l.pod, _ = nspod.Plumb(t, l.node, "bgp", podnet.Address{IP: netip.PrefixFrom(bgpPod, 24), Family: family.IPv4})
+	l.pod, _ = nspod.Plumb(t, l.node, "bgp", bgpPod)
 	return l
 }
 

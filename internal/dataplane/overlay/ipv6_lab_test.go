@@ -11,9 +11,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // lab6 is two nodes and an external host on one switch whose pods hold
@@ -61,7 +59,7 @@ func (l *lab6) newNode(t *testing.T, name string, i, host int) *node {
 	}
 	n.podIPs = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("fd00:244::%d:%d", i, host))}
 	n.pod, n.hostVth = nspod.Plumb(t, n.ns, name,
-		podnet.Address{IP: netip.PrefixFrom(n.podIPs[0], 64), Family: family.IPv6})
+		n.podIPs[0])
 	agent, err := NewAgent(n.ns)
 	if err != nil {
 		t.Fatal(err)

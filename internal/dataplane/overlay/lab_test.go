@@ -9,8 +9,6 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // node is one simulated node: its namespace, its address on the switch,
@@ -90,15 +88,7 @@ func (l *lab) newNode(t *testing.T, name string, i, host int) *node {
 
 func (n *node) plumbPod(t *testing.T) {
 	t.Helper()
-	var addrs []podnet.Address
-	for _, ip := range n.podIPs {
-		bits := 16
-		if ip.Is6() {
-			bits = 64
-		}
-		addrs = append(addrs, podnet.Address{IP: netip.PrefixFrom(ip, bits), Family: family.Of(ip)})
-	}
-	n.pod, n.hostVth = nspod.Plumb(t, n.ns, n.name, addrs...)
+	n.pod, n.hostVth = nspod.Plumb(t, n.ns, n.name, n.podIPs...)
 }
 
 // input is the overlay input of n, with other as the only remote.

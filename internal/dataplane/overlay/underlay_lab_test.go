@@ -13,10 +13,8 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // An untagged VLAN underlay subnet on the lab's segment, with one pod on
@@ -38,7 +36,7 @@ func newHybridNode(t *testing.T, n *node, host int) *hybridNode {
 	t.Helper()
 	h := &hybridNode{node: n, uIP: netip.MustParseAddr(fmt.Sprintf("192.168.60.%d", host))}
 	h.upod, _ = nspod.Plumb(t, n.ns, "u-"+n.name,
-		podnet.Address{IP: netip.PrefixFrom(h.uIP, vlanSubnet.Bits()), Gateway: vlanGw, Family: family.IPv4})
+		h.uIP)
 	ua, err := underlay.NewAgent(n.ns)
 	if err != nil {
 		t.Fatal(err)

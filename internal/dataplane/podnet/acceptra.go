@@ -9,7 +9,7 @@ package podnet
 // default route or addresses by RA/SLAAC would lose them when their
 // lifetime runs out, minutes after its first IPv6 pod. Before the write
 // that turns forwarding on, every link that accepts RAs then (accept_ra 1)
-// is raised to 2; should that fail, the pod's Add fails before forwarding
+// is raised to 2; should that fail, the pod's Plumb fails before forwarding
 // goes on, so forwarding is never on with those links not raised. LXD does
 // the same before it enables forwarding, hybridnet raises the link of an
 // RA-learned default route, Talos raises every link; Cilium and the
@@ -49,7 +49,7 @@ var kernelIPv6 = sync.OnceValue(func() bool {
 })
 
 // keepRAs raises accept_ra on the node's links before IPv6 forwarding goes
-// on (hostSysctls); a failure stops the pod's Add before forwarding does.
+// on (hostSysctls); a failure stops the pod's Plumb before forwarding does.
 func (p *plumbing) keepRAs() error {
 	s, err := p.raSysctls()
 	if err != nil {

@@ -1,20 +1,44 @@
 package podnet
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// check lists what of the attachment is missing in the kernel: the pod
-// interface (with its pinned MAC, if any) and its addresses, gateway
-// neighbours and default routes, the host side, its local-pods routes and
-// the shared rule.
-func (p *plumbing) check(ips []netip.Prefix) []error {
+// Mismatch lists what of a Spec's interface is missing in the kernel.
+type Mismatch struct {
+	Missing []error
+}
+
+func (m *Mismatch) Error() string { return errors.Join(m.Missing...).Error() }
+
+// Unwrap returns the missing objects' errors.
+func (m *Mismatch) Unwrap() []error { return m.Missing }
+
+// Check verifies the Spec's interface against the kernel: the pod interface
+// (with the MAC its host side's alias records as pinned, if any) and its
+// addresses (Spec.IPs), gateway neighbours and default routes, the host
+// side, its local-pods routes and the shared rule. What is missing comes as
+// a *Mismatch; a failure to open the pod's namespace is ErrPodNetns.
+// Spec.MAC and Spec.MTU are not read.
+func (h *Plumber) Check(s Spec) error {
+	p, err := h.open(s)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if errs := p.check(); len(errs) > 0 {
+		return &Mismatch{Missing: errs}
+	}
+	return nil
+}
+
+func (p *plumbing) check() []error {
 	errs, stop := p.checkLinks()
 	if stop {
 		return errs
@@ -24,29 +48,27 @@ func (p *plumbing) check(ips []netip.Prefix) []error {
 	}
 	podState, err := p.pod.Read(ops.Scope{})
 	if err != nil {
-		return append(errs, fmt.Errorf("read pod namespace %s: %w", p.a.Netns, err))
+		return append(errs, fmt.Errorf("read pod namespace %s: %w", p.s.Netns, err))
 	}
 	hostState, err := p.host.Read(ops.Scope{})
 	if err != nil {
 		return append(errs, fmt.Errorf("read host namespace: %w", err))
 	}
-	addrs := make([]Address, 0, len(ips))
-	for _, ip := range ips {
-		addrs = append(addrs, Address{IP: ip, Family: family.Of(ip.Addr())})
-		if !p.hasAddr(podState, ip.Addr()) {
-			missing("address %s on %s", hostPrefix(ip.Addr()), p.a.IfName)
+	for _, ip := range p.s.IPs {
+		if !p.hasAddr(podState, ip) {
+			missing("address %s on %s", hostPrefix(ip), p.s.IfName)
 		}
-		if r := p.hostRoute(ip.Addr()); !hasRoute(hostState, r) {
+		if r := p.hostRoute(ip); !hasRoute(hostState, r) {
 			missing("route %s", r)
 		}
 	}
-	for _, r := range p.podRoutes(addrs) {
+	for _, r := range p.podRoutes() {
 		if !hasRoute(podState, r) {
 			missing("pod route %s", r)
 		}
 	}
-	for _, f := range families(addrs) {
-		n := state.Neigh{Dev: p.a.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true}
+	for _, f := range families(p.s.IPs) {
+		n := state.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true}
 		if !slices.Contains(podState.Neighs, n) {
 			missing("pod %s", n)
 		}
@@ -62,9 +84,9 @@ func (p *plumbing) check(ips []netip.Prefix) []error {
 // checkLinks checks both ends of the pair and the pod side's pinned MAC;
 // stop says that an end is missing, so nothing more can be checked.
 func (p *plumbing) checkLinks() (errs []error, stop bool) {
-	pl, err := p.pod.Links().Get(p.a.IfName)
+	pl, err := p.pod.Links().Get(p.s.IfName)
 	if err != nil {
-		return []error{fmt.Errorf("interface %s in %s missing", p.a.IfName, p.a.Netns)}, true
+		return []error{fmt.Errorf("interface %s in %s missing", p.s.IfName, p.s.Netns)}, true
 	}
 	hl, err := p.host.Links().Get(p.hostVeth)
 	if err != nil {
@@ -78,7 +100,7 @@ func (p *plumbing) checkLinks() (errs []error, stop bool) {
 
 func (p *plumbing) hasAddr(s state.State, a netip.Addr) bool {
 	return slices.ContainsFunc(s.Addrs, func(k state.Addr) bool {
-		return k.Dev == p.a.IfName && k.Prefix.Addr() == a && k.Prefix.Bits() == a.BitLen()
+		return k.Dev == p.s.IfName && k.Prefix.Addr() == a && k.Prefix.Bits() == a.BitLen()
 	})
 }
 

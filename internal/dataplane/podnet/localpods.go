@@ -1,158 +1,120 @@
 package podnet
 
-// Local-pods table. Add writes a pod's route in table 1000 itself, so the
-// pod is reachable the moment Add returns, without waiting for the loop.
-// The routes are also the loop's like everything else: LocalPods derives
-// table 1000 from the endpoint store and reconciles it as the routing
+// Local-pods table. Plumb writes a pod's route in table 1000 itself, so the
+// pod is reachable the moment its ADD returns, without waiting for the
+// loop. The routes are also the loop's like everything else: LocalPods
+// derives table 1000 from a list of pods and reconciles it as the routing
 // plan's owner local-pods (state.OwnerLocalPods), so a route deleted by hand
-// comes back and a route left on a veth the store no longer names goes.
+// comes back and a route left on a veth the list no longer names goes.
 //
-// In-flight attachments. An Add writes its route before the server records
-// the endpoint, and a Del removes the veth (and its routes) before the
-// record. The reconcile therefore reads the kernel first and takes the
-// store and the server's busy attachments afterwards
-// (dataplane.Reconciler.ReconcileLive): the veth of a busy attachment is
-// skipped, neither added to nor deleted from, so a route written by an Add
-// still in flight is never taken away. An endpoint whose veth does not exist
-// is skipped too and reported: a route cannot be added through it, and
-// whether the pod is gone is the GC's question, not the table's.
+// In-flight attachments. A route is written before its pod is listed (the
+// endpoint is recorded after Plumb), and a pair is removed before its pod
+// leaves the list. Reconcile therefore reads the kernel first and the list
+// afterwards (dataplane.Reconciler.ReconcileLive), and the list names the
+// host veths whose attachment has a request in progress: those are skipped,
+// neither added to nor deleted from, so a route written by an ADD still in
+// flight is never taken away. A pod whose veth does not exist is skipped
+// too and reported: a route cannot be added through it, and whether the pod
+// is gone is the caller's question, not the table's.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// EndpointLister lists the attachments recorded on the node.
-type EndpointLister interface {
-	List() ([]store.Endpoint, error)
+// LocalPod is one pod interface's entry in table 1000: its addresses
+// through its host veth.
+type LocalPod struct {
+	HostVeth string
+	IPs      []netip.Addr
 }
 
-// LocalPods reconciles table 1000 from the endpoint store.
+// ListFunc lists the pods table 1000 must route and the host veths of the
+// attachments with a request in progress. An error skips every veth.
+type ListFunc func() (pods []LocalPod, busy []string, err error)
+
+// LocalPods reconciles table 1000 from a list of pods.
 type LocalPods struct {
-	h    *ops.Handle
-	rec  *dataplane.Reconciler
-	eps  EndpointLister
-	busy func() []store.Key
+	h   *ops.Handle
+	rec *dataplane.Reconciler
 }
 
 // NewLocalPods returns the local-pods writer of the node's namespace at
-// hostNetns (empty: the process's own). busy lists the attachments with a
-// request in progress (cniserver.Server.Busy); nil means none.
-func NewLocalPods(hostNetns string, eps EndpointLister, busy func() []store.Key) (*LocalPods, error) {
+// hostNetns (empty: the process's own).
+func NewLocalPods(hostNetns string) (*LocalPods, error) {
 	h, err := ops.Open(hostNetns)
 	if err != nil {
 		return nil, fmt.Errorf("local pods: %w", err)
 	}
-	if busy == nil {
-		busy = func() []store.Key { return nil }
-	}
-	return &LocalPods{h: h, rec: dataplane.NewReconciler(h, state.OwnerLocalPods.Ownership()), eps: eps, busy: busy}, nil
+	return &LocalPods{h: h, rec: dataplane.NewReconciler(h, state.OwnerLocalPods.Ownership())}, nil
 }
 
 // Close releases the writer's handle.
 func (l *LocalPods) Close() { l.h.Close() }
 
-// Reconcile brings table 1000 and the shared rule to what the endpoint
-// store says. It returns the plan it applied and the endpoints skipped
-// because their host veth does not exist.
-func (l *LocalPods) Reconcile(ctx context.Context) (state.Plan, []store.Key, error) {
+// Reconcile brings table 1000 and the shared rule to what list says; list
+// is called once the kernel has been read. It returns the plan it applied
+// and the host veths of the pods skipped because their veth does not exist.
+func (l *LocalPods) Reconcile(ctx context.Context, list ListFunc) (state.Plan, []string, error) {
 	var (
-		missing []store.Key
-		readErr error
+		missing []string
+		listErr error
 	)
 	plan, err := l.rec.ReconcileLive(ctx, func(own state.Ownership, actual state.State) (state.State, state.Ownership) {
-		eps, err := l.eps.List()
+		pods, busyList, err := list()
 		if err != nil {
-			readErr = fmt.Errorf("local pods: list endpoints: %w", err)
+			listErr = fmt.Errorf("local pods: %w", err)
 			own.Skip = func(string) bool { return true }
 			return state.State{}, own
 		}
-		busy := busyVeths(l.busy())
+		busy := make(map[string]bool, len(busyList))
+		for _, dev := range busyList {
+			busy[dev] = true
+		}
 		var want state.State
-		want, missing, readErr = DesiredLocalPods(eps, busy, func(dev string) bool { _, ok := actual.Links[dev]; return ok })
+		want, missing = DesiredLocalPods(pods, busy, func(dev string) bool { _, ok := actual.Links[dev]; return ok })
 		own.Skip = func(dev string) bool { return busy[dev] }
 		return want, own
 	})
-	if readErr != nil {
-		return plan, missing, readErr
+	if listErr != nil {
+		return plan, missing, listErr
 	}
 	return plan, missing, err
 }
 
-// DesiredLocalPods is table 1000 for eps: one route per address through
-// the endpoint's host veth and the shared rule of each family present.
-// Endpoints whose veth is busy (named in busy) or does not exist (exists
-// says) are left out; the latter are returned. A recorded address that does
-// not parse is reported and its endpoint left out.
-func DesiredLocalPods(eps []store.Endpoint, busy map[string]bool, exists func(dev string) bool) (state.State, []store.Key, error) {
+// DesiredLocalPods is table 1000 for pods: one route per address through
+// the pod's host veth and the shared rule of each family present. Pods
+// whose veth is busy (named in busy) or does not exist (exists says) are
+// left out; the host veths of the latter are returned.
+func DesiredLocalPods(pods []LocalPod, busy map[string]bool, exists func(dev string) bool) (state.State, []string) {
 	var (
 		want    state.State
-		missing []store.Key
-		errs    []error
+		missing []string
 		fams    = map[family.Family]bool{}
 	)
-	for _, ep := range eps {
-		dev := hostVethOf(ep.Key)
-		if busy[dev] {
+	for _, p := range pods {
+		if busy[p.HostVeth] {
 			continue
 		}
-		if !exists(dev) {
-			missing = append(missing, ep.Key)
+		if !exists(p.HostVeth) {
+			missing = append(missing, p.HostVeth)
 			continue
 		}
-		routes, err := endpointRoutes(ep, dev)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		for _, ip := range p.IPs {
+			want.Routes = append(want.Routes, localRoute(p.HostVeth, ip))
+			fams[family.Of(ip)] = true
 		}
-		for _, r := range routes {
-			fams[family.Of(r.Dst.Addr())] = true
-		}
-		want.Routes = append(want.Routes, routes...)
 	}
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		if fams[f] {
 			want.Rules = append(want.Rules, localPodsRule(f))
 		}
 	}
-	if len(errs) > 0 {
-		return want, missing, fmt.Errorf("local pods: %w", errors.Join(errs...))
-	}
-	return want, missing, nil
-}
-
-// endpointRoutes are ep's routes in table 1000 through dev.
-func endpointRoutes(ep store.Endpoint, dev string) ([]state.Route, error) {
-	routes := make([]state.Route, 0, len(ep.IPs))
-	for _, s := range ep.IPs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint %s: recorded address %q: %w", ep.Key, s, err)
-		}
-		routes = append(routes, localRoute(dev, p.Addr()))
-	}
-	return routes, nil
-}
-
-// busyVeths names the host veths of keys.
-func busyVeths(keys []store.Key) map[string]bool {
-	m := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		m[hostVethOf(k)] = true
-	}
-	return m
-}
-
-// hostVethOf is HostVethName of a recorded key.
-func hostVethOf(k store.Key) string {
-	return HostVethName(cniserver.Attachment{ContainerID: k.ContainerID, IfName: k.IfName})
+	return want, missing
 }

@@ -5,49 +5,39 @@ import (
 	"fmt"
 	"net/netip"
 
-	"google.golang.org/protobuf/proto"
-
-	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// plumbing is one attachment's view of the host and pod namespaces.
+// plumbing is one Spec's view of the host and pod namespaces.
 type plumbing struct {
-	a        cniserver.Attachment
+	s        Spec
 	hostNS   string
 	host     *ops.Handle
 	pod      *ops.Handle
 	hostVeth string
-	mtu      int
-	mac      state.MAC // the pod side's pinned MAC; zero: the kernel's choice
 }
 
 // open binds handles to the pod's namespace (first, so a missing namespace
 // fails before anything is made) and to the host's.
-func (b *Backend) open(a cniserver.Attachment, mtu int) (*plumbing, error) {
-	pod, err := ops.Open(a.Netns)
+func (h *Plumber) open(s Spec) (*plumbing, error) {
+	pod, err := ops.Open(s.Netns)
 	if err != nil {
-		return nil, cniserver.WithReason(cniserver.ReasonNetns, fmt.Errorf("%s: pod namespace: %w", podRef(a), err))
+		return nil, fmt.Errorf("%w: %w", ErrPodNetns, err)
 	}
-	host, err := ops.Open(b.cfg.HostNetns)
+	host, err := ops.Open(h.hostNetns)
 	if err != nil {
 		pod.Close()
-		return nil, cniserver.WithReason(cniserver.ReasonDataplane, fmt.Errorf("%s: host namespace: %w", podRef(a), err))
+		return nil, fmt.Errorf("host namespace: %w", err)
 	}
-	return &plumbing{a: a, hostNS: b.cfg.HostNetns, host: host, pod: pod, hostVeth: HostVethName(a), mtu: mtu}, nil
+	return &plumbing{s: s, hostNS: h.hostNetns, host: host, pod: pod, hostVeth: s.HostVeth()}, nil
 }
 
 func (p *plumbing) close() {
 	p.pod.Close()
 	p.host.Close()
-}
-
-func (p *plumbing) errorf(format string, args ...any) error {
-	return fmt.Errorf("%s: "+format, append([]any{podRef(p.a)}, args...)...)
 }
 
 // ensureVeth creates the pair, or accepts an existing one that joins this
@@ -56,29 +46,29 @@ func (p *plumbing) errorf(format string, args ...any) error {
 func (p *plumbing) ensureVeth() (created bool, err error) {
 	hl, err := p.host.Links().Get(p.hostVeth)
 	if errors.Is(err, ops.ErrLinkNotFound) {
-		if err := p.host.Devices().AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.a.IfName, p.peerMAC(), p.a.Netns,
-			p.mtu); err != nil {
-			return false, p.errorf("%w", err)
+		if err := p.host.Devices().AddVethPeerIn(p.hostVeth, HostMAC.HardwareAddr(), p.s.IfName, p.peerMAC(), p.s.Netns,
+			p.s.MTU); err != nil {
+			return false, err
 		}
-		if err := p.host.Links().SetAlias(p.hostVeth, endpointAlias(p.a, p.mac)); err != nil {
-			return true, p.errorf("%w", err)
+		if err := p.host.Links().SetAlias(p.hostVeth, endpointAlias(p.s)); err != nil {
+			return true, err
 		}
 		return true, nil
 	}
 	if err != nil {
-		return false, p.errorf("%w", err)
+		return false, err
 	}
-	pl, err := p.pod.Links().Get(p.a.IfName)
+	pl, err := p.pod.Links().Get(p.s.IfName)
 	if err != nil || hl.Type != "veth" || pl.Type != "veth" || hl.PeerIndex != pl.Index || pl.PeerIndex != hl.Index {
-		return false, p.errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
-			p.a.IfName, p.a.Netns)
+		return false, fmt.Errorf("host link %s exists but is not paired with %s in %s; left alone", p.hostVeth,
+			p.s.IfName, p.s.Netns)
 	}
 	if err := p.pin(pl); err != nil {
 		return false, err
 	}
-	if want := endpointAlias(p.a, p.mac); hl.Alias != want {
+	if want := endpointAlias(p.s); hl.Alias != want {
 		if err := p.host.Links().SetAlias(p.hostVeth, want); err != nil {
-			return false, p.errorf("%w", err)
+			return false, err
 		}
 	}
 	return false, nil
@@ -86,34 +76,34 @@ func (p *plumbing) ensureVeth() (created bool, err error) {
 
 // configure writes everything but the pair itself. Per-link sysctls go
 // first, while both ends are down, so no packet sees them unset.
-func (p *plumbing) configure(addrs []Address) error {
-	v6 := hasFamily(addrs, family.IPv6)
+func (p *plumbing) configure() error {
+	v6 := hasFamily(p.s.IPs, family.IPv6)
 	if v6 {
 		if err := p.keepRAs(); err != nil {
-			return p.errorf("host namespace: %w", err)
+			return fmt.Errorf("host namespace: %w", err)
 		}
 	}
 	if err := sysctl.Write(p.hostNS, p.hostSysctls(v6)); err != nil {
-		return p.errorf("host side %s: %w", p.hostVeth, err)
+		return fmt.Errorf("host side %s: %w", p.hostVeth, err)
 	}
 	if v6 {
-		if err := sysctl.Write(p.a.Netns, p.podSysctls()); err != nil {
-			return p.errorf("pod side %s: %w", p.a.IfName, err)
+		if err := sysctl.Write(p.s.Netns, p.podSysctls()); err != nil {
+			return fmt.Errorf("pod side %s: %w", p.s.IfName, err)
 		}
 	}
 	for _, up := range []struct {
 		h    *ops.Handle
 		name string
-	}{{p.host, p.hostVeth}, {p.pod, "lo"}, {p.pod, p.a.IfName}} {
+	}{{p.host, p.hostVeth}, {p.pod, "lo"}, {p.pod, p.s.IfName}} {
 		if err := up.h.Links().SetUp(up.name); err != nil {
-			return p.errorf("%w", err)
+			return err
 		}
 	}
-	if err := p.configurePod(addrs); err != nil {
+	if err := p.configurePod(); err != nil {
 		return err
 	}
-	if err := p.host.Apply(p.hostPlan(addrs)); err != nil {
-		return p.errorf("host side %s: %w", p.hostVeth, err)
+	if err := p.host.Apply(p.hostPlan()); err != nil {
+		return fmt.Errorf("host side %s: %w", p.hostVeth, err)
 	}
 	return nil
 }
@@ -150,39 +140,39 @@ func (p *plumbing) hostSysctls(v6 bool) []sysctl.Setting {
 // podSysctls: no DAD on the pod side, so its address works at once (it is a
 // /128 on a point-to-point link: nothing else can hold it).
 func (p *plumbing) podSysctls() []sysctl.Setting {
-	return []sysctl.Setting{{Key: "net/ipv6/conf/" + p.a.IfName + "/accept_dad", Value: "0"}}
+	return []sysctl.Setting{{Key: "net/ipv6/conf/" + p.s.IfName + "/accept_dad", Value: "0"}}
 }
 
 // configurePod writes the pod's addresses, the permanent neighbour for each
 // family's gateway and the onlink default routes.
-func (p *plumbing) configurePod(addrs []Address) error {
+func (p *plumbing) configurePod() error {
 	var plan state.Plan
-	for _, ad := range addrs {
-		plan.AddAddrs = append(plan.AddAddrs, state.Addr{Dev: p.a.IfName, Prefix: hostPrefix(ad.IP.Addr())})
+	for _, ip := range p.s.IPs {
+		plan.AddAddrs = append(plan.AddAddrs, state.Addr{Dev: p.s.IfName, Prefix: hostPrefix(ip)})
 	}
-	for _, f := range families(addrs) {
-		plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.a.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true})
+	for _, f := range families(p.s.IPs) {
+		plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true})
 	}
 	if err := p.pod.Apply(plan); err != nil {
-		return p.errorf("pod side %s: %w", p.a.IfName, err)
+		return fmt.Errorf("pod side %s: %w", p.s.IfName, err)
 	}
-	for _, r := range p.podRoutes(addrs) {
+	for _, r := range p.podRoutes() {
 		if err := p.pod.Routes().AddOnlink(r); err != nil {
-			return p.errorf("pod side %s: %w", p.a.IfName, err)
+			return fmt.Errorf("pod side %s: %w", p.s.IfName, err)
 		}
 	}
 	return nil
 }
 
-func (p *plumbing) podRoutes(addrs []Address) []state.Route {
+func (p *plumbing) podRoutes() []state.Route {
 	var rs []state.Route
-	for _, f := range families(addrs) {
+	for _, f := range families(p.s.IPs) {
 		dst := "0.0.0.0/0"
 		if f == family.IPv6 {
 			dst = "::/0"
 		}
 		rs = append(rs, state.Route{
-			Table: state.MainTable, Dst: mustPrefix(dst), Gw: gatewayOf(f), Dev: p.a.IfName,
+			Table: state.MainTable, Dst: mustPrefix(dst), Gw: gatewayOf(f), Dev: p.s.IfName,
 			Protocol: state.ProtocolEstuary,
 		})
 	}
@@ -191,12 +181,12 @@ func (p *plumbing) podRoutes(addrs []Address) []state.Route {
 
 // hostPlan: the local-pods routes, the IPv6 gateway's proxy entry and the
 // shared rule per family (applied last by Apply).
-func (p *plumbing) hostPlan(addrs []Address) state.Plan {
+func (p *plumbing) hostPlan() state.Plan {
 	var plan state.Plan
-	for _, ad := range addrs {
-		plan.AddRoutes = append(plan.AddRoutes, p.hostRoute(ad.IP.Addr()))
+	for _, ip := range p.s.IPs {
+		plan.AddRoutes = append(plan.AddRoutes, p.hostRoute(ip))
 	}
-	for _, f := range families(addrs) {
+	for _, f := range families(p.s.IPs) {
 		if f == family.IPv6 {
 			plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.hostVeth, IP: GatewayIPv6, Proxy: true})
 		}
@@ -219,37 +209,9 @@ func localPodsRule(f family.Family) state.Rule {
 	return state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods, Family: f}
 }
 
-// reply reads both ends' MACs back and reports the interface in CNI terms:
-// each address as the pod holds it (/32, /128) with the link-local gateway.
-func (p *plumbing) reply(addrs []Address) (*cniv1.AddReply, error) {
-	hl, err := p.host.Links().Get(p.hostVeth)
-	if err != nil {
-		return nil, p.errorf("%w", err)
-	}
-	pl, err := p.pod.Links().Get(p.a.IfName)
-	if err != nil {
-		return nil, p.errorf("%w", err)
-	}
-	r := &cniv1.AddReply{Interfaces: []*cniv1.Interface{
-		{Name: hl.Name, Mac: macString(hl.MAC), Mtu: uint32(p.mtu)},
-		{Name: pl.Name, Mac: macString(pl.MAC), Mtu: uint32(p.mtu), Sandbox: p.a.Netns},
-	}}
-	for _, ad := range addrs {
-		r.Ips = append(r.Ips, &cniv1.IPConfig{
-			Interface: proto.Int32(1),
-			Address:   hostPrefix(ad.IP.Addr()).String(),
-			Gateway:   gatewayOf(family.Of(ad.IP.Addr())).String(),
-		})
-	}
-	for _, rt := range p.podRoutes(addrs) {
-		r.Routes = append(r.Routes, &cniv1.Route{Dst: rt.Dst.String(), Gw: rt.Gw.String()})
-	}
-	return r, nil
-}
-
-func hasFamily(addrs []Address, f family.Family) bool {
-	for _, a := range addrs {
-		if family.Of(a.IP.Addr()) == f {
+func hasFamily(ips []netip.Addr, f family.Family) bool {
+	for _, a := range ips {
+		if family.Of(a) == f {
 			return true
 		}
 	}
@@ -257,10 +219,10 @@ func hasFamily(addrs []Address, f family.Family) bool {
 }
 
 // families lists the address families present, IPv4 first.
-func families(addrs []Address) []family.Family {
+func families(ips []netip.Addr) []family.Family {
 	var fs []family.Family
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
-		if hasFamily(addrs, f) {
+		if hasFamily(ips, f) {
 			fs = append(fs, f)
 		}
 	}

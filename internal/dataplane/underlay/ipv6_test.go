@@ -11,9 +11,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The IPv6 lab: one node on an untagged segment that also holds a host of
@@ -57,7 +55,7 @@ func TestUnderlayUntaggedIPv6(t *testing.T) {
 	nstest.IP(t, ext, "-6", "route", "add", "default", "via", "fd00:200::1")
 
 	pod, hostVeth := nspod.Plumb(t, node, "u6",
-		podnet.Address{IP: netip.PrefixFrom(podIP6, podSubnet6.Bits()), Gateway: gwIP6, Family: family.IPv6})
+		podIP6)
 	agent, err := NewAgent(node)
 	if err != nil {
 		t.Fatal(err)

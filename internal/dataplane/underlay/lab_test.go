@@ -13,9 +13,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/nsrun"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // lab is one node on an untagged segment (a bridge in its own namespace)
@@ -68,7 +66,7 @@ func newLab(t *testing.T) *lab {
 func (l *lab) plumbPod(t *testing.T) {
 	t.Helper()
 	l.pod, l.hostVeth = nspod.Plumb(t, l.node, "u",
-		podnet.Address{IP: netip.PrefixFrom(podIP, podSubnet.Bits()), Gateway: gwIP, Family: family.IPv4})
+		podIP)
 }
 
 func (l *lab) input(pods ...netip.Addr) Input {

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 )
@@ -82,9 +81,10 @@ func (w *Waiter) nodeBGPNetwork(ctx context.Context, key, global string) (estuar
 			return n, nil
 		}
 	}
-	return estuaryv1.Network{}, cniserver.WithReason(cniserver.ReasonBGPSession,
-		fmt.Errorf("pod %s: GlobalBGP network %s: node %s is in the domain of no BGP-mode Underlay network, "+
-			"whose speaker would announce the pod's address; run GlobalBGP pods on the nodes of a BGP network", key, global, w.node))
+	return estuaryv1.Network{}, &SessionError{Err: fmt.Errorf(
+		"pod %s: GlobalBGP network %s: node %s is in the domain of no BGP-mode Underlay network, "+
+			"whose speaker would announce the pod's address; run GlobalBGP pods on the nodes of a BGP network",
+		key, global, w.node)}
 }
 
 // waitEstablished waits until the node's speaker for network n is Ready.
@@ -97,10 +97,9 @@ func (w *Waiter) waitEstablished(ctx context.Context, key string, n *estuaryv1.N
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return cniserver.WithReason(cniserver.ReasonBGPSession,
-				fmt.Errorf("pod %s: network %s: %s on node %s (%s); "+
-					"set spec.bgpWaitForPeer to false on the network to let pods start without one: %w",
-					key, n.Name, missing(n.Spec.BGPPeers), w.node, describeSessions(peers, running, err), ctx.Err()))
+			return &SessionError{Err: fmt.Errorf("pod %s: network %s: %s on node %s (%s); "+
+				"set spec.bgpWaitForPeer to false on the network to let pods start without one: %w",
+				key, n.Name, missing(n.Spec.BGPPeers), w.node, describeSessions(peers, running, err), ctx.Err())}
 		}
 	}
 }

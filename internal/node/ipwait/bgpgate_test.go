@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
@@ -138,8 +137,8 @@ func TestGateTimeoutNamesPodNetworkAndPeers(t *testing.T) {
 	if !errors.Is(r.err, context.DeadlineExceeded) || r.addrs != nil {
 		t.Fatalf("got %v, %v; want no address and a deadline error", r.addrs, r.err)
 	}
-	if reason := cniserver.ReasonOf(r.err); reason != cniserver.ReasonBGPSession {
-		t.Fatalf("reason of %v = %s, want %s", r.err, reason, cniserver.ReasonBGPSession)
+	if se := (*SessionError)(nil); !errors.As(r.err, &se) {
+		t.Fatalf("error %v is not a SessionError, the mark of a bgp_session failure", r.err)
 	}
 
 	// No speaker at all for the network.

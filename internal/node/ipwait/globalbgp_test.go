@@ -2,6 +2,7 @@ package ipwait
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
@@ -63,8 +63,8 @@ func TestGateGlobalBGPWaitsForTheNodesBGPNetwork(t *testing.T) {
 			t.Fatalf("error = %v; want one containing %q", r.err, want)
 		}
 	}
-	if reason := cniserver.ReasonOf(r.err); reason != cniserver.ReasonBGPSession {
-		t.Fatalf("reason of %v = %s, want %s", r.err, reason, cniserver.ReasonBGPSession)
+	if se := (*SessionError)(nil); !errors.As(r.err, &se) {
+		t.Fatalf("error %v is not a SessionError, the mark of a bgp_session failure", r.err)
 	}
 
 	relabel(t, "node-a", map[string]string{"bgp": "global"})

@@ -28,12 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// Waiter implements podnet.Addresses over an IPInstance informer.
+// Waiter resolves pods' addresses over an IPInstance informer.
 type Waiter struct {
 	reader   client.Reader
 	node     string
@@ -43,8 +42,6 @@ type Waiter struct {
 	mu      sync.Mutex
 	waiting map[string][]chan struct{} // by namespace/pod
 }
-
-var _ podnet.Addresses = (*Waiter)(nil)
 
 // New registers with c's IPInstance informer and serves the records bound to
 // node (label networking.estuary.io/node=<node>); c may hold other nodes'
@@ -86,7 +83,7 @@ func (w *Waiter) changed(obj any) {
 // pod UID and, with SetBGPSessions, the node has an Established session in
 // each of their BGP networks that waits for one; it fails when ctx ends,
 // naming the pod.
-func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, error) {
+func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]Address, error) {
 	key := namespace + "/" + pod
 	for {
 		// Subscribe before reading, so a record that lands between the read
@@ -166,7 +163,7 @@ func (w *Waiter) unsubscribe(key string, ch chan struct{}) {
 // the pod reports, see podipam's onePerFamily) it takes the lower address.
 // A record that does not parse, or records that pin different MACs, are an
 // error.
-func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podnet.Address, []estuaryv1.Network, error) {
+func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]Address, []estuaryv1.Network, error) {
 	var list estuaryv1.IPInstanceList
 	err := w.reader.List(ctx, &list, client.MatchingLabels{estuaryv1.LabelNamespace: namespace, estuaryv1.LabelPod: pod, estuaryv1.LabelNode: w.node})
 	if err != nil {
@@ -185,7 +182,7 @@ func (w *Waiter) lookup(ctx context.Context, namespace, pod, uid string) ([]podn
 	if err != nil || len(records) == 0 || len(records) < want {
 		return nil, nil, err
 	}
-	out := make([]podnet.Address, len(records))
+	out := make([]Address, len(records))
 	var names []string
 	for i := range records {
 		if out[i], err = address(&records[i]); err != nil {
@@ -239,7 +236,7 @@ func onePerFamily(items []estuaryv1.IPInstance) ([]estuaryv1.IPInstance, error) 
 // (the subnet's own netID, else the network's). The node is read only for
 // a pod with a VLAN address, and must be in the cache then.
 func (w *Waiter) resolve(ctx context.Context, key string, records []estuaryv1.IPInstance, networks []estuaryv1.Network,
-	out []podnet.Address) error {
+	out []Address) error {
 	byName := map[string]*estuaryv1.Network{}
 	for i := range networks {
 		byName[networks[i].Name] = &networks[i]
@@ -276,7 +273,7 @@ func (w *Waiter) resolve(ctx context.Context, key string, records []estuaryv1.IP
 
 // segment is the VLAN segment of subnet in network n; nil when the cache
 // does not have the subnet (it is being deleted).
-func (w *Waiter) segment(ctx context.Context, key string, n *estuaryv1.Network, subnet string) (*podnet.Segment, error) {
+func (w *Waiter) segment(ctx context.Context, key string, n *estuaryv1.Network, subnet string) (*Segment, error) {
 	var sn estuaryv1.Subnet
 	if err := w.reader.Get(ctx, client.ObjectKey{Name: subnet}, &sn); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -288,7 +285,7 @@ func (w *Waiter) segment(ctx context.Context, key string, n *estuaryv1.Network, 
 	if v := netmodel.SubnetVLAN(&sn.Spec); v != nil {
 		vlan = *v
 	}
-	return &podnet.Segment{VLAN: vlan}, nil
+	return &Segment{VLAN: vlan}, nil
 }
 
 // networks reads the named networks from the cache, once per ADD, leaving
@@ -308,25 +305,25 @@ func (w *Waiter) networks(ctx context.Context, key string, names []string) ([]es
 	return out, nil
 }
 
-func address(ipi *estuaryv1.IPInstance) (podnet.Address, error) {
+func address(ipi *estuaryv1.IPInstance) (Address, error) {
 	p, err := netip.ParsePrefix(ipi.Spec.Address.IP)
 	if err != nil {
-		return podnet.Address{}, fmt.Errorf("ipinstance %s: spec.address.ip: %w", ipi.Name, err)
+		return Address{}, fmt.Errorf("ipinstance %s: spec.address.ip: %w", ipi.Name, err)
 	}
-	a := podnet.Address{IP: p, Family: family.IPv4}
+	a := Address{IP: p, Family: family.IPv4}
 	if p.Addr().Is6() {
 		a.Family = family.IPv6
 	}
 	if ipi.Spec.Address.Gateway != "" {
 		gw, err := netip.ParseAddr(string(ipi.Spec.Address.Gateway))
 		if err != nil {
-			return podnet.Address{}, fmt.Errorf("ipinstance %s: spec.address.gateway: %w", ipi.Name, err)
+			return Address{}, fmt.Errorf("ipinstance %s: spec.address.gateway: %w", ipi.Name, err)
 		}
 		a.Gateway = gw
 	}
 	mac, err := recordMAC(ipi)
 	if err != nil {
-		return podnet.Address{}, err
+		return Address{}, err
 	}
 	a.MAC = mac
 	return a, nil

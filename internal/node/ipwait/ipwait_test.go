@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
@@ -354,9 +353,9 @@ func TestWaitResolvesVLANSegments(t *testing.T) {
 			t.Fatalf("Wait for %s = %v, %v; want its address", pod, as, err)
 		}
 		a := as[0]
-		want := (*podnet.Segment)(nil)
+		want := (*Segment)(nil)
 		if network == "seg-vlan" {
-			want = &podnet.Segment{VLAN: 10}
+			want = &Segment{VLAN: 10}
 		}
 		if a.Network != network || (a.Segment == nil) != (want == nil) || (want != nil && *a.Segment != *want) {
 			t.Errorf("%s (network %s): segment %+v, want network %s segment %+v", a.IP, a.Network, a.Segment, network, want)

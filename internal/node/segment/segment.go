@@ -1,7 +1,7 @@
 // Package segment checks and announces a pod's addresses on the VLAN
 // segments its node is attached to before the pod starts: the last step of
-// a CNI ADD for underlay pods (podnet.Readiness). It reads no API object:
-// the addresses come resolved by the daemon's waiter (podnet.Address's
+// a CNI ADD for underlay pods (node.Readiness). It reads no API object:
+// the addresses come resolved by the daemon's waiter (ipwait.Address's
 // Segment), and the underlay agent sends the frames.
 package segment
 
@@ -13,8 +13,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
 )
 
 // ARP is the underlay's address checks on a segment (ARP for IPv4, NDP for
@@ -32,7 +32,7 @@ const (
 	GatewayWait = time.Second
 )
 
-// Checks is the podnet.Readiness of pods with addresses on VLAN segments.
+// Checks is the node.Readiness of pods with addresses on VLAN segments.
 // For each address with a Segment it makes sure, before the pod is
 // reported ready, that no other host answers a duplicate address probe for
 // it (a node still holding the pod's previous incarnation would), that the
@@ -50,11 +50,9 @@ type Checks struct {
 	Uplink func() (string, error)
 }
 
-var _ podnet.Readiness = (*Checks)(nil)
-
 // PodReady runs the checks of every address of addrs on a segment.
-func (c *Checks) PodReady(ctx context.Context, addrs []podnet.Address) error {
-	var onSegment []podnet.Address
+func (c *Checks) PodReady(ctx context.Context, addrs []ipwait.Address) error {
+	var onSegment []ipwait.Address
 	for _, a := range addrs {
 		if a.Segment != nil {
 			onSegment = append(onSegment, a)
@@ -76,14 +74,14 @@ func (c *Checks) PodReady(ctx context.Context, addrs []podnet.Address) error {
 
 // segmentInput is the underlay input that names a's segment: its subnet
 // on a VLAN network of a's VLAN id over uplink.
-func segmentInput(uplink string, a podnet.Address) underlay.Input {
+func segmentInput(uplink string, a ipwait.Address) underlay.Input {
 	sn := underlay.Subnet{Name: a.Subnet, CIDR: a.IP.Masked(), Gateway: a.Gateway}
 	return underlay.Input{Uplink: uplink, Networks: []underlay.Network{
 		{Name: a.Network, Mode: underlay.ModeVLAN, VLAN: a.Segment.VLAN, Subnets: []underlay.Subnet{sn}},
 	}}
 }
 
-func (c *Checks) readyOne(ctx context.Context, in underlay.Input, a podnet.Address) error {
+func (c *Checks) readyOne(ctx context.Context, in underlay.Input, a ipwait.Address) error {
 	ip := a.IP.Addr().Unmap()
 	mac, err := c.ARP.Probe(ctx, in, ip, ProbeWait)
 	if err != nil {

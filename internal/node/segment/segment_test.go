@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -59,9 +59,9 @@ func (f *fakeARP) Announce(_ underlay.Input, ip netip.Addr) error {
 
 // segAddr is an address of subnet in network; seg non-nil puts it on a
 // VLAN segment of this node.
-func segAddr(ip, gw, network, subnet string, seg *podnet.Segment) podnet.Address {
+func segAddr(ip, gw, network, subnet string, seg *ipwait.Segment) ipwait.Address {
 	p := netip.MustParsePrefix(ip)
-	a := podnet.Address{IP: p, Family: family.Of(p.Addr()), Network: network, Subnet: subnet, Underlay: seg != nil, Segment: seg}
+	a := ipwait.Address{IP: p, Family: family.Of(p.Addr()), Network: network, Subnet: subnet, Underlay: seg != nil, Segment: seg}
 	if gw != "" {
 		a.Gateway = netip.MustParseAddr(gw)
 	}
@@ -76,8 +76,8 @@ func TestChecksProbeOnlySegmentAddresses(t *testing.T) {
 	uplinks := 0
 	c := &Checks{ARP: arp, Uplink: func() (string, error) { uplinks++; return "eth0", nil }}
 	ctx := context.Background()
-	untagged := &podnet.Segment{}
-	pod := []podnet.Address{
+	untagged := &ipwait.Segment{}
+	pod := []ipwait.Address{
 		segAddr("192.168.10.5/24", "192.168.10.1", "vlan", "vlan-a", untagged),
 		segAddr("10.90.0.9/24", "", "fabric", "fabric-a", nil),
 		segAddr("10.244.0.3/16", "", "overlay", "overlay-v4", nil),
@@ -92,14 +92,14 @@ func TestChecksProbeOnlySegmentAddresses(t *testing.T) {
 		t.Errorf("BGP and overlay addresses: PodReady = %v, uplink resolved %d times (want once in all), calls made", err, uplinks)
 	}
 
-	if err := c.PodReady(ctx, []podnet.Address{segAddr("192.168.11.7/24", "", "vlan", "vlan-b", &podnet.Segment{VLAN: 11})}); err != nil {
+	if err := c.PodReady(ctx, []ipwait.Address{segAddr("192.168.11.7/24", "", "vlan", "vlan-b", &ipwait.Segment{VLAN: 11})}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := arp.take(), []string{"probe 192.168.11.7 on " + underlay.VLANName("eth0", 11), "announce 192.168.11.7"}; !slices.Equal(got, want) {
 		t.Errorf("tagged subnet without a gateway: calls %v, want %v", got, want)
 	}
 
-	if err := c.PodReady(ctx, []podnet.Address{segAddr("fd10::7/64", "fd10::1", "vlan", "vlan-v6", untagged)}); err != nil {
+	if err := c.PodReady(ctx, []ipwait.Address{segAddr("fd10::7/64", "fd10::1", "vlan", "vlan-v6", untagged)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := arp.take(), []string{"probe fd10::7 on eth0", "gateway fd10::1 for fd10::7", "announce fd10::7"}; !slices.Equal(got, want) {

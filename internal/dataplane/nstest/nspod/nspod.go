@@ -4,34 +4,22 @@
 package nspod
 
 import (
-	"context"
+	"net/netip"
 	"testing"
-	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 )
 
 // Plumb creates a pod namespace and plumbs it from hostNS with podnet,
-// holding addrs: the pod is default/pod-<name> (container c-<name>, UID
-// uid-<name>, interface eth0). It returns the pod's namespace and the name
-// of its veth on the host side.
-func Plumb(tb testing.TB, hostNS, name string, addrs ...podnet.Address) (podNS, hostVeth string) {
+// holding ips: the pod's container is c-<name> with interface eth0. It
+// returns the pod's namespace and the name of its veth on the host side.
+func Plumb(tb testing.TB, hostNS, name string, ips ...netip.Addr) (podNS, hostVeth string) {
 	tb.Helper()
-	static := podnet.NewStatic()
-	static.Set("default", "pod-"+name, addrs...)
-	b, err := podnet.New(podnet.Config{HostNetns: hostNS, Addresses: static, AddressTimeout: 2 * time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	podNS = nstest.New(tb)
-	att := cniserver.Attachment{
-		ContainerID: "c-" + name, IfName: "eth0", Netns: podNS,
-		PodNamespace: "default", PodName: "pod-" + name, PodUID: "uid-" + name,
-	}
-	if _, err := b.Add(context.Background(), att); err != nil {
+	s := podnet.Spec{ContainerID: "c-" + name, IfName: "eth0", Netns: podNS, IPs: ips}
+	if _, err := podnet.NewPlumber(hostNS).Plumb(s); err != nil {
 		tb.Fatalf("plumb pod %s: %v", name, err)
 	}
-	return podNS, podnet.HostVethName(att)
+	return podNS, s.HostVeth()
 }

@@ -1,4 +1,4 @@
-package podnet
+package node
 
 import (
 	"encoding/binary"
@@ -17,6 +17,9 @@ import (
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
+
+// forwardingV6 turns IPv6 forwarding on for the namespace.
+const forwardingV6 = "net/ipv6/conf/all/forwarding"
 
 // raEnv is newEnv (lan0, now also the link of a static IPv6 default route)
 // plus a router namespace on the uplink up1 (its end rtr0 holds fe80::99)
@@ -56,7 +59,7 @@ func TestFirstIPv6PodKeepsTheUplinksRouterAdvertisements(t *testing.T) {
 	a, _ := e.pod(t, "v6", "eth0", addr("fd00::7/64"))
 	e.add(t, a)
 
-	hv := HostVethName(a)
+	hv := hostVeth(a)
 	for link, want := range map[string]string{
 		"all":   "1", // forwarding, below: accept_ra of "all" is not touched
 		"up1":   "2",
@@ -131,7 +134,7 @@ func TestPodCannotAdvertiseARouteToTheNode(t *testing.T) {
 	e := newRAEnv(t)
 	a, podNS := e.pod(t, "v4", "eth0", addr("10.0.0.10/24"))
 	e.add(t, a)
-	hv := HostVethName(a)
+	hv := hostVeth(a)
 	if got := strings.TrimSpace(readSysctl(t, e.host, forwardingV6)); got != "0" {
 		t.Fatalf("all.forwarding = %s, want 0", got)
 	}

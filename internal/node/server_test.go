@@ -1,4 +1,4 @@
-package podnet
+package node
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func TestThroughServer(t *testing.T) {
 	if _, err := client.Del(ctx, &cniv1.DelRequest{Args: args}); err != nil {
 		t.Fatalf("Del: %v", err)
 	}
-	if out := hostLinks(t, e.host); strings.Contains(out, HostVethName(a)) {
+	if out := hostLinks(t, e.host); strings.Contains(out, hostVeth(a)) {
 		t.Errorf("host veth left after Del:\n%s", out)
 	}
 }

@@ -1,4 +1,4 @@
-package podnet
+package ipwait
 
 import (
 	"context"
@@ -41,14 +41,20 @@ type Segment struct {
 	VLAN int
 }
 
-// Addresses supplies a pod's addresses. Wait blocks until they are known or
-// ctx ends; the daemon implements it over an IPInstance informer.
-type Addresses interface {
-	Wait(ctx context.Context, podNamespace, podName, podUID string) ([]Address, error)
+// SessionError marks a wait that failed on the node's BGP sessions, not on
+// the pod's records: the pod's address would not be announced.
+type SessionError struct {
+	Err error
 }
 
-// Static is a map-backed Addresses for tests and fixed setups. Wait polls
-// until Set has supplied the pod's addresses or ctx ends.
+func (e *SessionError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wait's error.
+func (e *SessionError) Unwrap() error { return e.Err }
+
+// Static is a map-backed source of pods' addresses for tests and fixed
+// setups, with Waiter's Wait. Wait polls until Set has supplied the pod's
+// addresses or ctx ends.
 type Static struct {
 	mu    sync.Mutex
 	addrs map[string][]Address

@@ -1,4 +1,4 @@
-package podnet
+package node
 
 import (
 	"net/netip"

@@ -1,12 +1,16 @@
-package podnet
+package node
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -14,8 +18,8 @@ import (
 // ipam_refused, before any namespace is opened; one whose runtime gives up
 // during the wait fails as canceled, not as a timeout of the manager.
 func TestAddRefusalReasons(t *testing.T) {
-	addrs := NewStatic()
-	b, err := New(Config{HostNetns: "/nonexistent/host", Addresses: addrs, AddressTimeout: time.Minute})
+	addrs := ipwait.NewStatic()
+	b, err := New(Config{Plumber: podnet.NewPlumber("/nonexistent/host"), Addresses: addrs, AddressTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,13 +27,13 @@ func TestAddRefusalReasons(t *testing.T) {
 		return cniserver.Attachment{ContainerID: "c-" + name, IfName: "eth0", Netns: "/nonexistent/" + name,
 			PodNamespace: "default", PodName: name, PodUID: "uid-" + name}
 	}
-	pinned := func(s, mac string) Address {
+	pinned := func(s, mac string) ipwait.Address {
 		a := addr(s)
 		a.MAC = state.MustParseMAC(mac)
 		return a
 	}
 	addrs.Set("default", "none")
-	addrs.Set("default", "badfamily", Address{IP: addr("10.0.0.1/24").IP, Family: family.IPv6})
+	addrs.Set("default", "badfamily", ipwait.Address{IP: addr("10.0.0.1/24").IP, Family: family.IPv6})
 	addrs.Set("default", "twomacs", pinned("10.0.0.2/24", "02:00:00:00:00:01"), pinned("fd00::2/64", "02:00:00:00:00:02"))
 	for _, name := range []string{"none", "badfamily", "twomacs"} {
 		_, err := b.Add(context.Background(), pod(name))
@@ -43,5 +47,27 @@ func TestAddRefusalReasons(t *testing.T) {
 	_, err = b.Add(ctx, pod("gone"))
 	if r := cniserver.ReasonOf(err); err == nil || r != cniserver.ReasonCanceled {
 		t.Errorf("Add with the runtime's context canceled = %v (reason %s), want %s", err, r, cniserver.ReasonCanceled)
+	}
+}
+
+// sessionWait fails every wait as ipwait's BGP gate does.
+type sessionWait struct{}
+
+func (sessionWait) Wait(context.Context, string, string, string) ([]ipwait.Address, error) {
+	return nil, &ipwait.SessionError{Err: fmt.Errorf("network fabric: no Established session: %w", context.DeadlineExceeded)}
+}
+
+// TestAddBGPSessionReason: an Add whose wait failed on the node's BGP
+// sessions fails as bgp_session, not as a timeout or a refusal of IPAM.
+func TestAddBGPSessionReason(t *testing.T) {
+	b, err := New(Config{Plumber: podnet.NewPlumber("/nonexistent/host"), Addresses: sessionWait{}, AddressTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cniserver.Attachment{ContainerID: "c-bgp", IfName: "eth0", Netns: "/nonexistent/bgp", PodNamespace: "default",
+		PodName: "bgp", PodUID: "uid-bgp"}
+	_, err = b.Add(context.Background(), a)
+	if r := cniserver.ReasonOf(err); err == nil || r != cniserver.ReasonBGPSession || !strings.Contains(err.Error(), "pod default/bgp") {
+		t.Errorf("Add = %v (reason %s), want %s naming pod default/bgp", err, r, cniserver.ReasonBGPSession)
 	}
 }

@@ -1,20 +1,23 @@
-package podnet
+package node
 
 import (
 	"context"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 var pinMAC = state.MustParseMAC("02:42:0a:00:00:07")
 
 // pinned is addr s pinning mac.
-func pinned(s string, mac state.MAC) Address {
+func pinned(s string, mac state.MAC) ipwait.Address {
 	a := addr(s)
 	a.MAC = mac
 	return a
@@ -50,19 +53,19 @@ func TestPinnedMAC(t *testing.T) {
 	other := state.MustParseMAC("02:42:0a:00:00:08")
 	for _, c := range []struct {
 		name  string
-		addrs []Address
+		addrs []ipwait.Address
 		want  state.MAC
 		err   []string // substrings of the error; nil: no error
 	}{
 		{name: "no addresses"},
-		{name: "none pinned", addrs: []Address{addr("10.0.0.5/24"), addr("fd00::5/64")}},
-		{name: "one pinned", addrs: []Address{pinned("10.0.0.5/24", pinMAC)}, want: pinMAC},
-		{name: "both pin the same", addrs: []Address{pinned("10.0.0.5/24", pinMAC), pinned("fd00::5/64", pinMAC)}, want: pinMAC},
-		{name: "one pins, one does not", addrs: []Address{pinned("10.0.0.5/24", pinMAC), addr("fd00::5/64")},
+		{name: "none pinned", addrs: []ipwait.Address{addr("10.0.0.5/24"), addr("fd00::5/64")}},
+		{name: "one pinned", addrs: []ipwait.Address{pinned("10.0.0.5/24", pinMAC)}, want: pinMAC},
+		{name: "both pin the same", addrs: []ipwait.Address{pinned("10.0.0.5/24", pinMAC), pinned("fd00::5/64", pinMAC)}, want: pinMAC},
+		{name: "one pins, one does not", addrs: []ipwait.Address{pinned("10.0.0.5/24", pinMAC), addr("fd00::5/64")},
 			err: []string{"10.0.0.5/24", "fd00::5/64", "02:42:0a:00:00:07 and none"}},
-		{name: "two MACs", addrs: []Address{pinned("10.0.0.5/24", pinMAC), pinned("fd00::5/64", other)},
+		{name: "two MACs", addrs: []ipwait.Address{pinned("10.0.0.5/24", pinMAC), pinned("fd00::5/64", other)},
 			err: []string{"02:42:0a:00:00:07 and 02:42:0a:00:00:08"}},
-		{name: "multicast", addrs: []Address{pinned("10.0.0.5/24", state.MustParseMAC("01:00:5e:00:00:01"))},
+		{name: "multicast", addrs: []ipwait.Address{pinned("10.0.0.5/24", state.MustParseMAC("01:00:5e:00:00:01"))},
 			err: []string{"01:00:5e:00:00:01", "multicast"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,7 +93,7 @@ func TestPinnedMAC(t *testing.T) {
 // flows; Check passes, and names the MAC once it is changed in the pod.
 func TestAddPinnedMAC(t *testing.T) {
 	e := newEnv(t)
-	addrs := []Address{pinned("10.0.0.51/24", pinMAC)}
+	addrs := []ipwait.Address{pinned("10.0.0.51/24", pinMAC)}
 	if ipv6Enabled() {
 		addrs = append(addrs, pinned("fd00::51/64", pinMAC))
 	}
@@ -136,18 +139,18 @@ func TestAddKernelMAC(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = e.b.Del(context.Background(), a) })
 	got := linkMAC(t, podNS, "eth0")
-	if got.IsZero() || got.IsMulticast() || got == HostMAC || got == pinMAC {
+	if got.IsZero() || got.IsMulticast() || got == podnet.HostMAC || got == pinMAC {
 		t.Errorf("eth0 has MAC %s, want a unicast one the kernel chose", got)
 	}
 	if r.Interfaces[1].Mac != got.String() {
 		t.Errorf("result reports MAC %s, the pod has %s", r.Interfaces[1].Mac, got)
 	}
-	if alias := linkAlias(t, e.host, HostVethName(a)); strings.Contains(alias, aliasMAC) {
+	if alias := linkAlias(t, e.host, hostVeth(a)); strings.Contains(alias, "mac=") {
 		t.Errorf("host veth alias %q records a pinned MAC", alias)
 	}
 	ipCmd(t, podNS, "link", "set", "eth0", "address", "02:42:0a:00:00:98")
 	// A new address flushes the link's neighbours, the permanent ones too.
-	ipCmd(t, podNS, "neigh", "replace", "169.254.1.1", "lladdr", HostMAC.String(), "dev", "eth0", "nud", "permanent")
+	ipCmd(t, podNS, "neigh", "replace", "169.254.1.1", "lladdr", podnet.HostMAC.String(), "dev", "eth0", "nud", "permanent")
 	if err := e.b.Check(context.Background(), a, store.Endpoint{Netns: podNS, IPs: []string{"10.0.0.52/32"}}); err != nil {
 		t.Errorf("Check of a pod with no pinned MAC after its MAC changed: %v", err)
 	}
@@ -167,7 +170,7 @@ func TestAddDisagreeingMACsLeavesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "pod default/split") || !strings.Contains(err.Error(), "fd00::53/64") {
 		t.Fatalf("Add = %v, want an error naming pod default/split and its addresses", err)
 	}
-	if out := hostLinks(t, e.host); strings.Contains(out, HostVethPrefix) {
+	if out := hostLinks(t, e.host); strings.Contains(out, podnet.HostVethPrefix) {
 		t.Errorf("host has links left:\n%s", out)
 	}
 	if out := ipCmd(t, podNS, "-o", "link", "show"); strings.Contains(out, "eth0") {
@@ -212,11 +215,14 @@ func TestRecoverKeepsPinnedMAC(t *testing.T) {
 	e := newEnv(t)
 	a, podNS := e.pod(t, "kept", "eth0", pinned("10.0.0.55/24", pinMAC))
 	e.add(t, a)
-	restarted, err := New(Config{HostNetns: e.host, Addresses: e.addrs})
+	plumber := podnet.NewPlumber(e.host)
+	restarted, err := New(Config{Plumber: plumber, Addresses: e.addrs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps, _, err := restarted.Recover([]Recorded{{IP: netip.MustParsePrefix("10.0.0.55/24"), Namespace: "default", Pod: "kept", PodUID: "uid-kept"}})
+	eps, _, err := recoverFrom(plumber, map[netip.Addr]recordedPod{
+		netip.MustParseAddr("10.0.0.55"): {Namespace: "default", Pod: "kept", PodUID: "uid-kept"},
+	}, time.Now().UTC())
 	if err != nil || len(eps) != 1 {
 		t.Fatalf("Recover = %+v, %v; want the one endpoint", eps, err)
 	}

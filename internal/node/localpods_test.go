@@ -1,4 +1,4 @@
-package podnet
+package node
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/pkg/family"
@@ -47,6 +48,40 @@ func recorded(a cniserver.Attachment, ips ...string) store.Endpoint {
 	return store.Endpoint{Key: store.Key{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns, IPs: ips}
 }
 
+// newLocalPods is the local-pods part of the namespace host over eps.
+func newLocalPods(tb testing.TB, host string, eps *endpoints) *LocalPods {
+	tb.Helper()
+	table, err := podnet.NewLocalPods(host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(table.Close)
+	return NewLocalPods(table, eps, eps.Busy)
+}
+
+// desired is table 1000 as Reconcile derives it from eps, busy and a
+// kernel whose veths exist says, with the endpoints it skips and reports.
+func desired(eps []store.Endpoint, busy []store.Key, exists func(string) bool) (state.State, []store.Key, error) {
+	in := localPodsOf(eps, busy)
+	busySet := map[string]bool{}
+	for _, dev := range in.busy {
+		busySet[dev] = true
+	}
+	want, veths := podnet.DesiredLocalPods(in.pods, busySet, exists)
+	missing, err := in.result(veths)
+	return want, missing, err
+}
+
+// localRoute is a's route in table 1000 through dev.
+func localRoute(dev, a string) state.Route {
+	return state.Route{Table: state.TableLocalPods, Dst: netip.PrefixFrom(netip.MustParseAddr(a), netip.MustParseAddr(a).BitLen()),
+		Dev: dev, Scope: state.ScopeLink, Protocol: state.ProtocolEstuary}
+}
+
+func localPodsRule(f family.Family) state.Rule {
+	return state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods, Family: f}
+}
+
 func table1000(t *testing.T, host string) string {
 	t.Helper()
 	return ipCmd(t, host, "route", "show", "table", "1000")
@@ -65,11 +100,7 @@ func TestLocalPodsReconcilesTable1000(t *testing.T) {
 	e.add(t, b)
 	eps := &endpoints{}
 	eps.set([]store.Endpoint{recorded(a, "10.0.0.5/32"), recorded(b, "10.0.0.6/32")})
-	lp, err := NewLocalPods(e.host, eps, eps.Busy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lp.Close)
+	lp := newLocalPods(t, e.host, eps)
 	reconcile := func(step string) (state.Plan, []store.Key) {
 		t.Helper()
 		plan, missing, err := lp.Reconcile(ctx)
@@ -78,8 +109,8 @@ func TestLocalPodsReconcilesTable1000(t *testing.T) {
 		}
 		return plan, missing
 	}
-	routeA := "10.0.0.5 dev " + HostVethName(a)
-	routeB := "10.0.0.6 dev " + HostVethName(b)
+	routeA := "10.0.0.5 dev " + hostVeth(a)
+	routeB := "10.0.0.6 dev " + hostVeth(b)
 
 	if plan, _ := reconcile("in line"); !plan.Empty() {
 		t.Errorf("in line with the store: plan\n%s", plan)
@@ -106,7 +137,7 @@ func TestLocalPodsReconcilesTable1000(t *testing.T) {
 	ghost := store.Endpoint{Key: store.Key{ContainerID: "c-ghost", IfName: "eth0"}, IPs: []string{"10.0.0.9/32"}}
 	eps.set([]store.Endpoint{recorded(b, "10.0.0.6/32"), ghost})
 	plan, missing := reconcile("a not recorded")
-	if len(plan.DelRoutes) != 1 || plan.DelRoutes[0].Dev != HostVethName(a) || plan.Len() != 1 {
+	if len(plan.DelRoutes) != 1 || plan.DelRoutes[0].Dev != hostVeth(a) || plan.Len() != 1 {
 		t.Errorf("a not recorded: plan\n%s", plan)
 	}
 	if !slices.Equal(missing, []store.Key{ghost.Key}) {
@@ -127,20 +158,23 @@ func TestLocalPodsReconcilesTable1000(t *testing.T) {
 	}
 }
 
+// TestDesiredLocalPods: the store's endpoints become table 1000; one whose
+// recorded address does not parse is reported, a busy one left out, one
+// without a veth skipped and reported.
 func TestDesiredLocalPods(t *testing.T) {
 	v4 := store.Endpoint{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, IPs: []string{"10.0.0.5/24"}}
 	v6 := store.Endpoint{Key: store.Key{ContainerID: "c2", IfName: "eth0"}, IPs: []string{"fd00::5/64"}}
 	bad := store.Endpoint{Key: store.Key{ContainerID: "c3", IfName: "eth0"}, IPs: []string{"not-an-ip"}}
 	busy := store.Endpoint{Key: store.Key{ContainerID: "c4", IfName: "eth0"}, IPs: []string{"10.0.0.7/24"}}
 	all := func(string) bool { return true }
-	want, missing, err := DesiredLocalPods([]store.Endpoint{v4, v6, bad, busy}, busyVeths([]store.Key{busy.Key}), all)
+	want, missing, err := desired([]store.Endpoint{v4, v6, bad, busy}, []store.Key{busy.Key}, all)
 	if err == nil || !strings.Contains(err.Error(), "c3") || !strings.Contains(err.Error(), "not-an-ip") {
 		t.Errorf("error = %v, want one naming endpoint c3 and its address", err)
 	}
 	if len(missing) != 0 {
 		t.Errorf("missing = %v", missing)
 	}
-	wantRoutes := []state.Route{localRoute(hostVethOf(v4.Key), netip.MustParseAddr("10.0.0.5")), localRoute(hostVethOf(v6.Key), netip.MustParseAddr("fd00::5"))}
+	wantRoutes := []state.Route{localRoute(hostVethOf(v4.Key), "10.0.0.5"), localRoute(hostVethOf(v6.Key), "fd00::5")}
 	if !slices.Equal(want.Routes, wantRoutes) {
 		t.Errorf("routes = %v, want %v", want.Routes, wantRoutes)
 	}
@@ -148,7 +182,7 @@ func TestDesiredLocalPods(t *testing.T) {
 		t.Errorf("rules = %v", want.Rules)
 	}
 	none := func(string) bool { return false }
-	want, missing, _ = DesiredLocalPods([]store.Endpoint{v4}, nil, none)
+	want, missing, _ = desired([]store.Endpoint{v4}, nil, none)
 	if want.Len() != 0 || !slices.Equal(missing, []store.Key{v4.Key}) {
 		t.Errorf("without veths: desired %v, missing %v", want, missing)
 	}
@@ -176,11 +210,7 @@ func BenchmarkLocalPodsNoop(b *testing.B) {
 	}
 	list := &endpoints{}
 	list.set(eps)
-	lp, err := NewLocalPods(host, list, list.Busy)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(lp.Close)
+	lp := newLocalPods(b, host, list)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

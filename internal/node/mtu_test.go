@@ -1,7 +1,9 @@
-package podnet
+package node
 
 import (
 	"context"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
+	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +28,7 @@ func linkMTU(t *testing.T, ns, link string) string {
 func TestMTUByNetworkType(t *testing.T) {
 	requireIPv6(t)
 	e := newEnv(t)
-	b, err := New(Config{HostNetns: e.host, Addresses: e.addrs, AddressTimeout: 2 * time.Second, MTU: 1450, UnderlayMTU: 1500})
+	b, err := New(Config{Plumber: podnet.NewPlumber(e.host), Addresses: e.addrs, AddressTimeout: 2 * time.Second, MTU: 1450, UnderlayMTU: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +39,13 @@ func TestMTUByNetworkType(t *testing.T) {
 	under6.Underlay = true
 	cases := []struct {
 		name  string
-		addrs []Address
+		addrs []ipwait.Address
 		want  string
 	}{
-		{"overlay", []Address{addr("10.0.0.5/24")}, "1450"},
-		{"underlay", []Address{under}, "1500"},
-		{"underlay-dual", []Address{under, under6}, "1500"},
-		{"mixed", []Address{under, addr("fd00::5/64")}, "1450"},
+		{"overlay", []ipwait.Address{addr("10.0.0.5/24")}, "1450"},
+		{"underlay", []ipwait.Address{under}, "1500"},
+		{"underlay-dual", []ipwait.Address{under, under6}, "1500"},
+		{"mixed", []ipwait.Address{under, addr("fd00::5/64")}, "1450"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,7 +58,7 @@ func TestMTUByNetworkType(t *testing.T) {
 			if got := linkMTU(t, podNS, "eth0"); got != c.want {
 				t.Errorf("pod eth0 mtu = %s, want %s", got, c.want)
 			}
-			if got := linkMTU(t, e.host, HostVethName(a)); got != c.want {
+			if got := linkMTU(t, e.host, hostVeth(a)); got != c.want {
 				t.Errorf("host veth mtu = %s, want %s", got, c.want)
 			}
 			for _, i := range r.Interfaces {
