@@ -1,5 +1,7 @@
 package v1
 
+import "github.com/estuary-cni/estuary/pkg/family"
+
 // Annotations and labels a user puts on pods, pod templates and namespaces to
 // choose where a pod's addresses come from. A pod's own annotation wins over
 // its namespace's; without either the pod gets the Overlay network.
@@ -65,10 +67,11 @@ const WebhookDisabled = "disabled"
 // address until it is released by hand.
 const RetainNever = "Never"
 
-// Values of AnnotationIPFamily.
+// Values of AnnotationIPFamily: the name of one family (pkg/family spells
+// it), or both.
 const (
-	IPFamilyIPv4      = "IPv4"
-	IPFamilyIPv6      = "IPv6"
+	IPFamilyIPv4      = string(family.IPv4)
+	IPFamilyIPv6      = string(family.IPv6)
 	IPFamilyDualStack = "DualStack"
 )
 

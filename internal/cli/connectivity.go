@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // defaultProbeImage is the upstream agnhost image: netexec, curl and ping.
@@ -506,16 +507,14 @@ func sortedIPs(p *corev1.Pod) []string {
 	return ips
 }
 
-// familyOf is "IPv4" or "IPv6" for an address, "" for anything else.
+// familyOf is "IPv4" or "IPv6" for an address (an IPv4-mapped one is
+// IPv4), "" for anything else.
 func familyOf(ip string) string {
 	a, err := netip.ParseAddr(ip)
-	switch {
-	case err != nil:
+	if err != nil {
 		return ""
-	case a.Is4() || a.Is4In6():
-		return estuaryv1.IPFamilyIPv4
 	}
-	return estuaryv1.IPFamilyIPv6
+	return string(family.Of(a.Unmap()))
 }
 
 // addrOf is p's address of family fam, or "".

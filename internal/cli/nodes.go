@@ -17,6 +17,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
 )
 
@@ -59,7 +60,7 @@ func newDaemonEndpoints(cfg *rest.Config, k client.Reader, ns, selector string) 
 
 // Endpoints runs `estuary-daemon endpoints` in node's daemon pod and
 // decodes what it prints.
-func (d *daemonEndpoints) Endpoints(ctx context.Context, node string) ([]ipamcheck.Endpoint, error) {
+func (d *daemonEndpoints) Endpoints(ctx context.Context, node string) ([]endpointsv1.Endpoint, error) {
 	pod, err := d.daemonPod(ctx, node)
 	if err != nil {
 		return nil, err
@@ -72,7 +73,7 @@ func (d *daemonEndpoints) Endpoints(ctx context.Context, node string) ([]ipamche
 	if err != nil {
 		return nil, fmt.Errorf("exec %q in pod %s/%s (container %s): %w", strings.Join(argv, " "), pod.Namespace, pod.Name, c.Name, err)
 	}
-	var list ipamcheck.NodeEndpointList
+	var list endpointsv1.NodeEndpointList
 	if err := json.Unmarshal(out, &list); err != nil {
 		return nil, fmt.Errorf("pod %s/%s printed no endpoint list: %w", pod.Namespace, pod.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -167,10 +168,6 @@ func (pl *planner) network(ctx context.Context, sn *estuaryv1.Subnet) (*estuaryv
 // labels, network identifier and gateway the manager records with an
 // address of subnet sn.
 func reservation(a netip.Addr, prefix netip.Prefix, sn *estuaryv1.Subnet, n *estuaryv1.NetworkSpec, ns string, owner estuaryv1.OwnerReference) *estuaryv1.IPInstance {
-	version := int32(4)
-	if a.Is6() {
-		version = 6
-	}
 	return &estuaryv1.IPInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   estuaryv1.InstanceName(a),
@@ -181,7 +178,7 @@ func reservation(a netip.Addr, prefix netip.Prefix, sn *estuaryv1.Subnet, n *est
 			Subnet:  sn.Name,
 			Address: estuaryv1.InstanceAddress{
 				IP:      netip.PrefixFrom(a, prefix.Bits()).String(),
-				Version: version,
+				Version: int32(family.Of(a).Version()),
 				Gateway: sn.Spec.Range.Gateway,
 				NetID:   netmodel.NetID(n, &sn.Spec),
 			},

@@ -12,7 +12,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/ipamcheck"
+	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
@@ -38,7 +38,7 @@ func (h *health) serveEndpoints(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "read endpoint store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	list := ipamcheck.NodeEndpointList{Node: h.node, Endpoints: make([]ipamcheck.Endpoint, 0, len(eps))}
+	list := endpointsv1.NodeEndpointList{Node: h.node, Endpoints: make([]endpointsv1.Endpoint, 0, len(eps))}
 	for _, ep := range eps {
 		list.Endpoints = append(list.Endpoints, endpointView(ep))
 	}
@@ -68,8 +68,8 @@ func loopbackPeer(remote string) bool {
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-func endpointView(ep store.Endpoint) ipamcheck.Endpoint {
-	return ipamcheck.Endpoint{PodNamespace: ep.PodNamespace, PodName: ep.PodName, PodUID: ep.PodUID,
+func endpointView(ep store.Endpoint) endpointsv1.Endpoint {
+	return endpointsv1.Endpoint{PodNamespace: ep.PodNamespace, PodName: ep.PodName, PodUID: ep.PodUID,
 		ContainerID: ep.ContainerID, IfName: ep.IfName, Network: ep.Network, IPs: ep.IPs,
 		Created: ep.Created, Recovered: ep.Recovered}
 }
@@ -113,8 +113,8 @@ func EndpointsMain(args []string, out, errOut io.Writer) int {
 }
 
 // FetchEndpoints reads /endpoints from the health server bound to addr.
-func FetchEndpoints(ctx context.Context, addr string) (ipamcheck.NodeEndpointList, error) {
-	var list ipamcheck.NodeEndpointList
+func FetchEndpoints(ctx context.Context, addr string) (endpointsv1.NodeEndpointList, error) {
+	var list endpointsv1.NodeEndpointList
 	host, err := loopbackFor(addr)
 	if err != nil {
 		return list, err

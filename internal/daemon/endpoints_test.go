@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
-	"github.com/estuary-cni/estuary/internal/ipamcheck"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
@@ -60,7 +60,7 @@ func TestEndpointsHandler(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /endpoints: %s %s", resp.Status, resp.Header.Get("Content-Type"))
 	}
-	var got ipamcheck.NodeEndpointList
+	var got endpointsv1.NodeEndpointList
 	if err := json.Unmarshal(raw.Bytes(), &got); err != nil {
 		t.Fatalf("decode %s: %v", raw.String(), err)
 	}
@@ -97,7 +97,7 @@ func TestEndpointsCommand(t *testing.T) {
 	if code := EndpointsMain([]string{"--health-address", addr}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	var got ipamcheck.NodeEndpointList
+	var got endpointsv1.NodeEndpointList
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("output is not the endpoint list: %v\n%s", err, out.String())
 	}

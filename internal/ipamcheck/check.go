@@ -42,6 +42,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Kind is what is wrong.
@@ -278,13 +279,13 @@ func missingFamilies(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 		if len(p.fams) >= p.count || pod == nil || pod.DeletionTimestamp != nil || young(s, pod.CreationTimestamp.Time) {
 			continue
 		}
-		has, lacks := "IPv4", "IPv6"
+		has, lacks := family.IPv4, family.IPv6
 		if _, v6 := p.fams[true]; v6 {
 			has, lacks = lacks, has
 		}
-		out = append(out, Finding{Kind: MissingFamily, Address: strings.Join(p.fams[has == "IPv6"], ","), Pod: k, PodUID: string(pod.UID),
+		out = append(out, Finding{Kind: MissingFamily, Address: strings.Join(p.fams[has == family.IPv6], ","), Pod: k, PodUID: string(pod.UID),
 			Detail: fmt.Sprintf("pod %s has %d of the %d addresses its records promise: %s %s, no %s record; its node waits for it or set the pod up without it",
-				k, len(p.fams), p.count, has, strings.Join(p.fams[has == "IPv6"], ","), lacks)})
+				k, len(p.fams), p.count, has, strings.Join(p.fams[has == family.IPv6], ","), lacks)})
 	}
 	return out
 }

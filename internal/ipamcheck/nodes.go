@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
@@ -50,58 +50,12 @@ var ErrNoDaemon = errors.New("no daemon pod runs on the node")
 
 // NodeEndpoints reads what one node's daemon plumbed.
 type NodeEndpoints interface {
-	Endpoints(ctx context.Context, node string) ([]Endpoint, error)
-}
-
-// NodeEndpointList is what a daemon serves at /endpoints: its node and
-// every endpoint of its store.
-type NodeEndpointList struct {
-	Node      string     `json:"node"`
-	Endpoints []Endpoint `json:"endpoints"`
-}
-
-// Endpoint is one pod interface a daemon plumbed, as its store records it.
-type Endpoint struct {
-	PodNamespace string `json:"podNamespace,omitempty"`
-	PodName      string `json:"podName,omitempty"`
-	PodUID       string `json:"podUID,omitempty"`
-	ContainerID  string `json:"containerID"`
-	IfName       string `json:"ifname"`
-	Network      string `json:"network,omitempty"`
-	// IPs are the interface's addresses in CIDR form.
-	IPs     []string  `json:"ips,omitempty"`
-	Created time.Time `json:"created"`
-	// Recovered marks a record the daemon rebuilt from the kernel.
-	Recovered bool `json:"recovered,omitempty"`
-}
-
-// Key is the endpoint's container ID and interface, as the daemon keys it.
-func (e Endpoint) Key() string { return e.ContainerID + "/" + e.IfName }
-
-// Pod is namespace/name of the endpoint's pod, or "" when it names none.
-func (e Endpoint) Pod() string {
-	if e.PodName == "" {
-		return ""
-	}
-	return e.PodNamespace + "/" + e.PodName
-}
-
-// Addrs are the endpoint's addresses without prefix length.
-func (e Endpoint) Addrs() []netip.Addr {
-	var out []netip.Addr
-	for _, s := range e.IPs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Addr())
-		} else if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
+	Endpoints(ctx context.Context, node string) ([]endpointsv1.Endpoint, error)
 }
 
 // NodeRead is one node's endpoints, or why they could not be read.
 type NodeRead struct {
-	Endpoints []Endpoint
+	Endpoints []endpointsv1.Endpoint
 	Err       error
 }
 
@@ -194,7 +148,7 @@ func unreadable(node string, err error, pods []corev1.Pod) (Finding, bool) {
 
 // checkEndpoint finds an endpoint whose pod is gone, or whose addresses no
 // record holds for its pod.
-func checkEndpoint(node string, ep Endpoint, pods map[string]*corev1.Pod, recorded map[netip.Addr]*estuaryv1.IPInstance) []Finding {
+func checkEndpoint(node string, ep endpointsv1.Endpoint, pods map[string]*corev1.Pod, recorded map[netip.Addr]*estuaryv1.IPInstance) []Finding {
 	base := Finding{Node: node, Endpoint: ep.Key(), Pod: ep.Pod(), PodUID: ep.PodUID}
 	if ep.PodName != "" {
 		if p := pods[ep.Pod()]; p == nil || (ep.PodUID != "" && string(p.UID) != ep.PodUID) {
@@ -247,7 +201,7 @@ func orNone(s string) string {
 
 // recordIsFor reports whether a Bound record binds its address to the
 // endpoint's pod.
-func recordIsFor(ipi *estuaryv1.IPInstance, ep Endpoint) bool {
+func recordIsFor(ipi *estuaryv1.IPInstance, ep endpointsv1.Endpoint) bool {
 	b := ipi.Spec.Binding
 	return ipi.Status.Phase == estuaryv1.IPInstanceBound && b.Namespace == ep.PodNamespace && b.PodName == ep.PodName &&
 		(b.PodUID == "" || ep.PodUID == "" || b.PodUID == ep.PodUID)
@@ -282,7 +236,7 @@ func checkDark(s Snapshot, pods map[string]*corev1.Pod) []Finding {
 
 // plumbed reports whether an endpoint holds a for pod p (or for no named
 // pod).
-func plumbed(eps []Endpoint, a netip.Addr, p *corev1.Pod) bool {
+func plumbed(eps []endpointsv1.Endpoint, a netip.Addr, p *corev1.Pod) bool {
 	for _, ep := range eps {
 		if ep.PodName != "" && (ep.PodNamespace != p.Namespace || ep.PodName != p.Name) {
 			continue

@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
@@ -25,8 +26,8 @@ func on(node string, p corev1.Pod) corev1.Pod {
 }
 
 // endpoint is what a daemon records for pod ns/name (uid) with ips.
-func endpoint(ns, name, uid, container string, ips ...string) Endpoint {
-	return Endpoint{PodNamespace: ns, PodName: name, PodUID: uid, ContainerID: container, IfName: "eth0", IPs: ips, Created: old.Time}
+func endpoint(ns, name, uid, container string, ips ...string) endpointsv1.Endpoint {
+	return endpointsv1.Endpoint{PodNamespace: ns, PodName: name, PodUID: uid, ContainerID: container, IfName: "eth0", IPs: ips, Created: old.Time}
 }
 
 func withNodes(s Snapshot, nodes map[string]NodeRead) Snapshot {
@@ -52,8 +53,8 @@ func TestNodesAgreeingWithRecordsHaveNoFindings(t *testing.T) {
 		[]corev1.Pod{on("n1", pod("a", "web", "u1", "10.0.0.2")), on("n2", pod("a", "db", "u2", "10.0.0.3"))},
 		subnet("s4", "10.0.0.0/24", 2)),
 		map[string]NodeRead{
-			"n1": {Endpoints: []Endpoint{endpoint("a", "web", "u1", "c1", "10.0.0.2/32")}},
-			"n2": {Endpoints: []Endpoint{endpoint("a", "db", "u2", "c2", "10.0.0.3/24")}},
+			"n1": {Endpoints: []endpointsv1.Endpoint{endpoint("a", "web", "u1", "c1", "10.0.0.2/32")}},
+			"n2": {Endpoints: []endpointsv1.Endpoint{endpoint("a", "db", "u2", "c2", "10.0.0.3/24")}},
 		}))
 	if len(r.Findings) != 0 {
 		t.Fatalf("findings when every node plumbed what is recorded: %s", nodeKinds(r))
@@ -77,7 +78,7 @@ func TestUnrecordedEndpointIsFound(t *testing.T) {
 		},
 		[]corev1.Pod{on("n1", pod("a", "web", "u1", "10.0.0.2")), on("n1", pod("a", "other", "u9", "10.0.0.3"))},
 		subnet("s4", "10.0.0.0/24", 4)),
-		map[string]NodeRead{"n1": {Endpoints: []Endpoint{
+		map[string]NodeRead{"n1": {Endpoints: []endpointsv1.Endpoint{
 			endpoint("a", "web", "u1", "c1", "10.0.0.2/32", "10.0.0.5/32"),
 			endpoint("a", "web", "u1", "c1b", "10.0.0.3/32", "10.0.0.4/32", "10.0.0.6/32"),
 			endpoint("a", "other", "u9", "c2", "10.0.0.3/32"),
@@ -124,7 +125,7 @@ func TestDarkPodIsFound(t *testing.T) {
 			pending,
 		},
 		subnet("s4", "10.0.0.0/24", 5)),
-		map[string]NodeRead{"n1": {Endpoints: []Endpoint{
+		map[string]NodeRead{"n1": {Endpoints: []endpointsv1.Endpoint{
 			endpoint("a", "web", "u1", "c1", "10.0.0.2/32"),
 			endpoint("a", "db", "u-old", "c0", "10.0.0.3/32"),
 		}}}))
@@ -147,7 +148,7 @@ func TestStaleEndpointIsFound(t *testing.T) {
 		[]estuaryv1.IPInstance{record("10.0.0.2/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound)},
 		[]corev1.Pod{on("n1", pod("a", "web", "u1", "10.0.0.2"))},
 		subnet("s4", "10.0.0.0/24", 1)),
-		map[string]NodeRead{"n1": {Endpoints: []Endpoint{
+		map[string]NodeRead{"n1": {Endpoints: []endpointsv1.Endpoint{
 			endpoint("a", "web", "u1", "c1", "10.0.0.2/32"),
 			endpoint("a", "gone", "u2", "c2", "10.0.0.3/32", "fd00::3/128"),
 			endpoint("a", "web", "u0", "c0", "10.0.0.4/32"),
@@ -208,12 +209,12 @@ func TestNodePassSkippedWithoutNodes(t *testing.T) {
 // given read of a node (1 = first) fail.
 type fakeNodes struct {
 	mu    sync.Mutex
-	eps   map[string][]Endpoint
+	eps   map[string][]endpointsv1.Endpoint
 	fail  map[string]int
 	reads map[string]int
 }
 
-func (f *fakeNodes) Endpoints(_ context.Context, node string) ([]Endpoint, error) {
+func (f *fakeNodes) Endpoints(_ context.Context, node string) ([]endpointsv1.Endpoint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads[node]++
@@ -237,7 +238,7 @@ func TestCheckTwiceReadsEveryNode(t *testing.T) {
 	rec := record("10.0.0.2/24", "s4", "a", "web", "u1", estuaryv1.IPInstanceBound)
 	sn := subnet("s4", "10.0.0.0/24", 1)
 	k := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&web, &daemon, &rec, &sn).WithStatusSubresource(&sn).Build()
-	nodes := &fakeNodes{reads: map[string]int{}, fail: map[string]int{"n1": 1}, eps: map[string][]Endpoint{
+	nodes := &fakeNodes{reads: map[string]int{}, fail: map[string]int{"n1": 1}, eps: map[string][]endpointsv1.Endpoint{
 		"n1": {endpoint("a", "web", "u1", "c1", "10.0.0.2/32")},
 		"n2": {endpoint("a", "gone", "u2", "c2", "10.0.0.3/32")},
 	}}

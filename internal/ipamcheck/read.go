@@ -11,17 +11,13 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
-// Read takes a snapshot with r (a live reader: a cache may lag). Pods are
-// listed before records, so a record whose pod is missing from the list was
-// created after the pod list began (and is young) or is really left over.
-func Read(ctx context.Context, r client.Reader, grace time.Duration) (Snapshot, error) {
-	return ReadNodes(ctx, r, nil, grace)
-}
-
-// ReadNodes takes a snapshot as Read does and then, when nodes is not nil,
-// reads the daemon endpoints of every node a pod is scheduled to. They are
-// read last: a pod listed running was plumbed before the list, and a
-// record listed was made before its address was plumbed.
+// ReadNodes takes a snapshot with r (a live reader: a cache may lag) and
+// then, when nodes is not nil, reads the daemon endpoints of every node a pod
+// is scheduled to. Pods are listed before records, so a record whose pod is
+// missing from the list was created after the pod list began (and is young)
+// or is really left over. The nodes are read last: a pod listed running was
+// plumbed before the list, and a record listed was made before its address
+// was plumbed.
 func ReadNodes(ctx context.Context, r client.Reader, nodes NodeEndpoints, grace time.Duration) (Snapshot, error) {
 	s := Snapshot{Grace: grace}
 	var pods corev1.PodList

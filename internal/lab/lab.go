@@ -124,9 +124,6 @@ func New(opts Options) (*Lab, error) {
 	return l, nil
 }
 
-// Paths returns the lab's file layout.
-func (l *Lab) Paths() Paths { return l.paths }
-
 // requiredCommands are the programs up runs, with the Debian package that has each.
 var requiredCommands = map[string]string{
 	"containerd": "containerd", "ctr": "containerd", "runc": "runc",

@@ -284,9 +284,6 @@ func (p *Plan) APIServerURL() string {
 	return "https://" + netip.AddrPortFrom(p.ControlPlane.Addr, APIServerPort).String()
 }
 
-// SwitchBits is the prefix length of the switch segment.
-func (p *Plan) SwitchBits() int { return p.Switch.Bits() }
-
 func nth(base netip.Addr, n int) netip.Addr {
 	b := base.As4()
 	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/lab/netlab"
 	"github.com/estuary-cni/estuary/internal/lab/proc"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Status is what `estuary-lab status` reports.
@@ -94,14 +95,14 @@ type FamilyStatus struct {
 }
 
 func (p *Plan) familyStatus() FamilyStatus {
-	f := FamilyStatus{Family: "IPv4", Switch: p.Switch.String(), Router: p.Router.Addr.String(),
+	f := FamilyStatus{Family: string(family.IPv4), Switch: p.Switch.String(), Router: p.Router.Addr.String(),
 		RouterExternal: p.RouterExt.String(), External: p.External.Addr.String(), ExternalSubnet: p.ExternalNet.String(),
 		ControlPlane: p.ControlPlane.Addr.String(), Underlay: p.Underlay.String(), UnderlayGateway: p.RouterUnder.String(),
 		BGPSubnet: BGPCIDR, PodCIDR: p.Pods.String(), OverlaySubnet: p.OverlaySubnet().String(),
 		ServiceCIDR: p.Services.String(), DNSService: p.DNSService.String(),
 		Nodes: map[string]string{}, NodePodCIDRs: map[string]string{}}
 	if p.IPv6() {
-		f.Family, f.BGPSubnet = "IPv6", BGPCIDR6
+		f.Family, f.BGPSubnet = string(family.IPv6), BGPCIDR6
 	}
 	for _, n := range p.Nodes {
 		f.Nodes[n.Name], f.NodePodCIDRs[n.Name] = n.Addr.String(), n.PodCIDR.String()

@@ -23,6 +23,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // maxRangeEntries is how many entries reservedIPs and excludeIPs take.
@@ -117,10 +118,7 @@ func subnetRange(hn *hnSubnet, r *estuaryv1.AddressRange) string {
 		return fmt.Sprintf("spec.range.cidr %s: estuary's IPv6 subnets are /64 to /127", p)
 	}
 	r.CIDR = p.String()
-	r.Version = 4
-	if p.Addr().Is6() {
-		r.Version = 6
-	}
+	r.Version = int32(family.Of(p.Addr()).Version())
 	if v := hn.Range.Version; v != "" && v != fmt.Sprint(r.Version) {
 		return fmt.Sprintf("spec.range.version %q does not match cidr %s", v, p)
 	}

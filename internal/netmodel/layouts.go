@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -166,7 +167,7 @@ func (ix *subnetIndex) add(l *layout) {
 	if !l.prefix.IsValid() {
 		return
 	}
-	f := familyIndex(l.prefix.Addr())
+	f, _ := family.Of(l.prefix.Addr()).Index()
 	if !slices.Contains(ix.bits[f], l.prefix.Bits()) {
 		ix.bits[f] = append(ix.bits[f], l.prefix.Bits())
 	}
@@ -177,7 +178,8 @@ func (ix *subnetIndex) add(l *layout) {
 // length, then in the order the subnets were given, until it returns
 // false.
 func (ix *subnetIndex) holding(a netip.Addr, yield func(*layout) bool) {
-	for _, bits := range ix.bits[familyIndex(a)] {
+	f, _ := family.Of(a).Index()
+	for _, bits := range ix.bits[f] {
 		p, err := a.Prefix(bits)
 		if err != nil {
 			continue
@@ -188,11 +190,4 @@ func (ix *subnetIndex) holding(a netip.Addr, yield func(*layout) bool) {
 			}
 		}
 	}
-}
-
-func familyIndex(a netip.Addr) int {
-	if a.Is4() {
-		return 0
-	}
-	return 1
 }

@@ -151,8 +151,8 @@ func SubnetFamily(sn *estuaryv1.SubnetSpec) family.Family {
 	if p, err := netip.ParsePrefix(sn.Range.CIDR); err == nil {
 		return family.Of(p.Addr())
 	}
-	if sn.Range.Version == 6 {
-		return family.IPv6
+	if f, ok := family.FromVersion(int(sn.Range.Version)); ok {
+		return f
 	}
 	return family.IPv4
 }

@@ -13,9 +13,11 @@
 //   - Subnet: its network exists; subnets do not overlap anywhere in the
 //     cluster, except that subnets of one network may share an identical CIDR
 //     when their start-end ranges are disjoint and neither range holds the
-//     other's gateway; a subnet of a VLAN network has a gateway; only a VLAN
-//     network's subnets override the VLAN id; range.version matches the CIDR;
-//     a subnet that still has IPInstances cannot be deleted.
+//     other's gateway (the allocator's rule, ipam.Footprint.Conflicts, with
+//     the default start and end of ipam.Window); a subnet of a VLAN network
+//     has a gateway; only a VLAN network's subnets override the VLAN id;
+//     range.version matches the CIDR; a subnet that still has IPInstances
+//     cannot be deleted.
 //   - Pod (create): the network, subnets and network type it asks for through
 //     its annotations, or its namespace's, parse, exist and agree; its
 //     fixed-address and retention annotations stay within the

@@ -3,7 +3,6 @@ package webhook
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,26 +10,11 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/pkg/family"
+	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
-// addrRange is a subnet's parsed range: its CIDR, the inclusive block
-// [start, end] pods are given addresses from (defaults applied), and its
-// gateway (invalid when unset).
-type addrRange struct {
-	cidr       netip.Prefix
-	start, end netip.Addr
-	gateway    netip.Addr
-}
-
-func (r addrRange) contains(a netip.Addr) bool {
-	return a.IsValid() && r.start.Compare(a) <= 0 && a.Compare(r.end) <= 0
-}
-
-func (r addrRange) overlaps(o addrRange) bool {
-	return r.start.Compare(o.end) <= 0 && o.start.Compare(r.end) <= 0
-}
-
-func (r addrRange) String() string { return r.start.String() + "-" + r.end.String() }
+// span formats a subnet's window as start-end.
+func span(f ipam.Footprint) string { return f.Start.String() + "-" + f.End.String() }
 
 // ValidateSubnet checks s against the cluster's networks and other subnets:
 // its network exists; its family matches its CIDR; it overlaps no other
@@ -68,45 +52,35 @@ func ValidateSubnetDelete(s *estuaryv1.Subnet, instances []estuaryv1.IPInstance)
 		netmodel.KindIPInstance, first.Name, b.Namespace, b.PodName, s.Name, more(len(held)-1))
 }
 
-// parseRange parses the subnet's range and applies the defaults of start
-// and end: the first address after the network address, and the last
-// address before the IPv4 broadcast address (or the last IPv6 address).
-func parseRange(s *estuaryv1.Subnet) (addrRange, error) {
+// parseRange parses the subnet's range into what the sharing rule sees of
+// it, with ipam.Window's defaults of start and end.
+func parseRange(s *estuaryv1.Subnet) (ipam.Footprint, error) {
 	rng := &s.Spec.Range
 	p, err := netip.ParsePrefix(rng.CIDR)
 	if err != nil || p.Masked() != p {
-		return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%q is not a CIDR in canonical form", rng.CIDR)
+		return ipam.Footprint{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%q is not a CIDR in canonical form", rng.CIDR)
 	}
-	if v := familyOf(p.Addr()); v != rng.Version {
-		return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.version", "%d does not match cidr %s, an IPv%d subnet", rng.Version, p, v)
+	if v := family.Of(p.Addr()).Version(); v != int(rng.Version) {
+		return ipam.Footprint{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.version", "%d does not match cidr %s, an IPv%d subnet", rng.Version, p, v)
 	}
-	r := addrRange{cidr: p, start: p.Addr().Next(), end: family.LastAddr(p)}
-	if p.Addr().Is4() {
-		r.end = r.end.Prev()
-	}
+	r := ipam.Footprint{Network: s.Spec.Network, Prefix: p}
 	fields := []struct {
 		name string
 		val  estuaryv1.IPAddress
 		dst  *netip.Addr
-	}{{"start", rng.Start, &r.start}, {"end", rng.End, &r.end}, {"gateway", rng.Gateway, &r.gateway}}
+	}{{"start", rng.Start, &r.Start}, {"end", rng.End, &r.End}, {"gateway", rng.Gateway, &r.Gateway}}
 	for _, f := range fields {
 		if f.val == "" {
 			continue
 		}
 		a, err := netip.ParseAddr(string(f.val))
 		if err != nil || !p.Contains(a) {
-			return addrRange{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range."+f.name, "%q is not an address inside cidr %s", f.val, p)
+			return ipam.Footprint{}, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range."+f.name, "%q is not an address inside cidr %s", f.val, p)
 		}
 		*f.dst = a
 	}
+	r.Start, r.End = ipam.Window(p, r.Start, r.End)
 	return r, nil
-}
-
-func familyOf(a netip.Addr) int32 {
-	if a.Is4() {
-		return 4
-	}
-	return 6
 }
 
 // checkParent checks the rules that depend on the subnet's network.
@@ -133,8 +107,9 @@ func checkParent(s *estuaryv1.Subnet, networks []estuaryv1.Network) []error {
 	return errs
 }
 
-// checkOverlaps returns one denial per other subnet that s conflicts with.
-func checkOverlaps(s *estuaryv1.Subnet, r addrRange, subnets []estuaryv1.Subnet) []error {
+// checkOverlaps returns one denial per conflict (ipam.Footprint.Conflicts)
+// between s and another subnet.
+func checkOverlaps(s *estuaryv1.Subnet, r ipam.Footprint, subnets []estuaryv1.Subnet) []error {
 	others := slices.Clone(subnets)
 	slices.SortFunc(others, func(a, b estuaryv1.Subnet) int { return cmp.Compare(a.Name, b.Name) })
 	var errs []error
@@ -144,44 +119,33 @@ func checkOverlaps(s *estuaryv1.Subnet, r addrRange, subnets []estuaryv1.Subnet)
 			continue
 		}
 		or, err := parseRange(o)
-		if err != nil || !r.cidr.Overlaps(or.cidr) {
+		if err != nil {
 			continue
 		}
-		if r.cidr != or.cidr || o.Spec.Network != s.Spec.Network {
-			errs = append(errs, overlapDenial(s, r, o, or))
-			continue
+		for _, c := range r.Conflicts(or) {
+			errs = append(errs, overlapDenial(s, r, o, or, c))
 		}
-		errs = append(errs, sharedCIDRDenials(s, r, o, or)...)
 	}
 	return errs
 }
 
-func overlapDenial(s *estuaryv1.Subnet, r addrRange, o *estuaryv1.Subnet, or addrRange) error {
-	why := ""
-	switch {
-	case o.Spec.Network != s.Spec.Network:
-		why = fmt.Sprintf(" of %s %q; subnets may share addresses only within one network", netmodel.KindNetwork, o.Spec.Network)
-	case r.cidr != or.cidr:
-		why = "; subnets of one network may share only an identical cidr"
+// overlapDenial words conflict c between s and o.
+func overlapDenial(s *estuaryv1.Subnet, r ipam.Footprint, o *estuaryv1.Subnet, or ipam.Footprint, c ipam.Conflict) error {
+	switch c {
+	case ipam.ConflictNetwork:
+		return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%s overlaps %s %q (%s) of %s %q; subnets may share addresses only within one network",
+			r.Prefix, netmodel.KindSubnet, o.Name, or.Prefix, netmodel.KindNetwork, o.Spec.Network)
+	case ipam.ConflictPrefix:
+		return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%s overlaps %s %q (%s); subnets of one network may share only an identical cidr",
+			r.Prefix, netmodel.KindSubnet, o.Name, or.Prefix)
+	case ipam.ConflictWindow:
+		return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s overlaps %s %q's range %s in the shared cidr %s; ranges of subnets with one cidr must be disjoint",
+			span(r), netmodel.KindSubnet, o.Name, span(or), r.Prefix)
+	case ipam.ConflictHoldsGateway:
+		return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s holds %s %q's gateway %s",
+			span(r), netmodel.KindSubnet, o.Name, or.Gateway)
+	default:
+		return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.gateway", "%s is inside %s %q's range %s, which may hand it out",
+			r.Gateway, netmodel.KindSubnet, o.Name, span(or))
 	}
-	return netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.cidr", "%s overlaps %s %q (%s)%s", r.cidr, netmodel.KindSubnet, o.Name, or.cidr, why)
-}
-
-// sharedCIDRDenials checks two subnets of one network with the same CIDR:
-// their ranges must be disjoint and neither may hand out the other's gateway.
-func sharedCIDRDenials(s *estuaryv1.Subnet, r addrRange, o *estuaryv1.Subnet, or addrRange) []error {
-	var errs []error
-	if r.overlaps(or) {
-		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s overlaps %s %q's range %s in the shared cidr %s; ranges of subnets with one cidr must be disjoint",
-			r, netmodel.KindSubnet, o.Name, or, r.cidr))
-	}
-	if r.contains(or.gateway) && or.gateway != r.gateway {
-		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range", "start-end %s holds %s %q's gateway %s",
-			r, netmodel.KindSubnet, o.Name, or.gateway))
-	}
-	if or.contains(r.gateway) && or.gateway != r.gateway {
-		errs = append(errs, netmodel.Deny(netmodel.KindSubnet, s.Name, "spec.range.gateway", "%s is inside %s %q's range %s, which may hand it out",
-			r.gateway, netmodel.KindSubnet, o.Name, or))
-	}
-	return errs
 }

@@ -1,7 +1,9 @@
 // Package family owns the one IP address family type every estuary package
 // shares: the allocator, the network model, the node labels and the data
 // plane all speak of IPv4 and IPv6 through it, and of a prefix's last
-// address. It is pure Go on net/netip.
+// address. It is the one place that converts between a family, its name
+// ("IPv4", "IPv6", as the ip-family annotation spells it) and its IP version
+// (4, 6, as the API's version fields spell it). It is pure Go on net/netip.
 package family
 
 import "net/netip"
@@ -37,6 +39,18 @@ func (f Family) Version() int {
 		return 6
 	}
 	return 0
+}
+
+// FromVersion is the family of IP version v, as the API's version fields
+// spell it (4 or 6); ok is false for any other number.
+func FromVersion(v int) (f Family, ok bool) {
+	switch v {
+	case 4:
+		return IPv4, true
+	case 6:
+		return IPv6, true
+	}
+	return "", false
 }
 
 // Index is 0 for IPv4 and 1 for IPv6, for arrays indexed by family; ok is

@@ -31,3 +31,16 @@ func TestOfAndIndex(t *testing.T) {
 		t.Error("an unknown family has an index")
 	}
 }
+
+func TestFromVersionInvertsVersion(t *testing.T) {
+	for _, f := range []Family{IPv4, IPv6} {
+		if got, ok := FromVersion(f.Version()); !ok || got != f {
+			t.Errorf("FromVersion(%d) = %q, %v, want %q", f.Version(), got, ok, f)
+		}
+	}
+	for _, v := range []int{0, 5, 46} {
+		if got, ok := FromVersion(v); ok {
+			t.Errorf("FromVersion(%d) = %q, want no family", v, got)
+		}
+	}
+}

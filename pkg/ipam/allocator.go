@@ -76,37 +76,42 @@ func (a *Allocator) subnet(name string) (*subnet, error) {
 	return s, nil
 }
 
-// checkOverlap enforces the one rule for subnets that share addresses, across
-// every network the allocator knows (the admission webhook applies the same
-// rule): subnets of different networks never overlap; subnets of one network
-// overlap only with an identical prefix, and then their windows [Start, End]
-// are disjoint and neither window holds the other's gateway. So every
-// allocatable address belongs to one subnet only, and no two subnets can
-// hand it out. The caller holds Allocator.mu, so every layout is stable.
+// checkOverlap enforces the rule for subnets that share addresses
+// (Footprint.Conflicts) across every network the allocator knows, refusing
+// with the first conflict. The caller holds Allocator.mu, so every layout is
+// stable.
 func checkOverlap(idx *index, l *layout) error {
-	name, p := l.cfg.Name, l.cfg.Prefix
+	name, p, fp := l.cfg.Name, l.cfg.Prefix, l.footprint()
 	for _, oname := range idx.names {
 		o := idx.subnets[oname].lay
 		if oname == name || !o.cfg.Prefix.Overlaps(p) {
 			continue
 		}
-		switch {
-		case o.cfg.Network != l.cfg.Network:
-			return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets may share addresses only within one network",
-				p, oname, o.cfg.Prefix, o.cfg.Network)
-		case o.cfg.Prefix != p:
-			return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets of one network may share only an identical prefix",
-				p, oname, o.cfg.Prefix, o.cfg.Network)
-		case l.start <= o.end && o.start <= l.end:
-			return invalidConfig(name, "window %s-%s overlaps subnet %q's window %s-%s in the shared prefix %s; windows of subnets with one prefix must be disjoint",
-				l.addr(l.start), l.addr(l.end), oname, o.addr(o.start), o.addr(o.end), p)
-		case o.hasGateway && l.holds(o.gateway) && (!l.hasGateway || l.gateway != o.gateway):
-			return invalidConfig(name, "window %s-%s holds subnet %q's gateway %s", l.addr(l.start), l.addr(l.end), oname, o.cfg.Gateway)
-		case l.hasGateway && o.holds(l.gateway) && (!o.hasGateway || l.gateway != o.gateway):
-			return invalidConfig(name, "gateway %s is inside subnet %q's window %s-%s, which may hand it out", l.cfg.Gateway, oname, o.addr(o.start), o.addr(o.end))
+		if c := fp.Conflicts(o.footprint()); len(c) > 0 {
+			return overlapError(l, o, c[0])
 		}
 	}
 	return nil
+}
+
+// overlapError words conflict c between the subnet of l and the one of o.
+func overlapError(l, o *layout, c Conflict) error {
+	name, p, oname := l.cfg.Name, l.cfg.Prefix, o.cfg.Name
+	switch c {
+	case ConflictNetwork:
+		return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets may share addresses only within one network",
+			p, oname, o.cfg.Prefix, o.cfg.Network)
+	case ConflictPrefix:
+		return invalidConfig(name, "prefix %s overlaps subnet %q (%s) of network %q; subnets of one network may share only an identical prefix",
+			p, oname, o.cfg.Prefix, o.cfg.Network)
+	case ConflictWindow:
+		return invalidConfig(name, "window %s-%s overlaps subnet %q's window %s-%s in the shared prefix %s; windows of subnets with one prefix must be disjoint",
+			l.addr(l.start), l.addr(l.end), oname, o.addr(o.start), o.addr(o.end), p)
+	case ConflictHoldsGateway:
+		return invalidConfig(name, "window %s-%s holds subnet %q's gateway %s", l.addr(l.start), l.addr(l.end), oname, o.cfg.Gateway)
+	default:
+		return invalidConfig(name, "gateway %s is inside subnet %q's window %s-%s, which may hand it out", l.cfg.Gateway, oname, o.addr(o.start), o.addr(o.end))
+	}
 }
 
 // AddSubnet validates cfg and adds the subnet, holding records from the

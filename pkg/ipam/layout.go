@@ -9,9 +9,8 @@ import (
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// SubnetConfig describes a subnet. Zero Gateway, Start and End mean: no gateway,
-// the first address after the network address, and the last address before the
-// IPv4 broadcast address (for IPv6, the last address of the prefix).
+// SubnetConfig describes a subnet. A zero Gateway means no gateway; zero Start
+// and End take the defaults of Window.
 type SubnetConfig struct {
 	Name    string        // unique among the allocator's subnets
 	Network string        // the network the subnet belongs to
@@ -165,24 +164,17 @@ func (l *layout) optOffset(what string, a netip.Addr) (uint64, bool, error) {
 
 func (l *layout) setWindow() error {
 	name := l.cfg.Name
-	maxEnd := l.last
-	if l.broadcast {
-		maxEnd--
-	}
 	if l.last == 0 || (l.broadcast && l.last == 1) {
 		return invalidConfig(name, "prefix %s has no allocatable address", l.cfg.Prefix)
 	}
-	start, ok, err := l.optOffset("start", l.cfg.Start)
+	first, last := Window(l.cfg.Prefix, l.cfg.Start, l.cfg.End)
+	start, _, err := l.optOffset("start", first)
 	if err != nil {
 		return err
-	} else if !ok {
-		start = 1
 	}
-	end, ok, err := l.optOffset("end", l.cfg.End)
+	end, _, err := l.optOffset("end", last)
 	if err != nil {
 		return err
-	} else if !ok {
-		end = maxEnd
 	}
 	if start > end {
 		return invalidConfig(name, "start %s is after end %s", l.addr(start), l.addr(end))
@@ -199,8 +191,10 @@ func (l *layout) setWindow() error {
 	return nil
 }
 
-// holds reports whether off lies in the allocatable window.
-func (l *layout) holds(off uint64) bool { return l.start <= off && off <= l.end }
+// footprint is what the sharing rule sees of the layout.
+func (l *layout) footprint() Footprint {
+	return Footprint{Network: l.cfg.Network, Prefix: l.cfg.Prefix, Start: l.addr(l.start), End: l.addr(l.end), Gateway: l.cfg.Gateway}
+}
 
 // rangeSpans converts configured ranges to normalized offset spans.
 func (l *layout) rangeSpans(what string, rs []Range) (spans, error) {

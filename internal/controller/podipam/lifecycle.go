@@ -168,7 +168,7 @@ func (r *Reconciler) instance(pod *corev1.Pod, hd holding) *estuaryv1.IPInstance
 			Subnet:  l.Subnet,
 			Address: estuaryv1.InstanceAddress{
 				IP:      netipPrefix(l),
-				Version: versionOf(l.Family),
+				Version: int32(l.Family.Version()),
 				NetID:   r.Topology.NetID(l.Network, l.Subnet),
 			},
 			Binding: estuaryv1.Binding{Namespace: pod.Namespace, PodName: pod.Name},

@@ -240,10 +240,3 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func netipPrefix(l ipam.Lease) string {
 	return netip.PrefixFrom(l.Addr, l.Prefix.Bits()).String()
 }
-
-func versionOf(f family.Family) int32 {
-	if f == family.IPv6 {
-		return 6
-	}
-	return 4
-}

@@ -177,16 +177,6 @@ func mkdirAllTrack(path string) ([]string, error) {
 	return missing, nil
 }
 
-// RemoveCreated removes, innermost first, the mount points listed in a node's
-// CreatedFile that are still empty directories.
-func RemoveCreated(nodeDir string) []string {
-	b, err := os.ReadFile(filepath.Clean(filepath.Join(nodeDir, CreatedFile)))
-	if err != nil {
-		return nil
-	}
-	return RemoveEmpty(strings.Fields(string(b)))
-}
-
 // RemoveEmpty removes the listed directories that are empty, deepest first, and
 // returns those removed.
 func RemoveEmpty(dirs []string) []string {
