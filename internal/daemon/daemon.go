@@ -117,15 +117,15 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		events.close(ctx)
 	}()
-	c, w, err := startCache(ctx, cfg, scheme, live, parts)
+	trigger := netsync.NewTrigger()
+	speakers := newBGPPart(cfg, live, events, trigger)
+	c, w, err := startCache(ctx, cfg, scheme, live, speakers, parts)
 	if err != nil {
 		return err
 	}
-	var syncer *netsync.Syncer
 	metrics := newDaemonMetrics()
-	// syncer is set before the server serves its first ADD.
 	plumber := podnet.NewPlumber(cfg.HostNetns)
-	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), func() { syncer.Trigger() }, metrics.cni)
+	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni)
 	if err != nil {
 		return err
 	}
@@ -139,18 +139,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer table.Close()
 	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
-	if syncer, err = newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), fp, local, metrics.datapath, events); err != nil {
+	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
+		local: local, bgp: speakers, fastPath: fp, metrics: metrics.datapath})
+	if err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
-	w.SetBGPSessions(syncer) // an ADD in a BGP network waits for a session
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
-	parts.goFunc("kernel link watch", func() error { return syncer.WatchKernel(ctx) })
+	kernel := netsync.KernelWatch{Netns: cfg.HostNetns, Uplink: cfg.UnderlayUplink, Parent: parentSpec(cfg), Links: agent,
+		Log: log.WithName("netsync")}
+	parts.goFunc("kernel link watch", func() error { return kernel.Run(ctx, trigger) })
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
 	rep := &statusReporter{node: cfg.NodeName, reader: c, writer: live, events: events, dir: cfg.CNIConfDir,
 		fastPath: fpStatus, interval: statusInterval}
-	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: syncer.BGPPeers, fp: fp, endpoints: srv.Store(),
+	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: speakers.BGPPeers, fp: fp, endpoints: srv.Store(),
 		metrics: metrics.collectors()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
@@ -189,24 +192,49 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 	return overlay.ParentSpec{Name: cfg.VXLANParent, Regex: cfg.VXLANParentRegex}
 }
 
-// newSyncer builds the data-path loop over the cache and the endpoint store.
+// newBGPPart builds the loop's BGP speakers before the address waiter and
+// the CNI server, so an ADD in a BGP network can wait for a session from
+// the first one on. Peer passwords are read and the session states
+// published through the live client w.
+func newBGPPart(cfg Config, w client.Client, events netsync.Events, t *netsync.Trigger) *netsync.BGPPart {
+	return netsync.NewBGPPart(netsync.BGPConfig{Node: cfg.NodeName, Client: w, StartSpeaker: netsync.StartBGP,
+		Trigger: t, Events: events, Log: log.WithName("netsync")})
+}
+
+// loopParts are the loop's parts built before it, and its metrics.
+type loopParts struct {
+	local    netsync.LocalPods
+	bgp      *netsync.BGPPart
+	fastPath *fastPath // nil: none
+	metrics  *netsync.Metrics
+}
+
+// newSyncer builds the data-path loop over the cache and the endpoint
+// store, with its parts in the order a pass runs them.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints, fp *fastPath, local netsync.LocalPods, m *netsync.Metrics,
-	events netsync.Events) (*netsync.Syncer, error) {
+	w client.Client, eps netsync.Endpoints, t *netsync.Trigger, lp loopParts) (*netsync.Syncer, error) {
 	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
 	}
 	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
+	l := log.WithName("netsync")
+	parts := []netsync.Part{
+		netsync.NewVTEPPart(netsync.VTEPConfig{Node: cfg.NodeName, Port: cfg.VXLANPort, Writer: w, Log: l}),
+		netsync.NewOverlayPart(netsync.OverlayConfig{Node: cfg.NodeName, KubeProxyMark: netsync.MarkOf(bit), Log: l}, agent),
+		netsync.NewUnderlayPart(netsync.UnderlayConfig{Node: cfg.NodeName, Uplink: cfg.UnderlayUplink, Links: agent, Log: l}, ua),
+		lp.bgp,
+	}
+	if lp.fastPath != nil {
+		parts = append(parts, netsync.NewFastPathPart(netsync.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
+	}
 	opts := netsync.Options{
-		Node: cfg.NodeName, Port: cfg.VXLANPort, Parent: parentSpec(cfg), Log: log.WithName("netsync"),
-		Underlay: ua, Uplink: cfg.UnderlayUplink, StartSpeaker: netsync.StartBGP, KubeProxyMark: netsync.MarkOf(bit),
-		HostNetns: cfg.HostNetns, HostVeth: hostVeth, LocalPods: local, Metrics: m, Events: events,
+		Node: cfg.NodeName, Log: l, Metrics: lp.metrics,
+		Parent:     func() (overlay.Parent, error) { return agent.ResolveParent(parentSpec(cfg)) },
+		BeforeRead: []netsync.Part{netsync.NewLocalPodsPart(lp.local, l)},
+		Parts:      parts,
 	}
-	if fp != nil {
-		opts.FastPath = fp
-	}
-	s, err := netsync.New(ctx, opts, agent, c, w, eps)
+	s, err := netsync.New(ctx, opts, c, eps, t)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
 	}
@@ -255,14 +283,15 @@ func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statu
 
 // startCache builds the cache of the API objects the node needs (every
 // IPInstance, Node, Network and Subnet: the data path routes to pods on
-// other nodes), registers the address waiter with it and starts it.
+// other nodes), registers the address waiter with it, gated by the node's
+// BGP sessions, and starts it.
 func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
-	parts *running) (cache.Cache, *ipwait.Waiter, error) {
+	sessions ipwait.BGPSessions, parts *running) (cache.Cache, *ipwait.Waiter, error) {
 	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("api cache: %w", err)
 	}
-	w, err := ipwait.New(ctx, c, cfg.NodeName)
+	w, err := ipwait.New(ctx, c, cfg.NodeName, sessions)
 	if err != nil {
 		return nil, nil, fmt.Errorf("address waiter: %w", err)
 	}

@@ -40,7 +40,7 @@ func startNodes(t *testing.T, names ...string) *nodes {
 	}
 	n := &nodes{waiters: map[string]*ipwait.Waiter{}, set: map[string][]netip.Addr{}}
 	for _, name := range names {
-		if n.waiters[name], err = ipwait.New(ctx, view, name); err != nil {
+		if n.waiters[name], err = ipwait.New(ctx, view, name, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // Events records Kubernetes Events on this node's Node; internal/daemon
-// gives the loop one that writes them from a queue, so Record never blocks.
+// gives the BGP part one that writes them from a queue, so Record never
+// blocks.
 type Events interface {
 	Record(eventType, reason, action, note string)
 }
@@ -27,7 +28,7 @@ type peerKey struct {
 	addr    netip.Addr
 }
 
-// session is what the loop last saw of one session.
+// session is what the part last saw of one session.
 type session struct {
 	state bgp.SessionState
 	// down: a BGPSessionDown was recorded and no BGPSessionUp since.
@@ -41,8 +42,8 @@ type session struct {
 // BGPPeersEstablished condition and `kubectl estuary status` show it, and
 // a restarted daemon's sessions, which start from Idle, make no noise.
 // Sessions of networks that left the node, and peers taken out of a
-// network, are forgotten. Loop goroutine only.
-func (s *Syncer) noteBGPSessions(nets map[string][]bgp.PeerStatus) {
+// network, are forgotten. The loop's goroutine only.
+func (s *BGPPart) noteBGPSessions(nets map[string][]bgp.PeerStatus) {
 	seen := make(map[peerKey]bool)
 	for network, peers := range nets {
 		for _, p := range peers {
@@ -71,9 +72,9 @@ func (s *Syncer) noteBGPSessions(nets map[string][]bgp.PeerStatus) {
 	}
 }
 
-// record records an Event when the loop has a recorder.
-func (s *Syncer) record(eventType, reason, note string) {
-	if s.opts.Events != nil {
-		s.opts.Events.Record(eventType, reason, "PeerBGP", note)
+// record records an Event when the part has a recorder.
+func (s *BGPPart) record(eventType, reason, note string) {
+	if s.cfg.Events != nil {
+		s.cfg.Events.Record(eventType, reason, "PeerBGP", note)
 	}
 }

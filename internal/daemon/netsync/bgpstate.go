@@ -33,7 +33,7 @@ const Recheck = 250 * time.Millisecond
 // stop, or after Recheck when there is no speaker to watch. The channel is
 // taken before the peers are read, so no change between the read and the
 // wait is missed. It is safe to call from any goroutine.
-func (s *Syncer) BGPSessions(ctx context.Context, network string) ([]bgp.PeerStatus, bool, <-chan struct{}, error) {
+func (s *BGPPart) BGPSessions(ctx context.Context, network string) ([]bgp.PeerStatus, bool, <-chan struct{}, error) {
 	s.mu.Lock()
 	r, ok := s.speakers[network]
 	s.mu.Unlock()
@@ -91,7 +91,7 @@ func EncodeBGPPeers(nets map[string][]bgp.PeerStatus) (string, error) {
 // no speaker. Only this node's daemon writes it, so the merge patch never
 // conflicts with another writer. A speaker that cannot report its peers
 // leaves the annotation as it is until the next pass.
-func (s *Syncer) publishBGPPeers(ctx context.Context, node *corev1.Node) error {
+func (s *BGPPart) publishBGPPeers(ctx context.Context, node *corev1.Node) error {
 	nets, err := s.BGPPeers(ctx)
 	if err != nil {
 		return fmt.Errorf("node %s: bgp session states not published: %w", node.Name, err)
@@ -112,9 +112,9 @@ func (s *Syncer) publishBGPPeers(ctx context.Context, node *corev1.Node) error {
 	// A fresh object: the patch's answer must not land in the cache's Node.
 	target := &corev1.Node{}
 	target.Name = node.Name
-	if err := s.writer.Patch(ctx, target, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+	if err := s.cfg.Client.Patch(ctx, target, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		return fmt.Errorf("node %s: publish bgp session states in annotation %s: %w", node.Name, estuaryv1.AnnotationBGPPeers, err)
 	}
-	s.opts.Log.V(1).Info("published bgp session states", "node", node.Name, "states", value)
+	s.cfg.Log.V(1).Info("published bgp session states", "node", node.Name, "states", value)
 	return nil
 }

@@ -112,7 +112,7 @@ func TestEncodeBGPPeers(t *testing.T) {
 func TestBGPSessions(t *testing.T) {
 	ctx := context.Background()
 	fs := &stateSpeakers{state: bgp.StateActive}
-	s := &Syncer{opts: withDefaults(Options{Log: logr.Discard()}), speakers: map[string]speakerState{}}
+	s := NewBGPPart(BGPConfig{Log: logr.Discard()})
 
 	peers, running, changed, err := s.BGPSessions(ctx, "fabric")
 	if err != nil || running || peers != nil {
@@ -147,11 +147,8 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	t.Cleanup(cancel)
 	fs := &stateSpeakers{state: bgp.StateActive}
 	ev := &events{}
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), StartSpeaker: fs.start, Events: ev},
+	s := newTestLoop(ctx, t, testOptions{Node: "node-a", Port: 8472, Log: logr.Discard(), StartSpeaker: fs.start, Events: ev},
 		&fakeDataplane{}, c, k8s, &fakeEndpoints{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r1 := map[string]string{"rack": "r1"}
 	a := objtest.Labelled(objtest.Node("node-a", "", "", "10.77.0.11"), r1)
 	fabric := objtest.UnderlayNet("fabric", estuaryv1.NetworkModeBGP, 65010, r1)
@@ -241,7 +238,7 @@ func (e *events) list() []string {
 // a peer taken out of the network is forgotten.
 func TestNoteBGPSessionsRecordsDownAndUpOnly(t *testing.T) {
 	ev := &events{}
-	s := &Syncer{opts: withDefaults(Options{Log: logr.Discard(), Events: ev}), sessions: map[peerKey]session{}}
+	s := NewBGPPart(BGPConfig{Log: logr.Discard(), Events: ev})
 	p1, p2 := netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("10.77.0.2")
 	look := func(s1, s2 bgp.SessionState) {
 		nets := map[string][]bgp.PeerStatus{"fabric": {{Address: p1, ASN: 65001, State: s1}}}

@@ -26,11 +26,8 @@ func TestSyncerAnnouncesGlobalBGPPods(t *testing.T) {
 	dp, fu, fs, logs := &fakeDataplane{}, &fakeUnderlay{}, newFakeSpeakers(), &logLines{}
 	eps := &fakeEndpoints{}
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "g", IfName: "eth0"}, IPs: []string{"10.84.0.7/32"}})
-	s, err := New(ctx, Options{Node: "node-g", Port: 8472, Log: logs.logger(), Underlay: fu, StartSpeaker: fs.start},
+	s := newTestLoop(ctx, t, testOptions{Node: "node-g", Port: 8472, Log: logs.logger(), Underlay: fu, StartSpeaker: fs.start},
 		dp, c, k8s, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
 	r1 := map[string]string{"rack": "g1"}
 	node := objtest.Labelled(objtest.Node("node-g", "", "", "10.77.0.21"), r1)
 	fabric := objtest.UnderlayNet("fabric-g", estuaryv1.NetworkModeBGP, 65020, r1)

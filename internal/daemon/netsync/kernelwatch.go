@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
@@ -57,48 +59,61 @@ func ownLink(name string) bool {
 	return true
 }
 
-// WatchKernel triggers a reconcile whenever a link of the node's namespace
-// (Options.HostNetns) that the data path depends on changes (Relevant): a
-// VXLAN device or vlan-if added, changed or deleted, the tunnel parent or
-// the underlay's uplink going down or up or changing addresses. Changes of
-// other links, pods' host veths above all, are ignored. Every subscription,
-// the first and each renewed one, also triggers once, since changes may
-// have come before it. A subscription that fails or ends is logged and
-// opened again with a capped backoff. WatchKernel returns nil when ctx ends.
-func (s *Syncer) WatchKernel(ctx context.Context) error {
+// KernelWatch pokes the loop's Trigger when a link of the node's namespace
+// that the data path depends on changes (Relevant).
+type KernelWatch struct {
+	// Netns is the node's network namespace; empty means the process's own.
+	Netns string
+	// Uplink is the underlay's NIC, if one is configured.
+	Uplink string
+	// Parent is the tunnel's parent as configured; Links resolves it.
+	Parent overlay.ParentSpec
+	Links  ParentResolver
+	Log    logr.Logger
+}
+
+// Run pokes t whenever a link of Netns that the data path depends on
+// changes (Relevant): a VXLAN device or vlan-if added, changed or deleted,
+// the tunnel parent or the underlay's uplink going down or up or changing
+// addresses. Changes of other links, pods' host veths above all, are
+// ignored. Every subscription, the first and each renewed one, also pokes
+// once, since changes may have come before it. A subscription that fails or
+// ends is logged and opened again with a capped backoff. Run returns nil
+// when ctx ends.
+func (k KernelWatch) Run(ctx context.Context, t *Trigger) error {
 	var parents []string
 	ready := func() {
-		parents = s.watchedParents()
-		s.Trigger()
+		parents = k.watchedParents()
+		t.Poke()
 	}
 	onChange := func(name string) {
 		if !Relevant(name, parents...) {
 			return
 		}
-		s.Trigger()
+		t.Poke()
 		if !ownLink(name) { // the parent may resolve otherwise now
-			parents = s.watchedParents()
+			parents = k.watchedParents()
 		}
 	}
 	resubscribe.Run(ctx, kernelWatchRetryFirst, kernelWatchRetryLimit, func(ctx context.Context) error {
-		return ops.WatchLinks(ctx, s.opts.HostNetns, ready, onChange)
+		return ops.WatchLinks(ctx, k.Netns, ready, onChange)
 	}, func(err error, wait time.Duration) {
-		s.opts.Log.Error(err, "kernel link watch stopped; subscribing again", "netns", s.opts.HostNetns, "in", wait)
-		s.Trigger() // changes may have been lost
+		k.Log.Error(err, "kernel link watch stopped; subscribing again", "netns", k.Netns, "in", wait)
+		t.Poke() // changes may have been lost
 	})
 	return nil
 }
 
-// watchedParents returns the links the loop uses beyond its own: the
+// watchedParents returns the links the data path uses beyond its own: the
 // underlay's configured uplink and the tunnel's parent as it resolves now,
 // else its configured name, else "" (unknown).
-func (s *Syncer) watchedParents() []string {
+func (k KernelWatch) watchedParents() []string {
 	var names []string
-	if s.opts.Uplink != "" {
-		names = append(names, s.opts.Uplink)
+	if k.Uplink != "" {
+		names = append(names, k.Uplink)
 	}
-	if p, err := s.dp.ResolveParent(s.opts.Parent); err == nil {
+	if p, err := k.Links.ResolveParent(k.Parent); err == nil {
 		return append(names, p.Link)
 	}
-	return append(names, s.opts.Parent.Name)
+	return append(names, k.Parent.Name)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,17 +108,15 @@ func TestWatchKernelRepairsTheTunnel(t *testing.T) {
 	sn := objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&self, &ovl, &sn).Build()
 	dp := &countingDataplane{Dataplane: agent}
-	opts := Options{Node: "node-1", Port: 8472, Parent: overlay.ParentSpec{Name: "eth0"}, Resync: time.Hour,
-		Log: logr.Discard(), HostNetns: ns}
-	s := &Syncer{opts: withDefaults(opts), dp: dp, reader: c, writer: c, eps: &fakeEndpoints{},
-		trigger: make(chan struct{}, 1), bgpStarted: map[string]bool{}, passwords: map[string]password{},
-		speakers: map[string]speakerState{}}
-	empty := map[netip.Addr]state.MAC{}
-	s.neigh.Store(&empty)
+	trigger := NewTrigger()
+	opts, _, _ := testParts(testOptions{Node: "node-1", Port: 8472, Parent: overlay.ParentSpec{Name: "eth0"}, Resync: time.Hour,
+		Log: logr.Discard()}, dp, c, trigger)
+	s := &Syncer{opts: withDefaults(opts), reader: c, eps: &fakeEndpoints{}, trigger: trigger}
+	watch := KernelWatch{Netns: ns, Parent: overlay.ParentSpec{Name: "eth0"}, Links: dp, Log: logr.Discard()}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran, watched := make(chan error, 1), make(chan error, 1)
 	go func() { ran <- s.Run(ctx) }()
-	go func() { watched <- s.WatchKernel(ctx) }()
+	go func() { watched <- watch.Run(ctx, trigger) }()
 	t.Cleanup(func() {
 		cancel()
 		for _, ch := range []chan error{ran, watched} {

@@ -45,10 +45,7 @@ func TestSyncerReconcilesLocalPodsEveryPass(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	dp, local := &fakeDataplane{}, &fakeLocalPods{}
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), LocalPods: local}, dp, c, k8s, &fakeEndpoints{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newTestLoop(ctx, t, testOptions{Node: "node-a", Port: 8472, Log: logr.Discard(), LocalPods: local}, dp, c, k8s, &fakeEndpoints{})
 	go func() { _ = c.Start(ctx) }()
 	go func() { _ = s.Run(ctx) }()
 	a := objtest.Node("node-a", "", "", "10.77.0.11")

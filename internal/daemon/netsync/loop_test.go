@@ -20,7 +20,7 @@ func runLoop(t *testing.T, opts Options) (*Syncer, *atomic.Int32) {
 // result(call number, from 1).
 func runLoopWith(t *testing.T, opts Options, result func(int32) error) (*Syncer, *atomic.Int32) {
 	t.Helper()
-	s := &Syncer{opts: withDefaults(opts), trigger: make(chan struct{}, 1)}
+	s := &Syncer{opts: withDefaults(opts), trigger: NewTrigger()}
 	s.opts.Log = logr.Discard()
 	var n atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
@@ -48,7 +48,7 @@ func TestTriggersWithinTheQuietWindowCostOneSync(t *testing.T) {
 	s, n := runLoop(t, Options{Quiet: 300 * time.Millisecond, MaxDelay: 5 * time.Second})
 	waitFor(t, n, 1) // the initial sync
 	for range 100 {
-		s.Trigger()
+		s.trigger.Poke()
 	}
 	waitFor(t, n, 2)
 	time.Sleep(600 * time.Millisecond)
@@ -67,7 +67,7 @@ func TestSteadyTriggersSyncWithinMaxDelay(t *testing.T) {
 		case <-stop:
 			loop = false
 		case <-time.After(10 * time.Millisecond):
-			s.Trigger()
+			s.trigger.Poke()
 			triggers++
 		}
 	}

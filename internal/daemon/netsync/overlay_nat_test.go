@@ -16,7 +16,6 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
@@ -41,16 +40,17 @@ func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&self).Build()
 	dp := &fakeDataplane{}
-	s := &Syncer{opts: withDefaults(Options{Node: "node-1", Log: logr.Discard(), KubeProxyMark: 0x4000}),
-		dp: dp, reader: c, writer: c}
+	vtep := NewVTEPPart(VTEPConfig{Node: "node-1", Writer: c, Log: logr.Discard()})
+	s := NewOverlayPart(OverlayConfig{Node: "node-1", Log: logr.Discard(), KubeProxyMark: 0x4000}, dp)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"192.168.11.5/24"}}}
 	parent := func() (overlay.Parent, error) { return dp.ResolveParent(overlay.ParentSpec{}) }
-	pods, _ := translate.LocalPods(eps, nil)
-	uin, _ := underlayOf(&self, objs, pods)
-	if _, err := s.syncOverlay(ctx, objs, eps, underlay.NATSources(uin), parent); err != nil {
-		t.Fatal(err)
+	snap := NewSnapshot("node-1", objs, eps, parent)
+	for _, p := range []Part{vtep, s} {
+		if err := p.Sync(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
 	}
 	in, _, _ := dp.last()
 	wantNAT := []netip.Prefix{netip.MustParsePrefix("10.90.0.0/24"), netip.MustParsePrefix("192.168.11.0/24")}

@@ -148,10 +148,7 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 	dp := &fakeDataplane{failNext: 1}
 	eps := &fakeEndpoints{}
 	m := NewMetrics()
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logr.Discard(), Metrics: m}, dp, c, k8s, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newTestLoop(ctx, t, testOptions{Node: "node-a", Port: 8472, Log: logr.Discard(), Metrics: m}, dp, c, k8s, eps)
 	go func() { _ = c.Start(ctx) }()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -200,14 +197,14 @@ func TestSyncerPublishesAppliesAndFollowsChanges(t *testing.T) {
 	ipi.Spec.Binding = estuaryv1.Binding{Namespace: "default", Owner: estuaryv1.OwnerReference{Kind: "Pod", Name: "p", UID: "u"}, PodName: "p"}
 	create(t, k8s, &ipi)
 	eventually(t, "a pod address on node-b resolves to node-b's tunnel MAC", func() error {
-		if m, ok := s.Lookup(netip.MustParseAddr("10.78.0.7")); !ok || m != state.MustParseMAC("0e:00:00:00:00:0b") {
+		if m, ok := s.overlay.Lookup(netip.MustParseAddr("10.78.0.7")); !ok || m != state.MustParseMAC("0e:00:00:00:00:0b") {
 			return fmt.Errorf("lookup = %s, %v", m, ok)
 		}
 		return nil
 	})
 
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "c", IfName: "eth0"}, IPs: []string{"10.78.0.3/32"}})
-	s.Trigger()
+	s.trigger.Poke()
 	eventually(t, "a recorded local pod reaches the input", func() error {
 		in, _, _ := dp.last()
 		if len(in.LocalPods) != 1 || in.LocalPods[0] != netip.MustParseAddr("10.78.0.3") {

@@ -64,11 +64,8 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"192.168.10.5/32"}},
 		store.Endpoint{Key: store.Key{ContainerID: "b", IfName: "eth0"}, IPs: []string{"10.90.0.9/32"}},
 		store.Endpoint{Key: store.Key{ContainerID: "c", IfName: "eth0"}, IPs: []string{"192.168.20.7/32"}})
-	s, err := New(ctx, Options{Node: "node-a", Port: 8472, Log: logs.logger(), Underlay: fu, StartSpeaker: fs.start},
+	s := newTestLoop(ctx, t, testOptions{Node: "node-a", Port: 8472, Log: logs.logger(), Underlay: fu, StartSpeaker: fs.start},
 		dp, c, k8s, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	r1 := map[string]string{"rack": "r1"}
 	a, b := objtest.Labelled(objtest.Node("node-a", "", "", "10.77.0.11"), r1), objtest.Labelled(objtest.Node("node-b", "", "", "10.77.0.12"), r1)
@@ -144,7 +141,7 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 		}
 		return nil
 	})
-	if st, err := s.BGPPeers(ctx); err != nil || len(st["fabric"]) != 2 {
+	if st, err := s.bgp.BGPPeers(ctx); err != nil || len(st["fabric"]) != 2 {
 		t.Fatalf("BGPPeers = %v, %v; want fabric's two peers", st, err)
 	}
 
@@ -163,7 +160,7 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 		}
 		return nil
 	})
-	if st, _ := s.BGPPeers(ctx); len(st) != 0 {
+	if st, _ := s.bgp.BGPPeers(ctx); len(st) != 0 {
 		t.Fatalf("BGPPeers after the network left = %v, want none", st)
 	}
 	cancel()
@@ -175,10 +172,10 @@ func TestSyncerAppliesUnderlayAndRunsBGP(t *testing.T) {
 // The daemon's stop stops the speakers without deconfiguring them.
 func TestRunStopsSpeakersGracefully(t *testing.T) {
 	fs := newFakeSpeakers()
-	s := &Syncer{opts: withDefaults(Options{StartSpeaker: fs.start, Log: logr.Discard()}), trigger: make(chan struct{}, 1),
-		speakers: map[string]speakerState{}}
+	speakers := NewBGPPart(BGPConfig{StartSpeaker: fs.start, Log: logr.Discard()})
+	s := &Syncer{opts: withDefaults(Options{Log: logr.Discard(), Parts: []Part{speakers}}), trigger: NewTrigger()}
 	sp, _ := fs.start(context.Background(), bgp.Config{LocalASN: 65010}, []bgp.Peer{{ASN: 1}}, wantOne)
-	s.speakers["fabric"] = speakerState{sp: sp}
+	speakers.speakers["fabric"] = speakerState{sp: sp}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.Run(ctx); err != nil {

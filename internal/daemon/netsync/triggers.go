@@ -1,21 +1,68 @@
 package netsync
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
+
+// Trigger asks the loop for a pass. It holds one slot, so pokes that come
+// while a pass is pending cost nothing, and Poke never blocks. It is made
+// before the loop and its parts, and handed to everything that may ask for
+// a pass.
+type Trigger struct {
+	ch chan struct{}
+}
+
+// NewTrigger returns a Trigger with no pass pending.
+func NewTrigger() *Trigger { return &Trigger{ch: make(chan struct{}, 1)} }
+
+// Poke asks for a pass soon. It never blocks.
+func (t *Trigger) Poke() {
+	select {
+	case t.ch <- struct{}{}:
+	default:
+	}
+}
+
+// watch pokes t on every add and delete of a cached Node, Network, Subnet
+// or IPInstance, and on every update of one that changesDataPath.
+func (t *Trigger) watch(ctx context.Context, c cache.Cache) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.Poke() },
+		UpdateFunc: func(old, updated any) {
+			if changesDataPath(old, updated) {
+				t.Poke()
+			}
+		},
+		DeleteFunc: func(any) { t.Poke() },
+	}
+	for _, obj := range []client.Object{&corev1.Node{}, &estuaryv1.Network{}, &estuaryv1.Subnet{}, &estuaryv1.IPInstance{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("watch %T: %w", obj, err)
+		}
+	}
+	return nil
+}
 
 // changesDataPath reports whether an update of a cached object from old to
 // updated can change what a pass computes, so that updates which cannot
 // (a Node's heartbeat and image list, a Subnet's or Network's usage
 // counts, an IPInstance's retention fields) do not cost a reconcile each.
 // Under a burst of pod starts those are most of the events the loop sees.
-// What it compares must stay in step with what translate and sync read:
+// What it compares must stay in step with what translate and the parts read:
 //
 //   - Node: labels (domains, BGP), annotations (tunnel endpoints, BGP
 //     peers) and status addresses (node IPs, the BGP router id);

@@ -111,7 +111,7 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 	r1 := map[string]string{"rack": "r1"}
 	self := objtest.Labelled(objtest.Node("node-1", "", "", "10.77.0.11"), r1)
 	fu := &fakeUnderlay{}
-	s := &Syncer{opts: withDefaults(Options{Node: "node-1", Underlay: fu, Log: logr.Discard()}), dp: &fakeDataplane{}}
+	s := NewUnderlayPart(UnderlayConfig{Node: "node-1", Links: &fakeDataplane{}, Log: logr.Discard()}, fu)
 	parent := func() (overlay.Parent, error) { return (&fakeDataplane{}).ResolveParent(overlay.ParentSpec{}) }
 	objs := translate.Objects{Networks: []estuaryv1.Network{objtest.UnderlayNet("vlan", "", 0, r1)},
 		Subnets: []estuaryv1.Subnet{objtest.Subnet("vlan-a", "vlan", "192.168.10.0/24", nil)}}
@@ -155,8 +155,10 @@ func TestDeletedSubnetStaysListedUntilApplied(t *testing.T) {
 	}
 }
 
-// syncUnderlayOf runs syncUnderlay as sync does, from the node's objects.
-func syncUnderlayOf(s *Syncer, node *corev1.Node, objs translate.Objects, pods []netip.Addr, parent func() (overlay.Parent, error)) error {
-	in, err := underlayOf(node, objs, pods)
-	return s.syncUnderlay(context.Background(), node, in, err, pods, parent)
+// syncUnderlayOf runs the underlay part as a pass does, on a snapshot of
+// the node's objects and pods.
+func syncUnderlayOf(s *UnderlayPart, node *corev1.Node, objs translate.Objects, pods []netip.Addr, parent func() (overlay.Parent, error)) error {
+	snap := NewSnapshot(node.Name, objs, nil, parent)
+	snap.Self, snap.Pods = node, pods
+	return s.Sync(context.Background(), snap)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // BGPSessions is what the ADD gate needs of the node's BGP speakers;
-// *netsync.Syncer implements it.
+// *netsync.BGPPart implements it.
 type BGPSessions interface {
 	// BGPSessions returns the status of the peers of the node's speaker for
 	// network, whether the node runs one, and a channel closed when either
@@ -24,21 +24,18 @@ type BGPSessions interface {
 	BGPSessions(ctx context.Context, network string) (peers []bgp.PeerStatus, running bool, changed <-chan struct{}, err error)
 }
 
-// SetBGPSessions installs the gate: once a pod's addresses are known, Wait
-// also waits, for each of their networks in mode BGP whose
-// spec.bgpWaitForPeer is not false, until the node's speaker for it has
-// the sessions the network requires (Ready), so the pod's address can be
-// announced before it runs. An address of the GlobalBGP network is
+// waitPeers is the gate, with the sessions New is given: once a pod's
+// addresses are known, Wait also waits, for each of their networks in mode
+// BGP whose spec.bgpWaitForPeer is not false, until the node's speaker for
+// it has the sessions the network requires (Ready), so the pod's address
+// can be announced before it runs. An address of the GlobalBGP network is
 // announced by the speaker of the node's BGP network, so it waits as that
 // network says; on a node outside every BGP domain nothing can announce it
-// and the ADD fails at once. Call it before the first Wait; without it
-// Wait does not gate.
-func (w *Waiter) SetBGPSessions(s BGPSessions) { w.sessions = s }
-
-// waitPeers is the gate: it returns once every BGP network of networks that
-// waits for a peer is Ready on this node, or fails when ctx ends, naming
-// the pod, the network and each peer with its state. A network missing
-// from the cache is not waited for: nothing says it wants to wait.
+// and the ADD fails at once. Without sessions Wait does not gate. It
+// returns once every BGP network of networks that waits for a peer is Ready
+// on this node, or fails when ctx ends, naming the pod, the network and
+// each peer with its state. A network missing from the cache is not waited
+// for: nothing says it wants to wait.
 func (w *Waiter) waitPeers(ctx context.Context, key string, networks []estuaryv1.Network) error {
 	if w.sessions == nil {
 		return nil

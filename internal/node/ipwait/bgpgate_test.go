@@ -55,12 +55,17 @@ func peer(addr string, asn uint32, st bgp.SessionState) bgp.PeerStatus {
 	return bgp.PeerStatus{Address: netip.MustParseAddr(addr), ASN: asn, State: st}
 }
 
-// gated installs f as the waiter's sessions for the test.
+// gated makes the test's waiter one over the same cache gated by f.
 func gated(t *testing.T) *fakeSessions {
 	t.Helper()
 	f := newFakeSessions()
-	waiter.SetBGPSessions(f)
-	t.Cleanup(func() { waiter.SetBGPSessions(nil) })
+	w, err := New(context.Background(), view, "node-a", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := waiter
+	waiter = w
+	t.Cleanup(func() { waiter = plain })
 	return f
 }
 

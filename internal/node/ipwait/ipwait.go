@@ -3,7 +3,7 @@
 // every CNI ADD waiting for a pod when one of that pod's records changes, so an
 // ADD neither polls the API server nor acts on a record meant for an earlier
 // pod of the same name (the pod UID must match and the record must be Bound).
-// With SetBGPSessions, the wait also covers the node's BGP sessions: a pod
+// Given the node's BGP sessions, the wait also covers them: a pod
 // of a BGP network that waits for a peer (spec.bgpWaitForPeer, true unless
 // set false) gets its addresses only once the node's speaker for that
 // network has an Established session, and one with each peer marked
@@ -47,12 +47,13 @@ type Waiter struct {
 // node (label networking.estuary.io/node=<node>); c may hold other nodes'
 // records too (the daemon's data path needs them) and must be started by the
 // caller. Wait reads it, so a Wait before the cache syncs just waits.
-func New(ctx context.Context, c cache.Cache, node string) (*Waiter, error) {
+// sessions, when not nil, gates Wait on the node's BGP sessions (bgpgate.go).
+func New(ctx context.Context, c cache.Cache, node string, sessions BGPSessions) (*Waiter, error) {
 	inf, err := c.GetInformer(ctx, &estuaryv1.IPInstance{})
 	if err != nil {
 		return nil, fmt.Errorf("ipinstance informer: %w", err)
 	}
-	w := &Waiter{reader: c, node: node, waiting: map[string][]chan struct{}{}}
+	w := &Waiter{reader: c, node: node, sessions: sessions, waiting: map[string][]chan struct{}{}}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    w.changed,
 		UpdateFunc: func(_, obj any) { w.changed(obj) },
@@ -80,9 +81,9 @@ func (w *Waiter) changed(obj any) {
 }
 
 // Wait returns the pod's addresses once every record for it is Bound to this
-// pod UID and, with SetBGPSessions, the node has an Established session in
-// each of their BGP networks that waits for one; it fails when ctx ends,
-// naming the pod.
+// pod UID and, given the node's BGP sessions, the node has an Established
+// session in each of their BGP networks that waits for one; it fails when
+// ctx ends, naming the pod.
 func (w *Waiter) Wait(ctx context.Context, namespace, pod, uid string) ([]Address, error) {
 	key := namespace + "/" + pod
 	for {

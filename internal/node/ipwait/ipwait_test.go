@@ -45,7 +45,7 @@ func setup(cfg *rest.Config, c client.Client) (func(), error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if waiter, err = New(ctx, view, "node-a"); err != nil {
+	if waiter, err = New(ctx, view, "node-a", nil); err != nil {
 		return cancel, err
 	}
 	go func() { _ = view.Start(ctx) }()
@@ -109,10 +109,11 @@ type result struct {
 // waitAsync starts a Wait bounded by d and returns its result channel.
 func waitAsync(ns, pod, uid string, d time.Duration) <-chan result {
 	out := make(chan result, 1)
+	w := waiter
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		as, err := waiter.Wait(ctx, ns, pod, uid)
+		as, err := w.Wait(ctx, ns, pod, uid)
 		var s []string
 		for _, a := range as {
 			s = append(s, a.IP.String())
@@ -365,7 +366,7 @@ func TestWaitResolvesVLANSegments(t *testing.T) {
 		}
 	}
 
-	ghost, err := New(ctx, view, "ghost")
+	ghost, err := New(ctx, view, "ghost", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
