@@ -2,9 +2,8 @@ package netsync
 
 // The local pods. The routing plan's local-pods writer (node.LocalPods over
 // podnet's table) reconciles table 1000 from the endpoint store, which it
-// reads itself: the
-// part runs before the pass's read (Options.BeforeRead), so a failed read
-// never keeps the pods' host routes from being repaired. The writer skips
+// reads itself: the part runs before the pass's read (Options.BeforeRead),
+// so a failed read never keeps the pods' host routes from being repaired. The writer skips
 // the attachments whose ADD or DEL is in flight; the endpoints it finds
 // without a host veth are logged whenever that list changes.
 
