@@ -7,9 +7,9 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Apply carries out p in the order of p.Steps. Writes are idempotent:
@@ -96,10 +96,7 @@ func (l *linkIndexes) index(dev string) (int, error) {
 func gone(err error) bool { return errors.Is(err, errNoLink) }
 
 func afOf(a netip.Addr) int {
-	if a.Is4() {
-		return unix.AF_INET
-	}
-	return unix.AF_INET6
+	return afOfFamily(family.Of(a))
 }
 
 // ipNet converts a prefix to the masked network form routes and rules use.

@@ -430,10 +430,7 @@ func familyWord(ip net.IP) string {
 }
 
 func familyName(fam int) string {
-	if fam == unix.AF_INET6 {
-		return "ipv6"
-	}
-	return "ipv4"
+	return strings.ToLower(string(fromAF(fam)))
 }
 
 func scopeName(s int) string {

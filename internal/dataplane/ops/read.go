@@ -68,6 +68,15 @@ func fromAF(fam int) family.Family {
 	return family.IPv4
 }
 
+// afOfFamily is the kernel's address family of f; with fromAF the one
+// mapping between the two.
+func afOfFamily(f family.Family) int {
+	if f == family.IPv6 {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
 // addrOf converts a net.IP; nil gives the invalid Addr.
 func addrOf(ip net.IP) netip.Addr {
 	if v4 := ip.To4(); v4 != nil {

@@ -84,10 +84,7 @@ func (h *Routes) AddOnlink(r state.Route) error {
 // route of family fam; "" when there is none. A multipath default route
 // gives the link of its first next hop.
 func (h *Routes) DefaultLink(fam family.Family) (string, error) {
-	kfam := unix.AF_INET
-	if fam == family.IPv6 {
-		kfam = unix.AF_INET6
-	}
+	kfam := afOfFamily(fam)
 	rs, err := retryDump("default routes", func() ([]netlink.Route, error) {
 		return h.table(kfam, unix.RT_TABLE_MAIN)
 	})

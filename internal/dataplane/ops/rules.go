@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func kernelRule(r state.Rule) *netlink.Rule {
@@ -15,10 +14,7 @@ func kernelRule(r state.Rule) *netlink.Rule {
 	kr := netlink.NewRule()
 	kr.Priority = r.Priority
 	kr.Table = r.Table
-	kr.Family = unix.AF_INET
-	if r.Family == family.IPv6 {
-		kr.Family = unix.AF_INET6
-	}
+	kr.Family = afOfFamily(r.Family)
 	if r.Src.IsValid() {
 		kr.Src = ipNet(r.Src)
 	}
