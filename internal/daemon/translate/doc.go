@@ -4,7 +4,9 @@
 // tunnel's neighbour table (NeighTable), the underlay's Input
 // (BuildUnderlayInput), the BGP networks a node announces and their
 // speakers' configuration (BuildBGPNetworks, SpeakerConfig), and the fast
-// path's desired maps (FastPathDesired, FastPathTunnel).
+// path's desired maps (FastPathDesired, FastPathTunnel), and the policy a
+// node enforces from NetworkPolicies, AdminNetworkPolicies and the
+// BaselineAdminNetworkPolicy (Policy).
 //
 // It is pure: no client, no cache, no kernel; equal inputs give equal
 // outputs. One object it cannot read (a malformed annotation or CIDR) is
