@@ -118,6 +118,10 @@ type Config struct {
 	// FastPath runs the forwarding fast path (package fastpath) on the
 	// node's devices; off, the daemon removes it from them.
 	FastPath bool
+	// NetworkPolicy enforces NetworkPolicy, AdminNetworkPolicy and
+	// BaselineAdminNetworkPolicy on this node; off, the daemon removes its
+	// policy table.
+	NetworkPolicy bool
 }
 
 // BandwidthMode says when the conflist chains the reference bandwidth

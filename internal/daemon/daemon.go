@@ -30,10 +30,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
@@ -119,10 +121,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	trigger := netsync.NewTrigger()
 	speakers := newBGPPart(cfg, live, events, trigger)
-	c, w, err := startCache(ctx, cfg, scheme, live, speakers, parts)
+	c, w, err := newCache(ctx, cfg, scheme, live, speakers)
 	if err != nil {
 		return err
 	}
+	pol, err := startPolicy(ctx, cfg, live, c, trigger)
+	if err != nil {
+		return err
+	}
+	defer pol.Close()
+	startCache(ctx, c, parts)
 	metrics := newDaemonMetrics()
 	plumber := podnet.NewPlumber(cfg.HostNetns)
 	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni)
@@ -140,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer table.Close()
 	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
 	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
-		local: local, bgp: speakers, fastPath: fp, metrics: metrics.datapath})
+		local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath})
 	if err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
@@ -205,7 +213,8 @@ func newBGPPart(cfg Config, w client.Client, events netsync.Events, t *netsync.T
 type loopParts struct {
 	local    netsync.LocalPods
 	bgp      *netsync.BGPPart
-	fastPath *fastPath // nil: none
+	fastPath *fastPath   // nil: none
+	policy   *policyPart // nil: none
 	metrics  *netsync.Metrics
 }
 
@@ -219,12 +228,16 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	}
 	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
 	l := log.WithName("netsync")
-	parts := []netsync.Part{
+	var parts []netsync.Part
+	if lp.policy != nil {
+		parts = append(parts, lp.policy)
+	}
+	parts = append(parts,
 		netsync.NewVTEPPart(netsync.VTEPConfig{Node: cfg.NodeName, Port: cfg.VXLANPort, Writer: w, Log: l}),
 		netsync.NewOverlayPart(netsync.OverlayConfig{Node: cfg.NodeName, KubeProxyMark: netsync.MarkOf(bit), Log: l}, agent),
 		netsync.NewUnderlayPart(netsync.UnderlayConfig{Node: cfg.NodeName, Uplink: cfg.UnderlayUplink, Links: agent, Log: l}, ua),
 		lp.bgp,
-	}
+	)
 	if lp.fastPath != nil {
 		parts = append(parts, netsync.NewFastPathPart(netsync.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
 	}
@@ -243,7 +256,8 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme),
+		anpv1alpha1.AddToScheme(scheme)); err != nil {
 		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 	return scheme, nil
@@ -281,13 +295,15 @@ func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statu
 	}
 }
 
-// startCache builds the cache of the API objects the node needs (every
+// newCache builds the cache of the API objects the node needs (every
 // IPInstance, Node, Network and Subnet: the data path routes to pods on
-// other nodes), registers the address waiter with it, gated by the node's
-// BGP sessions, and starts it.
-func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
-	sessions ipwait.BGPSessions, parts *running) (cache.Cache, *ipwait.Waiter, error) {
-	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+// other nodes; with policy, every Pod, trimmed by policyPodTransform) and
+// registers the address waiter with it, gated by the node's BGP sessions.
+// startCache starts it once the other informers are registered.
+func newCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
+	sessions ipwait.BGPSessions) (cache.Cache, *ipwait.Waiter, error) {
+	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: policyPodTransform}}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("api cache: %w", err)
 	}
@@ -296,6 +312,12 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 		return nil, nil, fmt.Errorf("address waiter: %w", err)
 	}
 	w.SetDiagnose(ipwait.ManagerEvents(live))
+	return c, w, nil
+}
+
+// startCache starts c once every informer is registered, and closes
+// parts.synced when it has synced.
+func startCache(ctx context.Context, c cache.Cache, parts *running) {
 	parts.goFunc("api cache", func() error { return c.Start(ctx) })
 	go func() {
 		if c.WaitForCacheSync(ctx) {
@@ -303,7 +325,6 @@ func startCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live cl
 			close(parts.synced)
 		}
 	}()
-	return c, w, nil
 }
 
 // startServer opens the CNI server over the node's backend, which plumbs

@@ -62,7 +62,7 @@ func Uninstall(ctx context.Context, cfg Config) (UninstallReport, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("uninstall: %w", err))
 	} else {
-		errs = append(errs, r.removeKernelState(ctx, h), removeNAT(h))
+		errs = append(errs, r.removeKernelState(ctx, h), removeNAT(h), removePolicy(cfg.HostNetns))
 		h.Close()
 	}
 	j, err := openJournal(cfg.stateDir(), cfg.HostNetns)

@@ -7,7 +7,6 @@
 // and the daemon make. The default Network and Subnets are read from the
 // bootstrap ConfigMap as the manager reads them; the webhook configurations are
 // compared with internal/webhook's; the certificate rotator runs as the manager's
-// service account with nothing but the chart's RBAC. The optional
-// kube-network-policies objects (networkPolicy.enabled) are off by default and,
-// rendered, accepted by the API server with upstream's read-only RBAC.
+// service account with nothing but the chart's RBAC. The daemons enforce
+// policy unless networkPolicy.enabled is false.
 package chart

@@ -1,162 +1,67 @@
 package chart
 
 import (
-	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-const (
-	// netpolName names every object networkPolicy.enabled renders.
-	netpolName      = "kube-network-policies"
-	netpolComponent = "network-policy"
-)
-
-// netpolObjects are the rendered objects of the network-policy component.
-func netpolObjects(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetLabels()["app.kubernetes.io/component"] == netpolComponent || o.GetName() == netpolName {
-			out = append(out, o)
+// daemonArgs are the args of the rendered estuary-daemon container.
+func daemonArgs(t *testing.T, args ...string) []string {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	convert(t, find(t, render(t, args...), "DaemonSet", "estuary-daemon"), &ds)
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "estuary-daemon" || len(ds.Spec.Template.Spec.Containers) == 1 {
+			return c.Args
 		}
 	}
-	return out
+	t.Fatalf("DaemonSet estuary-daemon has no container estuary-daemon")
+	return nil
 }
 
-// TestNetworkPolicyOffByDefault: no value set renders kube-network-policies.
-func TestNetworkPolicyOffByDefault(t *testing.T) {
+// TestNetworkPolicyOnByDefault: every render has the daemons enforce
+// policy, and none renders another enforcer (kube-network-policies is no
+// longer part of the chart).
+func TestNetworkPolicyOnByDefault(t *testing.T) {
+	if args := daemonArgs(t); !slices.Contains(args, "--network-policy=true") {
+		t.Errorf("daemon args %v lack --network-policy=true", args)
+	}
 	for name, objs := range renders(t) {
-		for _, o := range netpolObjects(objs) {
-			t.Errorf("%s: rendered %s %s without networkPolicy.enabled", name, o.GetKind(), o.GetName())
+		for _, o := range objs {
+			if strings.Contains(o.GetName(), "kube-network-policies") {
+				t.Errorf("%s: rendered %s %s", name, o.GetKind(), o.GetName())
+			}
 		}
 	}
 }
 
-// TestNetworkPolicyRenders: networkPolicy.enabled renders the DaemonSet,
-// its ServiceAccount and a ClusterRole and binding, and the API server
-// accepts each (dry run, strict field validation).
-func TestNetworkPolicyRenders(t *testing.T) {
-	ensureNamespace(t)
-	objs := netpolObjects(render(t, "--set", "networkPolicy.enabled=true"))
-	kinds := map[string]int{}
-	for _, o := range objs {
-		kinds[o.GetKind()]++
-		if o.GetName() != netpolName {
-			t.Errorf("%s %s: want the name %s", o.GetKind(), o.GetName(), netpolName)
-		}
-		if err := k8s.Create(ctx(t), o.DeepCopy(), client.DryRunAll); err != nil {
-			t.Errorf("%s %s refused: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-	want := map[string]int{"DaemonSet": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
-	if fmt.Sprint(kinds) != fmt.Sprint(want) {
-		t.Errorf("rendered kinds %v, want %v", kinds, want)
-	}
-	checkNetpolRole(t, find(t, objs, "ClusterRole", netpolName))
-	var ds appsv1.DaemonSet
-	convert(t, find(t, objs, "DaemonSet", netpolName), &ds)
-	checkNetpolDaemonSet(t, &ds, "registry.k8s.io/networking/kube-network-policies:v0.8.0", "--nfqueue-id=98")
-}
-
-// TestNetworkPolicyValues: the image and the queue follow the values.
-func TestNetworkPolicyValues(t *testing.T) {
-	objs := render(t, "--set", "networkPolicy.enabled=true", "--set", "networkPolicy.image.repository=example.local/netpol",
-		"--set", "networkPolicy.image.tag=v9", "--set", "networkPolicy.nfqueueID=100", "--set", "networkPolicy.extraArgs[0]=--fail-open")
-	var ds appsv1.DaemonSet
-	convert(t, find(t, objs, "DaemonSet", netpolName), &ds)
-	c := checkNetpolDaemonSet(t, &ds, "example.local/netpol:v9", "--nfqueue-id=100")
-	if !slices.Contains(c.Args, "--fail-open") {
-		t.Errorf("args %v lack the extra --fail-open", c.Args)
+// TestNetworkPolicyOff: networkPolicy.enabled=false has the daemons remove
+// their policy table.
+func TestNetworkPolicyOff(t *testing.T) {
+	if args := daemonArgs(t, "--set", "networkPolicy.enabled=false"); !slices.Contains(args, "--network-policy=false") {
+		t.Errorf("daemon args %v lack --network-policy=false", args)
 	}
 }
 
-// checkNetpolRole requires exactly install.yaml's rules: list and watch
-// of pods, namespaces and NetworkPolicies.
-func checkNetpolRole(t *testing.T, o *unstructured.Unstructured) {
-	t.Helper()
-	var r rbacv1.ClusterRole
-	convert(t, o, &r)
-	want := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
+// TestNetworkPolicyOldValuesAccepted: the values of the former
+// kube-network-policies option still pass the schema (an upgrade with
+// --reuse-values keeps them) and change nothing that is rendered.
+func TestNetworkPolicyOldValuesAccepted(t *testing.T) {
+	plain := render(t)
+	old := render(t, "--set", "networkPolicy.image.tag=v0.8.0", "--set", "networkPolicy.nfqueueID=98",
+		"--set", "networkPolicy.extraArgs[0]=--fail-open")
+	if len(plain) != len(old) {
+		t.Fatalf("old values render %d objects, want %d", len(old), len(plain))
 	}
-	if fmt.Sprint(r.Rules) != fmt.Sprint(want) {
-		t.Errorf("ClusterRole %s rules %+v, want %+v", r.Name, r.Rules, want)
-	}
-}
-
-// checkNetpolDaemonSet checks what kube-network-policies needs on a node
-// and returns its container.
-func checkNetpolDaemonSet(t *testing.T, ds *appsv1.DaemonSet, image, queueArg string) *corev1.Container {
-	t.Helper()
-	spec := ds.Spec.Template.Spec
-	if ds.Namespace != namespace || !spec.HostNetwork || spec.ServiceAccountName != netpolName ||
-		spec.PriorityClassName != "system-node-critical" {
-		t.Errorf("DaemonSet %s: namespace %q hostNetwork %v serviceAccount %q priority %q", ds.Name, ds.Namespace,
-			spec.HostNetwork, spec.ServiceAccountName, spec.PriorityClassName)
-	}
-	if len(spec.Containers) != 1 {
-		t.Fatalf("DaemonSet %s: containers %+v, want one", ds.Name, spec.Containers)
-	}
-	c := &spec.Containers[0]
-	if c.Image != image || !slices.Equal(c.Command, []string{"/bin/netpol"}) {
-		t.Errorf("DaemonSet %s: image %s command %v, want %s, [/bin/netpol]", ds.Name, c.Image, c.Command, image)
-	}
-	for _, a := range []string{"--hostname-override=$(NODE_NAME)", queueArg, "--metrics-bind-address=127.0.0.1:9080"} {
-		if !slices.Contains(c.Args, a) {
-			t.Errorf("DaemonSet %s: args %v lack %s", ds.Name, c.Args, a)
+	for i := range plain {
+		if plain[i].GetKind() != old[i].GetKind() || plain[i].GetName() != old[i].GetName() {
+			t.Errorf("object %d: %s %s, want %s %s", i, old[i].GetKind(), old[i].GetName(), plain[i].GetKind(), plain[i].GetName())
 		}
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil ||
-		c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("DaemonSet %s: env %+v, want NODE_NAME from spec.nodeName", ds.Name, c.Env)
-	}
-	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-		t.Errorf("DaemonSet %s: not privileged (it programs nftables and reads nfnetlink_queue)", ds.Name)
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range c.VolumeMounts {
-		mounts[m.MountPath] = m
-	}
-	if m, ok := mounts["/var/run/netns"]; !ok || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
-		t.Errorf("DaemonSet %s: /var/run/netns mount %+v, want HostToContainer", ds.Name, m)
-	}
-	if _, ok := mounts["/var/run/nri"]; !ok {
-		t.Errorf("DaemonSet %s: the NRI socket's directory /var/run/nri is not mounted", ds.Name)
-	}
-	return c
-}
-
-// TestNetworkPolicyGrants installs the rendered RBAC and asks the API
-// server's authorizer what kube-network-policies' service account may do:
-// read pods, namespaces and NetworkPolicies, and nothing else.
-func TestNetworkPolicyGrants(t *testing.T) {
-	ensureNamespace(t)
-	installRBAC(t, netpolObjects(render(t, "--set", "networkPolicy.enabled=true")))
-	user := fmt.Sprintf("system:serviceaccount:%s:%s", namespace, netpolName)
-	for _, a := range []access{
-		{"list", "", "pods", "", ""}, {"watch", "", "pods", "", ""},
-		{"list", "", "namespaces", "", ""}, {"watch", "", "namespaces", "", ""},
-		{"list", "networking.k8s.io", "networkpolicies", "", ""}, {"watch", "networking.k8s.io", "networkpolicies", "", ""},
-	} {
-		if !allowed(t, user, a) {
-			t.Errorf("%s may not %s; the chart must grant it", netpolName, a)
-		}
-	}
-	for _, a := range []access{
-		{"get", "", "secrets", "", namespace}, {"list", "", "secrets", "", ""}, {"create", "", "pods", "", "default"},
-		{"patch", "", "pods", "", "default"}, {"list", "", "nodes", "", ""}, {"update", "", "namespaces", "", ""},
-		{"create", "networking.k8s.io", "networkpolicies", "", "default"}, {"delete", "networking.k8s.io", "networkpolicies", "", "default"},
-		{"list", estuaryGroup, "ipinstances", "", ""}, {"create", "", "events", "", "default"},
-	} {
-		if allowed(t, user, a) {
-			t.Errorf("%s may %s; the chart must not grant it", netpolName, a)
-		}
+	if _, err := renderErr(t, "--set", "networkPolicy.unknown=1"); err == nil {
+		t.Error("an unknown networkPolicy value passed the schema")
 	}
 }

@@ -16,12 +16,13 @@ const (
 	PartUnderlay  = "underlay"
 	PartBGP       = "bgp"
 	PartFastPath  = "fastpath"
+	PartPolicy    = "policy"
 	// PartOther is a failure no part claimed.
 	PartOther = "other"
 )
 
 // Parts lists every part, in the order a pass runs them.
-var Parts = []string{PartLocalPods, PartRead, PartOverlay, PartUnderlay, PartBGP, PartFastPath, PartOther}
+var Parts = []string{PartLocalPods, PartRead, PartPolicy, PartOverlay, PartUnderlay, PartBGP, PartFastPath, PartOther}
 
 // reconcileBuckets span a pass with nothing to change (a few milliseconds)
 // to one that rewrites many routes or waits on a slow API read.

@@ -7,9 +7,11 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -101,4 +103,56 @@ func specChanged(o, n client.Object) bool {
 	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
 		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+}
+
+// WatchPolicy pokes t on every add and delete of a cached NetworkPolicy,
+// AdminNetworkPolicy, BaselineAdminNetworkPolicy, Namespace or Pod, and on
+// every update of one that changesPolicy; the admin policies only with
+// admin (the API server serves them). The daemon calls it when it enforces
+// policy, before the cache starts.
+func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.Poke() },
+		UpdateFunc: func(old, updated any) {
+			if changesPolicy(old, updated) {
+				t.Poke()
+			}
+		},
+		DeleteFunc: func(any) { t.Poke() },
+	}
+	objs := []client.Object{&networkingv1.NetworkPolicy{}, &corev1.Namespace{}, &corev1.Pod{}}
+	if admin {
+		objs = append(objs, &anpv1alpha1.AdminNetworkPolicy{}, &anpv1alpha1.BaselineAdminNetworkPolicy{})
+	}
+	for _, obj := range objs {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("watch %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// changesPolicy reports whether an update can change what the policy part
+// computes. A Pod's status changes often (conditions, container states)
+// while policy reads only its labels, addresses, phase (finished pods are
+// no peers) and ports; a Namespace's only its labels. Policies are read
+// whole: any change of their generation, labels or deletion state counts.
+func changesPolicy(old, updated any) bool {
+	switch n := updated.(type) {
+	case *corev1.Pod:
+		o, ok := old.(*corev1.Pod)
+		return !ok || !maps.Equal(o.Labels, n.Labels) || !slices.Equal(o.Status.PodIPs, n.Status.PodIPs) ||
+			o.Status.Phase != n.Status.Phase || o.Spec.NodeName != n.Spec.NodeName
+	case *corev1.Namespace:
+		o, ok := old.(*corev1.Namespace)
+		return !ok || !maps.Equal(o.Labels, n.Labels)
+	case client.Object:
+		o, ok := old.(client.Object)
+		return !ok || specChanged(o, n)
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -63,6 +64,45 @@ func TestChangesDataPath(t *testing.T) {
 	} {
 		if got := changesDataPath(c.old, c.edit()); got != c.want {
 			t.Errorf("%s: changesDataPath = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestChangesPolicy(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"app": "a"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"team": "x"}}}
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "np", Generation: 1}}
+	for _, c := range []struct {
+		name    string
+		old     any
+		updated any
+		want    bool
+	}{
+		{"pod condition", pod, func() any {
+			p := pod.DeepCopy()
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			return p
+		}(), false},
+		{"pod label", pod, func() any { p := pod.DeepCopy(); p.Labels["app"] = "b"; return p }(), true},
+		{"pod address", pod, func() any {
+			p := pod.DeepCopy()
+			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::5"})
+			return p
+		}(), true},
+		{"pod finished", pod, func() any { p := pod.DeepCopy(); p.Status.Phase = corev1.PodSucceeded; return p }(), true},
+		{"namespace annotation", ns, func() any {
+			n := ns.DeepCopy()
+			n.Annotations = map[string]string{"a": "b"}
+			return n
+		}(), false},
+		{"namespace label", ns, func() any { n := ns.DeepCopy(); n.Labels["team"] = "y"; return n }(), true},
+		{"policy resync", np, np.DeepCopy(), false},
+		{"policy spec", np, func() any { p := np.DeepCopy(); p.Generation = 2; return p }(), true},
+		{"type change", pod, ns, true},
+	} {
+		if got := changesPolicy(c.old, c.updated); got != c.want {
+			t.Errorf("%s: changesPolicy = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

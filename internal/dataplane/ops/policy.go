@@ -107,6 +107,15 @@ func (p *Policy) Ensure(want policy.Ruleset) (policy.Ops, error) {
 	return o, p.Apply(o)
 }
 
+// Remove deletes the table, and says whether it was there.
+func (p *Policy) Remove() (bool, error) {
+	have, err := p.Read()
+	if err != nil || !have.Present {
+		return false, err
+	}
+	return true, p.Apply(policy.Ops{Delete: true})
+}
+
 // Apply sends o in one batch. The batch is queued on a connection of its
 // own, so one that fails half-queued is dropped whole.
 func (p *Policy) Apply(o policy.Ops) error {

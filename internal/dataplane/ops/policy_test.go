@@ -412,3 +412,20 @@ func TestPolicyReadBack(t *testing.T) {
 		t.Errorf("not in line after repair:\n%s", o)
 	}
 }
+
+// TestPolicyRemove: Remove deletes the whole table once, and on a node
+// without it removes nothing and succeeds.
+func TestPolicyRemove(t *testing.T) {
+	n := newPolicyNode(t, 1)
+	n.ensure(t, policy.Node{Endpoints: []policy.Endpoint{{HostVeth: n.pods[0].veth,
+		Ingress: policy.Direction{Isolated: true}}}})
+	if removed, err := n.pol.Remove(); err != nil || !removed {
+		t.Fatalf("Remove of a present table: %v, %v", removed, err)
+	}
+	if have, err := n.pol.Read(); err != nil || have.Present {
+		t.Fatalf("table after Remove: present %v, %v", have.Present, err)
+	}
+	if removed, err := n.pol.Remove(); err != nil || removed {
+		t.Fatalf("Remove of an absent table: %v, %v", removed, err)
+	}
+}

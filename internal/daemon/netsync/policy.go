@@ -1,0 +1,149 @@
+package netsync
+
+// Policy. Each pass computes what this node enforces for its pods
+// (translate.Policy over the cached NetworkPolicies, AdminNetworkPolicies,
+// BaselineAdminNetworkPolicies, Namespaces, Pods and Nodes, for the
+// endpoints of the pass's snapshot), compiles it into the nftables ruleset
+// of package policy and has the table made equal to it in one batch
+// (ops.Policy.Ensure reads the table back and applies only the
+// difference, so a pass that changes nothing writes nothing, and a table
+// someone edited is repaired).
+//
+// The part runs first after the read, before the parts that route to a
+// new pod: a pod's chain is in place by the time the pass that makes it
+// reachable from other nodes ends. Objects translate cannot read are
+// logged and treated as its design notes say (fail closed for admin Deny
+// and Pass rules); the rest of the node's policy is still applied, so one
+// bad object never opens or closes everything. A part failure is only a
+// failed read of the cache or a failed write of the table: both retry with
+// the loop's backoff.
+//
+// An endpoint whose Pod is not cached yet gets no chain and is reported;
+// the pod's Add event triggers the pass that gives it one.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/dataplane/policy"
+	"github.com/estuary-cni/estuary/internal/node/store"
+)
+
+// PolicyTable makes the node's policy table hold a ruleset; ops.Policy is
+// one.
+type PolicyTable interface {
+	Ensure(want policy.Ruleset) (policy.Ops, error)
+}
+
+// PolicyConfig configures the policy part.
+type PolicyConfig struct {
+	// Reader lists the policy objects, Namespaces and Pods; the daemon's
+	// cache, which Trigger.WatchPolicy registered.
+	Reader client.Reader
+	// Admin lists AdminNetworkPolicies and BaselineAdminNetworkPolicies
+	// too; off when the API server does not serve them.
+	Admin bool
+	// HostVeth names the host side of an endpoint's veth.
+	HostVeth func(store.Key) string
+	Log      logr.Logger
+}
+
+// PolicyPart keeps the node's policy table in line with the cluster's
+// policies.
+type PolicyPart struct {
+	cfg   PolicyConfig
+	table PolicyTable
+}
+
+var _ Part = (*PolicyPart)(nil)
+
+// NewPolicyPart returns the part enforcing policy through table.
+func NewPolicyPart(cfg PolicyConfig, table PolicyTable) *PolicyPart {
+	return &PolicyPart{cfg: cfg, table: table}
+}
+
+// Name implements Part.
+func (*PolicyPart) Name() string { return PartPolicy }
+
+// Sync computes the node's policy from snap and the cached policy objects
+// and applies the difference to the table.
+func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
+	in, err := p.read(ctx)
+	if err != nil {
+		return err
+	}
+	in.Nodes = snap.Objects.Nodes
+	in.Endpoints = PolicyEndpoints(snap.Endpoints, p.cfg.HostVeth)
+	node, terr := translate.Policy(in)
+	if terr != nil {
+		p.cfg.Log.Error(terr, "policy objects skipped or narrowed while computing the node's policy")
+	}
+	rs, err := policy.Compile(node)
+	if err != nil {
+		return fmt.Errorf("compile policy: %w", err)
+	}
+	ops, err := p.table.Ensure(rs)
+	if err != nil {
+		return fmt.Errorf("policy table: %w", err)
+	}
+	if !ops.Empty() {
+		p.cfg.Log.Info("policy table changed", "endpoints", len(node.Endpoints), "chains", len(rs.Chains),
+			"sets", len(rs.Sets), "changes", ops.String())
+	}
+	return nil
+}
+
+// read lists the cached objects policy depends on, sharing the cache's
+// objects (read-only) as the loop's read does.
+func (p *PolicyPart) read(ctx context.Context) (translate.PolicyInput, error) {
+	var (
+		nps   networkingv1.NetworkPolicyList
+		anps  anpv1alpha1.AdminNetworkPolicyList
+		banps anpv1alpha1.BaselineAdminNetworkPolicyList
+		nss   corev1.NamespaceList
+		pods  corev1.PodList
+	)
+	shared := client.UnsafeDisableDeepCopy
+	r := p.cfg.Reader
+	lists := []client.ObjectList{&nps, &nss, &pods}
+	if p.cfg.Admin {
+		lists = append(lists, &anps, &banps)
+	}
+	for _, l := range lists {
+		if err := r.List(ctx, l, shared); err != nil {
+			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", l, err)
+		}
+	}
+	return translate.PolicyInput{Namespaces: nss.Items, Pods: pods.Items, NetworkPolicies: nps.Items,
+		AdminPolicies: anps.Items, BaselinePolicies: banps.Items}, nil
+}
+
+// PolicyEndpoints are the endpoints policy applies to: every attachment of
+// the store with its pod and addresses, its host veth named by hostVeth.
+// Attachments without a pod (recovered from the kernel before their pod
+// was known) are left out.
+func PolicyEndpoints(eps []store.Endpoint, hostVeth func(store.Key) string) []translate.PolicyEndpoint {
+	out := make([]translate.PolicyEndpoint, 0, len(eps))
+	for _, e := range eps {
+		if e.PodName == "" {
+			continue
+		}
+		pe := translate.PolicyEndpoint{HostVeth: hostVeth(e.Key), Namespace: e.PodNamespace, Name: e.PodName}
+		for _, s := range e.IPs {
+			if p, err := netip.ParsePrefix(s); err == nil && !slices.Contains(pe.Addrs, p.Addr().Unmap()) {
+				pe.Addrs = append(pe.Addrs, p.Addr().Unmap())
+			}
+		}
+		out = append(out, pe)
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package netsync
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/policy"
+	"github.com/estuary-cni/estuary/internal/node/store"
+)
+
+func policyPod(t *testing.T, k8s client.Client, ns, name, ip string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+	create(t, k8s, pod)
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatalf("pod %s status: %v", name, err)
+	}
+	return pod
+}
+
+// setHolds reports whether a set of the table holds a.
+func setHolds(tab policy.Table, a netip.Addr) bool {
+	for _, s := range tab.Sets {
+		for _, r := range s.Ranges {
+			if r.From.Compare(a) <= 0 && a.Compare(r.To) <= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestPolicyPartFollowsPoliciesAndLabels: with a real API server and a
+// real nftables table in a namespace of its own, the loop gives a local
+// pod selected by a NetworkPolicy its ingress chain, with the allowed peer
+// in the chain's set; a label change of the peer and the policy's deletion
+// each reach the table through the policy watch alone.
+func TestPolicyPartFollowsPoliciesAndLabels(t *testing.T) {
+	nsPath := nstest.New(t)
+	k8s, c, _ := startEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	table, err := ops.OpenPolicy(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(table.Close)
+	trigger := NewTrigger()
+	if err := trigger.WatchPolicy(ctx, c, false); err != nil {
+		t.Fatal(err)
+	}
+	veth := func(k store.Key) string { return "veth" + k.ContainerID }
+	part := NewPolicyPart(PolicyConfig{Reader: c, HostVeth: veth, Log: logr.Discard()}, table)
+	eps := &fakeEndpoints{}
+	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
+		IPs: []string{"10.78.0.5/32"}})
+	s, err := New(ctx, Options{Node: "node-a", Log: logr.Discard(), Parts: []Part{part}}, c, eps, trigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	go func() { _ = s.Run(ctx) }()
+
+	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})
+	policyPod(t, k8s, "tenant", "server", "10.78.0.5", map[string]string{"app": "server"})
+	cl := policyPod(t, k8s, "tenant", "client", "10.78.0.6", map[string]string{"app": "client"})
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromInt32(8080)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "allow-client"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "client"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		}}
+	create(t, k8s, np)
+
+	client6 := netip.MustParseAddr("10.78.0.6")
+	read := func() policy.Table {
+		tab, err := table.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab
+	}
+	eventually(t, "the server's ingress chain admits the client", func() error {
+		tab := read()
+		chain := policy.IngressChain("vethsrv")
+		if tab.Ingress["vethsrv"] != chain || len(tab.Chains[chain]) == 0 || !setHolds(tab, client6) {
+			return fmt.Errorf("ingress map %v, chain %v, sets %v", tab.Ingress, tab.Chains[chain], tab.Sets)
+		}
+		if _, ok := tab.Egress["vethsrv"]; ok {
+			return fmt.Errorf("an egress entry for an ingress-only policy: %v", tab.Egress)
+		}
+		return nil
+	})
+
+	cl.Labels = map[string]string{"app": "other"}
+	if err := k8s.Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the relabelled client leaves the allowed set while the server stays isolated", func() error {
+		tab := read()
+		if setHolds(tab, client6) || tab.Ingress["vethsrv"] == "" {
+			return fmt.Errorf("ingress map %v, sets %v", tab.Ingress, tab.Sets)
+		}
+		return nil
+	})
+
+	if err := k8s.Delete(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no policy selects the server: its entry is gone", func() error {
+		tab := read()
+		if len(tab.Ingress)+len(tab.Egress) != 0 || !tab.Present || slices.ContainsFunc(mapsKeys(tab.Chains), isPodChain) {
+			return fmt.Errorf("ingress %v, egress %v, chains %v", tab.Ingress, tab.Egress, mapsKeys(tab.Chains))
+		}
+		return nil
+	})
+}
+
+func mapsKeys(m map[string][]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func isPodChain(name string) bool {
+	return name == policy.IngressChain("vethsrv") || name == policy.EgressChain("vethsrv")
+}

@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/internal/dataplane/policy"
+)
+
+// policyPart is the loop's policy part and the table it writes; nil when
+// the daemon does not enforce policy.
+type policyPart struct {
+	*netsync.PolicyPart
+	table *ops.Policy
+}
+
+// adminPolicyServed says whether the API server serves AdminNetworkPolicy
+// and BaselineAdminNetworkPolicy (their CRDs are installed). Without them
+// the daemon enforces NetworkPolicy alone; CRDs installed later are seen
+// at the daemon's next start.
+func adminPolicyServed(m meta.RESTMapper) (bool, error) {
+	gv := anpv1alpha1.SchemeGroupVersion
+	for _, kind := range []string{"AdminNetworkPolicy", "BaselineAdminNetworkPolicy"} {
+		_, err := m.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("discover %s: %w", kind, err)
+		}
+	}
+	return true, nil
+}
+
+// startPolicy registers the policy objects' informers with c (before it
+// starts) and opens the node's policy table; with cfg.NetworkPolicy off it
+// removes a previous daemon's table instead and returns nil.
+func startPolicy(ctx context.Context, cfg Config, live client.Client, c cache.Cache, t *netsync.Trigger) (*policyPart, error) {
+	table, err := ops.OpenPolicy(cfg.HostNetns)
+	if err != nil {
+		return nil, fmt.Errorf("policy table: %w", err)
+	}
+	if !cfg.NetworkPolicy {
+		defer table.Close()
+		removed, err := table.Remove()
+		if err != nil {
+			return nil, fmt.Errorf("network policy off: %w", err)
+		}
+		log.Info("network policy off", "removedTable", removed)
+		return nil, nil
+	}
+	admin, err := adminPolicyServed(live.RESTMapper())
+	if err != nil {
+		table.Close()
+		return nil, err
+	}
+	if err := t.WatchPolicy(ctx, c, admin); err != nil {
+		table.Close()
+		return nil, fmt.Errorf("network policy: %w", err)
+	}
+	log.Info("network policy enforced", "table", "inet "+policy.TableName, "adminNetworkPolicy", admin)
+	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Admin: admin, HostVeth: hostVeth,
+		Log: log.WithName("netsync")}, table)
+	return &policyPart{PolicyPart: part, table: table}, nil
+}
+
+// Close releases the table's namespace handle; the table stays, so pods
+// keep their policy while the daemon restarts.
+func (p *policyPart) Close() {
+	if p != nil {
+		p.table.Close()
+	}
+}
+
+// policyPodTransform keeps of a cached Pod what policy reads (labels,
+// host network, node, container ports, phase and addresses) so that a
+// node's cache of every pod in the cluster stays small.
+func policyPodTransform(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta}
+	out.ManagedFields, out.Annotations, out.OwnerReferences = nil, nil, nil
+	out.Spec.HostNetwork, out.Spec.NodeName = pod.Spec.HostNetwork, pod.Spec.NodeName
+	out.Spec.Containers = portsOnly(pod.Spec.Containers)
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && len(c.Ports) > 0 {
+			out.Spec.InitContainers = append(out.Spec.InitContainers,
+				corev1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy})
+		}
+	}
+	out.Status.Phase, out.Status.PodIP, out.Status.PodIPs = pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs
+	return out, nil
+}
+
+func portsOnly(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range cs {
+		if len(c.Ports) > 0 {
+			out = append(out, corev1.Container{Name: c.Name, Ports: c.Ports})
+		}
+	}
+	return out
+}
+
+// removePolicy deletes the policy table (uninstall).
+func removePolicy(nsPath string) error {
+	table, err := ops.OpenPolicy(nsPath)
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	defer table.Close()
+	if _, err := table.Remove(); err != nil {
+		return fmt.Errorf("uninstall: policy: %w", err)
+	}
+	return nil
+}
