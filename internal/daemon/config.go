@@ -118,6 +118,11 @@ type Config struct {
 	// FastPath runs the forwarding fast path (package fastpath) on the
 	// node's devices; off, the daemon removes it from them.
 	FastPath bool
+	// NetworkPolicy: enforce NetworkPolicy, AdminNetworkPolicy and
+	// BaselineAdminNetworkPolicy on this node. The fast path then leaves
+	// every ICMP echo to netfilter, where the policy table decides it
+	// (fastpath.Options.EchoViaStack).
+	NetworkPolicy bool
 }
 
 // BandwidthMode says when the conflist chains the reference bandwidth
