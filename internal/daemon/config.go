@@ -120,7 +120,8 @@ type Config struct {
 	FastPath bool
 	// NetworkPolicy enforces NetworkPolicy, AdminNetworkPolicy and
 	// BaselineAdminNetworkPolicy on this node; off, the daemon removes its
-	// policy table.
+	// policy table. On, the fast path leaves every ICMP echo to netfilter,
+	// where the policy table decides it (fastpath.Options.EchoViaStack).
 	NetworkPolicy bool
 }
 

@@ -58,6 +58,9 @@ func startFastPath(cfg Config) (*fastPath, estuaryv1.NodeFastPathStatus, error) 
 	opts := fastpath.Options{
 		TCPTimeout: conntrackTimeout(cfg.HostNetns, "net/netfilter/nf_conntrack_tcp_timeout_established"),
 		UDPTimeout: conntrackTimeout(cfg.HostNetns, "net/netfilter/nf_conntrack_udp_timeout_stream"),
+		// Echoes have no conntrack lookup in the program: with policy
+		// enforced, they go through netfilter's policy table.
+		EchoViaStack: cfg.NetworkPolicy,
 	}
 	prog, err := fastpath.Load(opts)
 	if err == nil {
@@ -77,7 +80,7 @@ func startFastPath(cfg Config) (*fastPath, estuaryv1.NodeFastPathStatus, error) 
 		return nil, off, errors.Join(err, prog.Close())
 	}
 	log.Info("fast path loaded", "sysctls", sysctl.List(fastPathSysctls),
-		"tcpTimeout", opts.TCPTimeout, "udpTimeout", opts.UDPTimeout)
+		"tcpTimeout", opts.TCPTimeout, "udpTimeout", opts.UDPTimeout, "echoViaStack", opts.EchoViaStack)
 	return &fastPath{Attacher: a, prog: prog, h: h}, estuaryv1.NodeFastPathStatus{State: estuaryv1.FastPathLoaded}, nil
 }
 

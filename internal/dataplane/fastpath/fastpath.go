@@ -18,7 +18,8 @@
 // (bpf_redirect_peer) when that is a local pod, so the receiving pod's
 // packets skip the second backlog queue as well.
 //
-// What it may skip. Only what rewrites nothing and decides nothing new:
+// What it may skip. Only what rewrites nothing and decides nothing new: the
+// fast path never carries a flow the node's policy would drop.
 //   - TCP and UDP packets of flows conntrack already holds (bpf_skb_ct_lookup)
 //     as established, with no NAT, no helper and no sequence adjustment.
 //     Every first packet, every NATed flow (kube-proxy's Services and
@@ -28,10 +29,15 @@
 //     connection starts and ends. The program refreshes the entry's timeout
 //     as conntrack would for a packet it saw.
 //   - ICMP echo requests and replies between cluster addresses, or from a
-//     subnet without natOutgoing (echoes have no conntrack lookup here; no
-//     NAT rewrites an echo between pod addresses, and only natOutgoing's
-//     masquerade rewrites one leaving the cluster). ICMP errors carry inner
-//     headers NAT rewrites and take the stack's path.
+//     subnet without natOutgoing, on a node that does not enforce
+//     NetworkPolicy (echoes have no conntrack lookup here; no NAT rewrites
+//     an echo between pod addresses, and only natOutgoing's masquerade
+//     rewrites one leaving the cluster). On a node that does
+//     (Options.EchoViaStack), every ICMP packet takes the stack's path:
+//     without a conntrack lookup the program cannot tell an echo the policy
+//     table accepts from one it drops, so the table, in netfilter's FORWARD
+//     and INPUT hooks, decides each one. ICMP errors carry inner headers
+//     NAT rewrites and take the stack's path either way.
 //   - Packets to or from a cluster subnet (the subnets map). Anything else
 //     the node forwards is none of estuary's business.
 //
@@ -39,10 +45,20 @@
 // between them, so its TCP window tracking falls behind; the daemon sets
 // net.netfilter.nf_conntrack_tcp_be_liberal=1 with the fast path, so a FIN
 // after fast-forwarded data is not judged out of window (and dropped by
-// kube-proxy's INVALID rule). Policies that act on established flows in
-// netfilter (rare; NetworkPolicy implementations accept established flows)
-// are bypassed for those flows: the daemon's --fast-path=false turns the
-// program off and removes it.
+// kube-proxy's INVALID rule). Other netfilter rules that act on established
+// flows (rare; NetworkPolicy implementations, estuary's among them, accept
+// established flows) are bypassed for those flows: the daemon's
+// --fast-path=false turns the program off and removes it.
+//
+// Policy. The node's policy table (nftables' inet estuary-policy, in the
+// FORWARD and INPUT hooks) accepts established and related flows before any
+// of its rules, so a TCP or UDP flow the program forwards, one
+// conntrack holds as established, is one whose first packets took the
+// stack's path and were accepted there. When a policy changes, established
+// flows keep flowing until conntrack forgets them (they time out or end),
+// on the fast path and on the stack's path alike, since the table accepts
+// them on both; new flows are decided by the new policy at once, as their
+// first packets take the stack's path.
 //
 // What it leaves. Anything the kernel would not simply forward: local
 // delivery, a route that is not unicast, a packet that would need
@@ -96,12 +112,21 @@ import (
 // Name is the program's name; the tc filter carries it.
 const Name = "estuary_fastpath"
 
-// Options set the conntrack timeouts the program refreshes with: the node's
-// nf_conntrack_tcp_timeout_established and nf_conntrack_udp_timeout_stream.
-// Zero leaves the kernel's defaults (5 days, 120 s).
+// Options are the program's load-time settings.
 type Options struct {
+	// TCPTimeout and UDPTimeout are the conntrack timeouts the program
+	// refreshes with: the node's nf_conntrack_tcp_timeout_established and
+	// nf_conntrack_udp_timeout_stream. Zero leaves the kernel's defaults
+	// (5 days, 120 s).
 	TCPTimeout time.Duration
 	UDPTimeout time.Duration
+	// EchoViaStack is set when the node enforces NetworkPolicy: every ICMP
+	// echo then passes through netfilter, where the policy table decides
+	// it (the program forwards echoes without a conntrack lookup, so it
+	// cannot tell an echo policy accepted from one it drops). TCP and UDP
+	// flows conntrack holds as established stay on the fast path: the
+	// policy table accepts established flows too.
+	EchoViaStack bool
 }
 
 // Program is the loaded fast path: the program and its maps.
@@ -132,6 +157,9 @@ func Load(opts Options) (*Program, error) {
 	}
 	if err := errors.Join(set("tcp_timeout_ms", opts.TCPTimeout), set("udp_timeout_ms", opts.UDPTimeout)); err != nil {
 		return nil, err
+	}
+	if err := spec.Variables["echo_via_stack"].Set(opts.EchoViaStack); err != nil {
+		return nil, fmt.Errorf("fast path: set echo_via_stack: %w", err)
 	}
 	var p Program
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {

@@ -98,7 +98,13 @@ func load(t *testing.T, n *node, nat bool) *fastpath.Program {
 // the namespace of tc.
 func attach(t *testing.T, tc *ops.TC, d fastpath.Desired) *fastpath.Program {
 	t.Helper()
-	p := loadProgram(t)
+	return attachWith(t, tc, d, fastpath.Options{})
+}
+
+// attachWith is attach with a program loaded with opts.
+func attachWith(t *testing.T, tc *ops.TC, d fastpath.Desired, opts fastpath.Options) *fastpath.Program {
+	t.Helper()
+	p := loadProgram(t, opts)
 	t.Cleanup(func() { _ = p.Close() })
 	a, err := fastpath.NewAttacher(p, tc, time.Hour)
 	if err != nil {
@@ -112,9 +118,9 @@ func attach(t *testing.T, tc *ops.TC, d fastpath.Desired) *fastpath.Program {
 
 // loadProgram loads the fast path; a kernel without a feature it needs skips
 // the test, any other failure (the verifier's refusal) fails it.
-func loadProgram(t *testing.T) *fastpath.Program {
+func loadProgram(t *testing.T, opts fastpath.Options) *fastpath.Program {
 	t.Helper()
-	p, err := fastpath.Load(fastpath.Options{})
+	p, err := fastpath.Load(opts)
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		t.Skipf("the kernel cannot load the fast path: %v", err)
 	}
@@ -308,7 +314,7 @@ func TestNATedFlowsTakeTheStack(t *testing.T) {
 func TestAProgramOutlivesItsLoaderAndIsReplaced(t *testing.T) {
 	n := newNode(t)
 	server(t, n.ext, ext4+":5001")
-	first := loadProgram(t)
+	first := loadProgram(t, fastpath.Options{})
 	a, err := fastpath.NewAttacher(first, n.tc, time.Hour)
 	if err == nil {
 		err = a.Sync(n.desired(false))

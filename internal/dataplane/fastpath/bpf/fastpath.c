@@ -112,6 +112,11 @@ struct {
 volatile const __u32 tcp_timeout_ms = 432000000;
 volatile const __u32 udp_timeout_ms = 120000;
 
+/* Set by the loader when the node enforces NetworkPolicy: echoes have no
+ * conntrack lookup here, so every ICMP packet takes the stack, where the
+ * policy table in netfilter's hooks decides it. */
+volatile const bool echo_via_stack = false;
+
 struct flow {
 	__u8 family;
 	__u8 proto;
@@ -375,7 +380,9 @@ int estuary_fastpath(struct __sk_buff *skb)
 	if (!(in_src | in_dst))
 		return pass(skb, STAT_PASS_OTHER, in_if);
 	if (f.proto == IPPROTO_ICMP || f.proto == IPPROTO_ICMPV6) {
-		/* ICMP has no conntrack lookup here. Echoes are never rewritten
+		/* ICMP has no conntrack lookup here, so nothing tells whether
+		 * policy would let an echo through: with policy enforced, all
+		 * of it takes the stack. Otherwise echoes are never rewritten
 		 * between cluster addresses; out of the cluster only the source
 		 * NAT of a natOutgoing subnet would rewrite them, so an echo
 		 * leaving such a subnet takes the stack. So does one coming into
@@ -383,7 +390,7 @@ int estuary_fastpath(struct __sk_buff *skb)
 		 * take the stack, and conntrack must have seen the request, or
 		 * it drops the reply as invalid. Errors carry headers NAT
 		 * rewrites: the stack's. */
-		if (!f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)) ||
+		if (echo_via_stack || !f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)) ||
 		    (!in_src && (dst_flags & SUBNET_NAT_OUTGOING)))
 			return pass(skb, STAT_PASS_CONNTRACK, in_if);
 	} else if (!established(skb, &f)) {
