@@ -123,10 +123,18 @@ var grants = map[string]struct{ allowed, denied []access }{
 			{"list", "events.k8s.io", "events", "", "default"},
 			// Its Node's Events, which go to namespace default.
 			{"create", "events.k8s.io", "events", "", "default"},
+			// What policy selects (networkPolicy.enabled, the default).
+			{"list", "", "pods", "", ""}, {"watch", "", "pods", "", ""},
+			{"list", "", "namespaces", "", ""}, {"watch", "", "namespaces", "", ""},
+			{"list", "networking.k8s.io", "networkpolicies", "", ""}, {"watch", "networking.k8s.io", "networkpolicies", "", ""},
+			{"list", "policy.networking.k8s.io", "adminnetworkpolicies", "", ""},
+			{"watch", "policy.networking.k8s.io", "baselineadminnetworkpolicies", "", ""},
 		},
 		denied: []access{
 			{"get", "", "pods", "", "default"}, {"get", "", "pods", "", namespace}, {"get", "", "pods", "", ""},
-			{"list", "", "pods", "", ""}, {"watch", "", "pods", "", ""}, {"get", "", "pods", "status", "default"},
+			{"get", "", "pods", "status", "default"}, {"update", "", "namespaces", "", ""},
+			{"create", "networking.k8s.io", "networkpolicies", "", "default"},
+			{"update", "policy.networking.k8s.io", "adminnetworkpolicies", "", ""},
 			{"get", "", "pods", "log", "default"}, {"create", "", "pods", "exec", namespace},
 			{"create", "", "events", "", "default"}, {"create", "events.k8s.io", "events", "", namespace},
 			{"patch", "events.k8s.io", "events", "", "default"}, {"update", "events.k8s.io", "events", "", "default"},
