@@ -92,7 +92,13 @@ func TestNetworkPolicyEnforcedOnTheLab(t *testing.T) {
 	}
 	refused(t, "b (role=other, same node) -> s HTTP", http(bNS))
 	refused(t, "a (role=client, other node) -> s UDP", udp(aNS))
-	refused(t, "a -> s ping", pinged(aNS, sIP))
+	refused(t, "a -> s ping", func(context.Context) error {
+		lost, err := pingBurst(aNS, sIP, 5, 50*time.Millisecond)
+		if err == nil && len(lost) == 5 {
+			return errors.New("every echo lost")
+		}
+		return err
+	})
 	eventually(t, "a (role=client) -> s HTTP answered under the policy", policyTimeout, http(aNS))
 
 	b.Labels = map[string]string{"role": "client"}
