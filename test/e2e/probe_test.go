@@ -3,11 +3,13 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
@@ -247,4 +249,36 @@ func checkPing(t *testing.T, what, nsPath, dst string, count int) {
 		}
 		return nil
 	})
+}
+
+// httpUpload posts size bytes as the multipart file netexec's /upload takes,
+// from inside nsPath, over one TCP connection, and wants its 201 Created.
+func httpUpload(ctx context.Context, nsPath, u string, size int) error {
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	part, err := w.CreateFormFile("file", "payload")
+	if err != nil {
+		return err
+	}
+	if _, err := part.Write(bytes.Repeat([]byte{'e'}, size)); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	resp, err := nsHTTPClient(nsPath).Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("POST %s: %s: %s", u, resp.Status, answer)
+	}
+	return nil
 }
