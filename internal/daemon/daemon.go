@@ -257,7 +257,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme),
-		anpv1alpha1.AddToScheme(scheme)); err != nil {
+		anpv1alpha1.Install(scheme)); err != nil {
 		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 	return scheme, nil

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
@@ -27,9 +28,9 @@ type policyPart struct {
 // the daemon enforces NetworkPolicy alone; CRDs installed later are seen
 // at the daemon's next start.
 func adminPolicyServed(m meta.RESTMapper) (bool, error) {
-	gv := anpv1alpha1.SchemeGroupVersion
+	gv := anpv1alpha1.GroupVersion
 	for _, kind := range []string{"AdminNetworkPolicy", "BaselineAdminNetworkPolicy"} {
-		_, err := m.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+		_, err := m.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
 		if meta.IsNoMatchError(err) {
 			return false, nil
 		}
