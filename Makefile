@@ -136,6 +136,10 @@ chaos: lab-deps ## The chaos suite alone at full size (CHAOS_WAVES waves of 50 p
 conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fresh estuary lab (IP_FAMILY=dual: the dual-stack tests on a dual-stack lab); prints N passed, N failed (root).
 	bash hack/conformance.sh
 
+.PHONY: conformance-netpol
+conformance-netpol: lab-deps ## Every upstream NetworkPolicy e2e test (the Netpol suite) that fits the lab, on a fresh estuary lab; lists those left out and why; prints N passed, N failed (root).
+	NETPOL=1 bash hack/conformance.sh
+
 # The Kubernetes version make test-kube-version runs the lab on (the lab's
 # default, v1.36.3, is the newest supported), and the e2e tests it runs
 # there. v1.35.4: every staging module it needs is on the module proxy

@@ -8,18 +8,25 @@
 # IP_FAMILY=dual brings up a dual-stack lab and runs the dual-stack specs
 # instead (`estuary-lab conformance --dual-stack`: [Feature:IPv6DualStack] and
 # the Networking Granular Checks).
+# NETPOL=1 (make conformance-netpol) runs every NetworkPolicy spec (the Netpol
+# suite) that fits the lab instead (`estuary-lab conformance --network-policy`),
+# listing each one it leaves out with the reason; on a lab of any IP_FAMILY (the
+# specs probe each Service's first-family ClusterIP).
 #
 # Environment: NODES (3), IP_FAMILY (ipv4; dual, ipv6), ALL=1 (every
-# [sig-network] spec the skip lets through, not only [Conformance]), FOCUS (a
-# ginkgo focus instead), KEEP=1
-# (leave the lab up), REPORT_DIR (_output/conformance),
+# [sig-network] spec the skip lets through, not only [Conformance]), NETPOL=1,
+# FOCUS (a ginkgo focus instead), PARALLEL (1: that many e2e.test processes at
+# once, each with its share of the specs), KEEP=1 (leave the lab up),
+# REPORT_DIR (_output/conformance; _output/conformance-netpol with NETPOL=1),
 # STATE (/var/lib/estuary-conformance), API_PORT (16447).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "conformance: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }
 
 STATE=${STATE:-/var/lib/estuary-conformance}
-REPORT_DIR=${REPORT_DIR:-_output/conformance}
+report_default=_output/conformance
+[ "${NETPOL:-0}" = 1 ] && report_default=_output/conformance-netpol
+REPORT_DIR=${REPORT_DIR:-$report_default}
 start=$SECONDS
 
 BIN=$(bash hack/kube-binaries.sh e2e.test kubectl | tail -1)
@@ -35,8 +42,10 @@ fi
 
 args=(--e2e-test "$BIN/e2e.test" --report-dir "$REPORT_DIR")
 [ "${ALL:-0}" = 1 ] && args+=(--all-network)
-[ "$IP_FAMILY" = dual ] && args+=(--dual-stack)
+[ "${NETPOL:-0}" = 1 ] && args+=(--network-policy)
+[ "$IP_FAMILY" = dual ] && [ "${NETPOL:-0}" != 1 ] && args+=(--dual-stack)
 [ -n "${FOCUS:-}" ] && args+=(--focus "$FOCUS")
+[ "${PARALLEL:-1}" != 1 ] && args+=(--parallel "$PARALLEL")
 rc=0
 lab conformance "${args[@]}" || rc=$?
 echo "conformance: finished in $((SECONDS - start))s (lab up included); report in $REPORT_DIR/report.json"
