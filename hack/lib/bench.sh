@@ -65,11 +65,11 @@ round_ratios() {
   echo "$(median "${r[@]}") (${r[*]})"
 }
 
-# sandbox_pid NODE POD: the pause process of a pod in namespace default (the
-# lab's nodes share the host's pid namespace).
+# sandbox_pid NODE POD [NAMESPACE]: the pause process of a pod in NAMESPACE
+# (default: default; the lab's nodes share the host's pid namespace).
 sandbox_pid() {
-  local node=$1 pod=$2 cid sid
-  cid=$(kubectl get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+  local node=$1 pod=$2 ns=${3:-default} cid sid
+  cid=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
   sid=$("${LAB[@]}" exec "$node" -- ctr -n k8s.io containers info --spec "${cid#containerd://}" |
     jq -r '.annotations["io.kubernetes.cri.sandbox-id"]')
   "${LAB[@]}" exec "$node" -- ctr -n k8s.io tasks ls | awk -v id="$sid" '$1 == id && $3 == "RUNNING" {print $2}'
