@@ -150,7 +150,7 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.BoolVar(&cfg.FastPath, "fast-path", true,
 		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
 	fs.BoolVar(&cfg.NetworkPolicy, "network-policy", true,
-		"enforce NetworkPolicy, AdminNetworkPolicy and BaselineAdminNetworkPolicy on this node's pods with the nftables table inet estuary-policy; false removes the table")
+		"enforce NetworkPolicy and ClusterNetworkPolicy on this node's pods with the nftables table inet estuary-policy; false removes the table")
 	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
 		`address /healthz, /metrics, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables); `+
 			`/bgp and /endpoints answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)

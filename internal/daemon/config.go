@@ -118,9 +118,8 @@ type Config struct {
 	// FastPath runs the forwarding fast path (package fastpath) on the
 	// node's devices; off, the daemon removes it from them.
 	FastPath bool
-	// NetworkPolicy enforces NetworkPolicy, AdminNetworkPolicy and
-	// BaselineAdminNetworkPolicy on this node; off, the daemon removes its
-	// policy table. On, the fast path leaves every ICMP echo to netfilter,
+	// NetworkPolicy enforces NetworkPolicy and ClusterNetworkPolicy on
+	// this node; off, the daemon removes its policy table. On, the fast path leaves every ICMP echo to netfilter,
 	// where the policy table decides it (fastpath.Options.EchoViaStack).
 	NetworkPolicy bool
 }

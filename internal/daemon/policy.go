@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
@@ -23,20 +23,21 @@ type policyPart struct {
 	table *ops.Policy
 }
 
-// adminPolicyServed says whether the API server serves AdminNetworkPolicy
-// and BaselineAdminNetworkPolicy (their CRDs are installed). Without them
-// the daemon enforces NetworkPolicy alone; CRDs installed later are seen
-// at the daemon's next start.
-func adminPolicyServed(m meta.RESTMapper) (bool, error) {
-	gv := anpv1alpha1.GroupVersion
-	for _, kind := range []string{"AdminNetworkPolicy", "BaselineAdminNetworkPolicy"} {
-		_, err := m.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version)
-		if meta.IsNoMatchError(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("discover %s: %w", kind, err)
-		}
+// clusterPolicyServed says whether the API server serves
+// ClusterNetworkPolicy at the version the daemon reads
+// (policy.networking.k8s.io/v1beta1, network-policy-api v0.3.0). Without
+// it the daemon enforces NetworkPolicy alone: an older CRD
+// (v1alpha2) is not read, because its objects would be read with another
+// version's shape. A CRD installed later is seen at the daemon's next
+// start.
+func clusterPolicyServed(m meta.RESTMapper) (bool, error) {
+	gv := npv1beta1.GroupVersion
+	_, err := m.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: "ClusterNetworkPolicy"}, gv.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover ClusterNetworkPolicy: %w", err)
 	}
 	return true, nil
 }
@@ -58,7 +59,7 @@ func startPolicy(ctx context.Context, cfg Config, live client.Client, c cache.Ca
 		log.Info("network policy off", "removedTable", removed)
 		return nil, nil
 	}
-	admin, err := adminPolicyServed(live.RESTMapper())
+	admin, err := clusterPolicyServed(live.RESTMapper())
 	if err != nil {
 		table.Close()
 		return nil, err
@@ -67,7 +68,7 @@ func startPolicy(ctx context.Context, cfg Config, live client.Client, c cache.Ca
 		table.Close()
 		return nil, fmt.Errorf("network policy: %w", err)
 	}
-	log.Info("network policy enforced", "table", "inet "+policy.TableName, "adminNetworkPolicy", admin)
+	log.Info("network policy enforced", "table", "inet "+policy.TableName, "clusterNetworkPolicy", admin)
 	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Admin: admin, HostVeth: hostVeth,
 		Log: log.WithName("netsync")}, table)
 	return &policyPart{PolicyPart: part, table: table}, nil

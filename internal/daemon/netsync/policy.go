@@ -1,8 +1,8 @@
 package netsync
 
 // Policy. Each pass computes what this node enforces for its pods
-// (translate.Policy over the cached NetworkPolicies, AdminNetworkPolicies,
-// BaselineAdminNetworkPolicies, Namespaces, Pods and Nodes, for the
+// (translate.Policy over the cached NetworkPolicies, ClusterNetworkPolicies,
+// Namespaces, Pods and Nodes, for the
 // endpoints of the pass's snapshot), compiles it into the nftables ruleset
 // of package policy and has the table made equal to it in one batch
 // (ops.Policy.Ensure reads the table back and applies only the
@@ -31,7 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
@@ -49,8 +49,8 @@ type PolicyConfig struct {
 	// Reader lists the policy objects, Namespaces and Pods; the daemon's
 	// cache, which Trigger.WatchPolicy registered.
 	Reader client.Reader
-	// Admin lists AdminNetworkPolicies and BaselineAdminNetworkPolicies
-	// too; off when the API server does not serve them.
+	// Admin lists ClusterNetworkPolicies too; off when the API server does
+	// not serve them.
 	Admin bool
 	// HostVeth names the host side of an endpoint's veth.
 	HostVeth func(store.Key) string
@@ -106,17 +106,16 @@ func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
 // objects (read-only) as the loop's read does.
 func (p *PolicyPart) read(ctx context.Context) (translate.PolicyInput, error) {
 	var (
-		nps   networkingv1.NetworkPolicyList
-		anps  anpv1alpha1.AdminNetworkPolicyList
-		banps anpv1alpha1.BaselineAdminNetworkPolicyList
-		nss   corev1.NamespaceList
-		pods  corev1.PodList
+		nps  networkingv1.NetworkPolicyList
+		cnps npv1beta1.ClusterNetworkPolicyList
+		nss  corev1.NamespaceList
+		pods corev1.PodList
 	)
 	shared := client.UnsafeDisableDeepCopy
 	r := p.cfg.Reader
 	lists := []client.ObjectList{&nps, &nss, &pods}
 	if p.cfg.Admin {
-		lists = append(lists, &anps, &banps)
+		lists = append(lists, &cnps)
 	}
 	for _, l := range lists {
 		if err := r.List(ctx, l, shared); err != nil {
@@ -124,7 +123,7 @@ func (p *PolicyPart) read(ctx context.Context) (translate.PolicyInput, error) {
 		}
 	}
 	return translate.PolicyInput{Namespaces: nss.Items, Pods: pods.Items, NetworkPolicies: nps.Items,
-		AdminPolicies: anps.Items, BaselinePolicies: banps.Items}, nil
+		ClusterPolicies: cnps.Items}, nil
 }
 
 // PolicyEndpoints are the endpoints policy applies to: every attachment of

@@ -11,7 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -106,9 +106,9 @@ func specChanged(o, n client.Object) bool {
 }
 
 // WatchPolicy pokes t on every add and delete of a cached NetworkPolicy,
-// AdminNetworkPolicy, BaselineAdminNetworkPolicy, Namespace or Pod, and on
-// every update of one that changesPolicy; the admin policies only with
-// admin (the API server serves them). The daemon calls it when it enforces
+// ClusterNetworkPolicy, Namespace or Pod, and on every update of one that
+// changesPolicy; ClusterNetworkPolicies only with admin (the API server
+// serves them). The daemon calls it when it enforces
 // policy, before the cache starts.
 func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) error {
 	h := toolscache.ResourceEventHandlerFuncs{
@@ -122,7 +122,7 @@ func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) er
 	}
 	objs := []client.Object{&networkingv1.NetworkPolicy{}, &corev1.Namespace{}, &corev1.Pod{}}
 	if admin {
-		objs = append(objs, &anpv1alpha1.AdminNetworkPolicy{}, &anpv1alpha1.BaselineAdminNetworkPolicy{})
+		objs = append(objs, &npv1beta1.ClusterNetworkPolicy{})
 	}
 	for _, obj := range objs {
 		inf, err := c.GetInformer(ctx, obj)

@@ -5,8 +5,7 @@
 // (BuildUnderlayInput), the BGP networks a node announces and their
 // speakers' configuration (BuildBGPNetworks, SpeakerConfig), and the fast
 // path's desired maps (FastPathDesired, FastPathTunnel), and the policy a
-// node enforces from NetworkPolicies, AdminNetworkPolicies and the
-// BaselineAdminNetworkPolicy (Policy).
+// node enforces from NetworkPolicies and ClusterNetworkPolicies (Policy).
 //
 // It is pure: no client, no cache, no kernel; equal inputs give equal
 // outputs. One object it cannot read (a malformed annotation or CIDR) is

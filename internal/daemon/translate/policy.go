@@ -1,7 +1,7 @@
 package translate
 
-// Policy translation: NetworkPolicy, AdminNetworkPolicy and
-// BaselineAdminNetworkPolicy into the model of package policy.
+// Policy translation: NetworkPolicy and ClusterNetworkPolicy (its Admin
+// and Baseline tiers) into the model of package policy.
 //
 // Design notes.
 //
@@ -24,17 +24,23 @@ package translate
 //
 // Rule IDs name the peer set, so they depend on the policy and the rule's
 // position only: "np/<namespace>/<name>/<ingress|egress>/<i>",
-// "anp/<name>/<ingress|egress>/<i>", "banp/<name>/<ingress|egress>/<i>".
+// "cnp/<name>/<ingress|egress>/<i>".
 //
 // Unreadable input fails closed. A NetworkPolicy whose podSelector cannot
 // be read is skipped (nobody knows whom it selects); one of its rules that
 // cannot be read is dropped while the policy still isolates what it
-// selects. An admin rule that cannot be read follows network-policy-api's
-// guidance for an unknown peer: an Allow rule matches nothing, a Deny or
-// Pass rule becomes "deny all". Each is reported in the returned error.
+// selects. A ClusterNetworkPolicy rule that cannot be read follows
+// network-policy-api's guidance for an unknown peer: an Accept rule
+// matches nothing, a Deny or Pass rule becomes "deny all". Each is
+// reported in the returned error.
 //
-// Order. Admin rules come in priority order, lower first; policies of
-// equal priority (whose relative order upstream leaves to the
+// Tiers. Admin-tier rules become the model's admin tier (Accept is Allow;
+// Pass skips to the NetworkPolicy tier). Baseline-tier rules become the
+// model's baseline; there Pass skips the tier's remaining rules, and what
+// no tier decides is admitted, so a baseline Pass is an Allow.
+//
+// Order. Within a tier rules come in priority order, lower first; policies
+// of equal priority (whose relative order upstream leaves to the
 // implementation) are ordered by name. Endpoints come out sorted by host
 // veth, peers sorted by address, so equal inputs give equal outputs.
 
@@ -47,7 +53,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 )
@@ -60,10 +66,7 @@ type PolicyInput struct {
 	Pods            []corev1.Pod
 	Nodes           []corev1.Node // peers of admin egress rules' nodes
 	NetworkPolicies []networkingv1.NetworkPolicy
-	AdminPolicies   []anpv1alpha1.AdminNetworkPolicy
-	// BaselinePolicies holds the BaselineAdminNetworkPolicy; only the one
-	// named "default" exists for upstream, any other is reported.
-	BaselinePolicies []anpv1alpha1.BaselineAdminNetworkPolicy
+	ClusterPolicies []npv1beta1.ClusterNetworkPolicy
 }
 
 // PolicyEndpoint is a local pod interface: its host veth, its addresses
@@ -82,8 +85,7 @@ type PolicyEndpoint struct {
 func Policy(in PolicyInput) (policy.Node, error) {
 	ix := newIndex(in)
 	nps := ix.networkPolicies(in.NetworkPolicies)
-	anps := ix.adminPolicies(in.AdminPolicies)
-	banp := ix.baselinePolicy(in.BaselinePolicies)
+	admin, baseline := ix.clusterPolicies(in.ClusterPolicies)
 	var out policy.Node
 	eps := slices.Clone(in.Endpoints)
 	slices.SortFunc(eps, func(a, b PolicyEndpoint) int { return strings.Compare(a.HostVeth, b.HostVeth) })
@@ -94,7 +96,7 @@ func Policy(in PolicyInput) (policy.Node, error) {
 			continue
 		}
 		ep := policy.Endpoint{HostVeth: e.HostVeth, Addrs: slices.Clone(e.Addrs)}
-		for _, a := range anps {
+		for _, a := range admin {
 			if a.subject.selects(ix, pod) {
 				ep.Ingress.Admin = append(ep.Ingress.Admin, a.ingress.forLocal(pod)...)
 				ep.Egress.Admin = append(ep.Egress.Admin, a.egress...)
@@ -103,9 +105,11 @@ func Policy(in PolicyInput) (policy.Node, error) {
 		for _, np := range nps[e.Namespace] {
 			np.apply(ix, pod, &ep)
 		}
-		if banp != nil && banp.subject.selects(ix, pod) {
-			ep.Ingress.Baseline = banp.ingress.forLocal(pod)
-			ep.Egress.Baseline = banp.egress
+		for _, b := range baseline {
+			if b.subject.selects(ix, pod) {
+				ep.Ingress.Baseline = append(ep.Ingress.Baseline, b.ingress.forLocal(pod)...)
+				ep.Egress.Baseline = append(ep.Egress.Baseline, b.egress...)
+			}
 		}
 		out.Endpoints = append(out.Endpoints, ep)
 	}

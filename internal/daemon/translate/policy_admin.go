@@ -10,14 +10,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 )
 
-// adminPolicy is an AdminNetworkPolicy or the BaselineAdminNetworkPolicy:
-// whom it applies to and its rules in order, ingress ones still to be
-// resolved against the local pod.
+// adminPolicy is a ClusterNetworkPolicy of either tier: whom it applies
+// to and its rules in order, ingress ones still to be resolved against the
+// local pod.
 type adminPolicy struct {
 	subject subject
 	ingress adminIngress
@@ -34,7 +34,7 @@ func (s subject) selects(ix *index, p *podInfo) bool {
 	return p.peer && s.ns.Matches(ix.nsLabels[p.key.ns]) && (s.pod == nil || s.pod.Matches(p.labels))
 }
 
-func readSubject(s anpv1alpha1.AdminNetworkPolicySubject) (subject, error) {
+func readSubject(s npv1beta1.ClusterNetworkPolicySubject) (subject, error) {
 	switch {
 	case s.Namespaces != nil:
 		ns, err := selector(s.Namespaces)
@@ -71,83 +71,62 @@ func (a adminIngress) forLocal(pod *podInfo) []policy.AdminRule {
 	return out
 }
 
-// adminPolicies translates the AdminNetworkPolicies in evaluation order:
-// priority, then name.
-func (ix *index) adminPolicies(list []anpv1alpha1.AdminNetworkPolicy) []adminPolicy {
+// clusterPolicies translates the ClusterNetworkPolicies into the admin
+// tier and the baseline tier, each in evaluation order: priority, then
+// name.
+func (ix *index) clusterPolicies(list []npv1beta1.ClusterNetworkPolicy) (admin, baseline []adminPolicy) {
 	sorted := slices.Clone(list)
-	slices.SortFunc(sorted, func(a, b anpv1alpha1.AdminNetworkPolicy) int {
+	slices.SortFunc(sorted, func(a, b npv1beta1.ClusterNetworkPolicy) int {
 		return cmp.Or(cmp.Compare(a.Spec.Priority, b.Spec.Priority), strings.Compare(a.Name, b.Name))
 	})
-	var out []adminPolicy
-	for _, anp := range sorted {
-		sub, err := readSubject(anp.Spec.Subject)
+	for _, cnp := range sorted {
+		what := "clusternetworkpolicy " + cnp.Name
+		var isBaseline bool
+		switch cnp.Spec.Tier {
+		case npv1beta1.AdminTier:
+		case npv1beta1.BaselineTier:
+			isBaseline = true
+		default:
+			ix.errorf("%s: spec.tier %q is not Admin or Baseline (policy skipped)", what, cnp.Spec.Tier)
+			continue
+		}
+		sub, err := readSubject(cnp.Spec.Subject)
 		if err != nil {
-			ix.errorf("adminnetworkpolicy %s: spec.subject: %w (policy skipped)", anp.Name, err)
+			ix.errorf("%s: spec.subject: %w (policy skipped)", what, err)
 			continue
 		}
 		a := adminPolicy{subject: sub}
-		for i, r := range anp.Spec.Ingress {
+		for i, r := range cnp.Spec.Ingress {
 			from := make([]adminPeer, len(r.From))
 			for j, p := range r.From {
 				from[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods}
 			}
-			a.ingress = append(a.ingress, ix.adminIngress(adminSpec{what: "adminnetworkpolicy " + anp.Name,
-				id: fmt.Sprintf("anp/%s/ingress/%d", anp.Name, i), action: string(r.Action), peers: from, ports: r.Ports})...)
+			a.ingress = append(a.ingress, ix.adminIngress(adminSpec{what: what, baseline: isBaseline,
+				id: fmt.Sprintf("cnp/%s/ingress/%d", cnp.Name, i), action: string(r.Action), peers: from, protocols: r.Protocols})...)
 		}
-		for i, r := range anp.Spec.Egress {
+		for i, r := range cnp.Spec.Egress {
 			to := make([]adminPeer, len(r.To))
 			for j, p := range r.To {
 				to[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods, nodes: p.Nodes, networks: p.Networks, domains: len(p.DomainNames) > 0}
 			}
-			a.egress = append(a.egress, ix.adminEgress(adminSpec{what: "adminnetworkpolicy " + anp.Name,
-				id: fmt.Sprintf("anp/%s/egress/%d", anp.Name, i), action: string(r.Action), peers: to, ports: r.Ports})...)
+			a.egress = append(a.egress, ix.adminEgress(adminSpec{what: what, baseline: isBaseline,
+				id: fmt.Sprintf("cnp/%s/egress/%d", cnp.Name, i), action: string(r.Action), peers: to, protocols: r.Protocols})...)
 		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// baselinePolicy translates the BaselineAdminNetworkPolicy named
-// "default"; nil when there is none.
-func (ix *index) baselinePolicy(list []anpv1alpha1.BaselineAdminNetworkPolicy) *adminPolicy {
-	var out *adminPolicy
-	for _, b := range list {
-		if b.Name != "default" {
-			ix.errorf("baselineadminnetworkpolicy %s: only the one named default applies (policy skipped)", b.Name)
-			continue
-		}
-		sub, err := readSubject(b.Spec.Subject)
-		if err != nil {
-			ix.errorf("baselineadminnetworkpolicy %s: spec.subject: %w (policy skipped)", b.Name, err)
-			continue
-		}
-		out = &adminPolicy{subject: sub}
-		for i, r := range b.Spec.Ingress {
-			from := make([]adminPeer, len(r.From))
-			for j, p := range r.From {
-				from[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods}
-			}
-			out.ingress = append(out.ingress, ix.adminIngress(adminSpec{what: "baselineadminnetworkpolicy " + b.Name, baseline: true,
-				id: fmt.Sprintf("banp/%s/ingress/%d", b.Name, i), action: string(r.Action), peers: from, ports: r.Ports})...)
-		}
-		for i, r := range b.Spec.Egress {
-			to := make([]adminPeer, len(r.To))
-			for j, p := range r.To {
-				to[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods, nodes: p.Nodes, networks: p.Networks}
-			}
-			out.egress = append(out.egress, ix.adminEgress(adminSpec{what: "baselineadminnetworkpolicy " + b.Name, baseline: true,
-				id: fmt.Sprintf("banp/%s/egress/%d", b.Name, i), action: string(r.Action), peers: to, ports: r.Ports})...)
+		if isBaseline {
+			baseline = append(baseline, a)
+		} else {
+			admin = append(admin, a)
 		}
 	}
-	return out
+	return admin, baseline
 }
 
 // adminPeer is any admin peer: exactly one field is set.
 type adminPeer struct {
 	namespaces *metav1.LabelSelector
-	pods       *anpv1alpha1.NamespacedPod
+	pods       *npv1beta1.NamespacedPod
 	nodes      *metav1.LabelSelector
-	networks   []anpv1alpha1.CIDR
+	networks   []npv1beta1.CIDR
 	domains    bool
 }
 
@@ -155,7 +134,7 @@ type adminSpec struct {
 	what, id, action string
 	baseline         bool
 	peers            []adminPeer
-	ports            *[]anpv1alpha1.AdminNetworkPolicyPort
+	protocols        []npv1beta1.ClusterNetworkPolicyProtocol
 }
 
 // denyAll is the rule an unreadable Deny or Pass rule becomes.
@@ -203,21 +182,24 @@ func (ix *index) adminRule(s adminSpec) (policy.Action, peers, portSpec, bool) {
 		ix.errorf("%s: rule %s: %w (denies all)", s.what, s.id, err)
 		return policy.Deny, peers{}, portSpec{}, false
 	}
+	// Fail closed: an Accept rule matches nothing, a Deny or Pass rule
+	// (a baseline Pass too, though it admits) denies all.
+	accept := s.action == string(npv1beta1.ClusterNetworkPolicyRuleActionAccept)
 	fail := func(err error) (policy.Action, peers, portSpec, bool) {
-		if act == policy.Allow {
+		if accept {
 			ix.errorf("%s: rule %s: %w (rule dropped)", s.what, s.id, err)
-		} else {
-			ix.errorf("%s: rule %s: %w (denies all)", s.what, s.id, err)
+			return policy.Allow, peers{}, portSpec{}, false
 		}
-		return act, peers{}, portSpec{}, false
+		ix.errorf("%s: rule %s: %w (denies all)", s.what, s.id, err)
+		return policy.Deny, peers{}, portSpec{}, false
 	}
-	ps, err := adminPorts(s.ports)
+	ps, err := adminProtocols(s.protocols)
 	if err != nil {
 		return fail(err)
 	}
 	var p peers
 	for i, peer := range s.peers {
-		if peer.domains && act == policy.Allow {
+		if peer.domains && accept {
 			ix.errorf("%s: rule %s: peer %d: domainNames are not supported (the peer matches nothing)", s.what, s.id, i)
 			continue
 		}
@@ -228,16 +210,22 @@ func (ix *index) adminRule(s adminSpec) (policy.Action, peers, portSpec, bool) {
 	return act, p, ps, true
 }
 
+// adminAction reads a rule's action. In the baseline tier Pass skips the
+// tier's remaining rules, and what no tier decides is admitted: there it
+// is Allow.
 func adminAction(a string, baseline bool) (policy.Action, error) {
-	switch {
-	case a == string(anpv1alpha1.AdminNetworkPolicyRuleActionAllow):
+	switch npv1beta1.ClusterNetworkPolicyRuleAction(a) {
+	case npv1beta1.ClusterNetworkPolicyRuleActionAccept:
 		return policy.Allow, nil
-	case a == string(anpv1alpha1.AdminNetworkPolicyRuleActionDeny):
+	case npv1beta1.ClusterNetworkPolicyRuleActionDeny:
 		return policy.Deny, nil
-	case a == string(anpv1alpha1.AdminNetworkPolicyRuleActionPass) && !baseline:
+	case npv1beta1.ClusterNetworkPolicyRuleActionPass:
+		if baseline {
+			return policy.Allow, nil
+		}
 		return policy.Pass, nil
 	}
-	return 0, fmt.Errorf("action %q", a)
+	return 0, fmt.Errorf("action %q is not Accept, Deny or Pass", a)
 }
 
 func (ix *index) adminPeer(peer adminPeer, p *peers) error {
@@ -286,41 +274,68 @@ func (ix *index) adminPeer(peer adminPeer, p *peers) error {
 	return nil
 }
 
-// adminPorts reads an admin rule's ports: none means every port.
-func adminPorts(ports *[]anpv1alpha1.AdminNetworkPolicyPort) (portSpec, error) {
-	if ports == nil || len(*ports) == 0 {
+// adminProtocols reads a rule's protocols: none means every port of
+// every protocol; a protocol without a destination port means each of its
+// ports.
+func adminProtocols(protos []npv1beta1.ClusterNetworkPolicyProtocol) (portSpec, error) {
+	if len(protos) == 0 {
 		return portSpec{all: true}, nil
 	}
 	var ps portSpec
-	for i, pt := range *ports {
-		switch {
-		case pt.PortNumber != nil:
-			pr, err := protocol(pt.PortNumber.Protocol)
-			if err != nil {
-				return portSpec{}, fmt.Errorf("ports[%d].portNumber: %w", i, err)
-			}
-			port, err := portRange(pt.PortNumber.Port, nil)
-			if err != nil {
-				return portSpec{}, fmt.Errorf("ports[%d].portNumber: %w", i, err)
-			}
-			port.Protocol = pr
-			ps.numbered = append(ps.numbered, port)
-		case pt.PortRange != nil:
-			pr, err := protocol(pt.PortRange.Protocol)
-			if err != nil {
-				return portSpec{}, fmt.Errorf("ports[%d].portRange: %w", i, err)
-			}
-			port, err := portRange(pt.PortRange.Start, &pt.PortRange.End)
-			if err != nil {
-				return portSpec{}, fmt.Errorf("ports[%d].portRange: %w", i, err)
-			}
-			port.Protocol = pr
-			ps.numbered = append(ps.numbered, port)
-		case pt.NamedPort != nil:
-			ps.named = append(ps.named, portName{name: *pt.NamedPort, anyProto: true})
-		default:
-			return portSpec{}, fmt.Errorf("ports[%d]: no field this version knows is set", i)
+	for i, pt := range protos {
+		var (
+			proto policy.Protocol
+			dest  *npv1beta1.Port
+			set   []string
+		)
+		if pt.TCP != nil {
+			proto, dest, set = policy.TCP, pt.TCP.DestinationPort, append(set, "tcp")
 		}
+		if pt.UDP != nil {
+			proto, dest, set = policy.UDP, pt.UDP.DestinationPort, append(set, "udp")
+		}
+		if pt.SCTP != nil {
+			proto, dest, set = policy.SCTP, pt.SCTP.DestinationPort, append(set, "sctp")
+		}
+		if pt.DestinationNamedPort != "" {
+			set = append(set, "destinationNamedPort")
+		}
+		switch {
+		case len(set) > 1:
+			return portSpec{}, fmt.Errorf("protocols[%d]: %s are all set (one only)", i, strings.Join(set, ", "))
+		case len(set) == 0:
+			return portSpec{}, fmt.Errorf("protocols[%d]: no field this version knows is set", i)
+		case pt.DestinationNamedPort != "":
+			ps.named = append(ps.named, portName{name: pt.DestinationNamedPort, anyProto: true})
+			continue
+		}
+		port, err := destinationPort(dest)
+		if err != nil {
+			return portSpec{}, fmt.Errorf("protocols[%d].%s.destinationPort: %w", i, set[0], err)
+		}
+		port.Protocol = proto
+		ps.numbered = append(ps.numbered, port)
 	}
 	return ps, nil
+}
+
+// destinationPort is a port number or range; nil (or empty) is every port.
+func destinationPort(d *npv1beta1.Port) (policy.Port, error) {
+	switch {
+	case d == nil || (d.Number == 0 && d.Range == nil):
+		return policy.Port{}, nil
+	case d.Number != 0 && d.Range != nil:
+		return policy.Port{}, errors.New("both number and range are set")
+	case d.Range != nil:
+		p, err := portRange(d.Range.Start, &d.Range.End)
+		if err != nil {
+			return policy.Port{}, fmt.Errorf("range: %w", err)
+		}
+		return p, nil
+	}
+	p, err := portRange(d.Number, nil)
+	if err != nil {
+		return policy.Port{}, fmt.Errorf("number: %w", err)
+	}
+	return p, nil
 }

@@ -1,5 +1,5 @@
-// Package policy owns what a node enforces of NetworkPolicy,
-// AdminNetworkPolicy and BaselineAdminNetworkPolicy, as plain values: the
+// Package policy owns what a node enforces of NetworkPolicy and
+// ClusterNetworkPolicy (its Admin and Baseline tiers), as plain values: the
 // model (Node: each local pod endpoint's ingress and egress decisions in
 // tiers, peers as address sets, ports as numbers), the compiler from that
 // model to the desired nftables ruleset of the table `inet estuary-policy`
@@ -12,12 +12,12 @@
 // # Design
 //
 // Tiers. Each direction of each endpoint is decided in order: the admin
-// tier (AdminNetworkPolicy rules, already in priority order; the first
-// that matches decides: Allow admits, Deny drops, Pass skips the rest of
-// the tier), then the NetworkPolicy tier (when a NetworkPolicy selects the
+// tier (ClusterNetworkPolicy Admin-tier rules, already in priority order;
+// the first that matches decides: Allow admits, Deny drops, Pass skips the
+// rest of the tier), then the NetworkPolicy tier (when a NetworkPolicy selects the
 // pod for that direction, the union of their rules admits and everything
 // else is dropped), and only for a pod no NetworkPolicy isolates in that
-// direction the baseline tier (BaselineAdminNetworkPolicy rules in order,
+// direction the baseline tier (Baseline-tier rules in priority order,
 // Allow or Deny); what no tier decides is admitted. Decide is that
 // semantics written as a plain function; the compiled ruleset is tested
 // against it.

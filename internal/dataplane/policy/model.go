@@ -25,9 +25,10 @@ type Endpoint struct {
 
 // Direction is one direction's tiers. The zero value admits everything.
 type Direction struct {
-	// Admin holds the AdminNetworkPolicy rules that apply to the pod in
-	// this direction, in evaluation order (priority, then policy, then rule
-	// order): the first that matches decides.
+	// Admin holds the admin tier's rules (ClusterNetworkPolicy, tier
+	// Admin) that apply to the pod in this direction, in evaluation order
+	// (priority, then policy, then rule order): the first that matches
+	// decides.
 	Admin []AdminRule
 	// Isolated says a NetworkPolicy selects the pod for this direction:
 	// then what no rule of Allow matches is dropped, and Baseline is not
@@ -35,8 +36,9 @@ type Direction struct {
 	Isolated bool
 	// Allow is the union of the rules of those NetworkPolicies.
 	Allow []Rule
-	// Baseline holds the BaselineAdminNetworkPolicy rules (Allow or Deny)
-	// in order, for a pod that is not Isolated.
+	// Baseline holds the baseline tier's rules (ClusterNetworkPolicy, tier
+	// Baseline; Allow or Deny) in evaluation order, for a pod that is not
+	// Isolated.
 	Baseline []AdminRule
 }
 
