@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"reflect"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,17 +21,7 @@ func FuzzClusterPolicy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fixture()
 		in.ClusterPolicies = fuzzClusterPolicies(data)
-		n, _ := Policy(in)
-		if err := n.Validate(); err != nil {
-			t.Fatalf("invalid translation: %v", err)
-		}
-		if _, err := policy.Compile(n); err != nil {
-			t.Fatalf("translation does not compile: %v", err)
-		}
-		again, _ := Policy(in)
-		if !reflect.DeepEqual(n, again) {
-			t.Fatal("two translations of one input differ")
-		}
+		n := translateChecked(t, in)
 		for _, e := range n.Endpoints {
 			for _, r := range append(e.Ingress.Baseline, e.Egress.Baseline...) {
 				if r.Action != policy.Allow && r.Action != policy.Deny {

@@ -21,17 +21,7 @@ func FuzzPolicy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fixture()
 		in.NetworkPolicies = fuzzPolicies(data)
-		n, _ := Policy(in)
-		if err := n.Validate(); err != nil {
-			t.Fatalf("invalid translation: %v", err)
-		}
-		if _, err := policy.Compile(n); err != nil {
-			t.Fatalf("translation does not compile: %v", err)
-		}
-		again, _ := Policy(in)
-		if !reflect.DeepEqual(n, again) {
-			t.Fatal("two translations of one input differ")
-		}
+		n := translateChecked(t, in)
 		for _, e := range n.Endpoints {
 			selected := false
 			for _, np := range in.NetworkPolicies {
@@ -47,6 +37,24 @@ func FuzzPolicy(f *testing.F) {
 			}
 		}
 	})
+}
+
+// translateChecked translates in and fails t unless the result validates,
+// compiles and is the same twice.
+func translateChecked(t *testing.T, in PolicyInput) policy.Node {
+	t.Helper()
+	n, _ := Policy(in)
+	if err := n.Validate(); err != nil {
+		t.Fatalf("invalid translation: %v", err)
+	}
+	if _, err := policy.Compile(n); err != nil {
+		t.Fatalf("translation does not compile: %v", err)
+	}
+	again, _ := Policy(in)
+	if !reflect.DeepEqual(n, again) {
+		t.Fatal("two translations of one input differ")
+	}
+	return n
 }
 
 type labelsOf map[string]string
