@@ -49,9 +49,16 @@ var chartKinds = []schema.GroupVersionKind{
 	gvk("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
 	gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy"),
 	gvk("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
-	gvk("networking.k8s.io", "v1", "NetworkPolicy"), gvk("policy", "v1", "PodDisruptionBudget"),
+	gvk("policy", "v1", "PodDisruptionBudget"),
 	gvk("monitoring.coreos.com", "v1", "ServiceMonitor"), gvk("monitoring.coreos.com", "v1", "PodMonitor"),
 	gvk("monitoring.coreos.com", "v1", "PrometheusRule"),
+}
+
+// policyKinds are the policies the daemons enforce, collected from every
+// namespace whoever made them: what decides a dropped packet.
+var policyKinds = []schema.GroupVersionKind{
+	gvk("networking.k8s.io", "v1", "NetworkPolicy"),
+	gvk("policy.networking.k8s.io", "v1beta1", "ClusterNetworkPolicy"),
 }
 
 // podNetworkEventReasons are the kubelet's reasons for Events about pod
@@ -109,6 +116,9 @@ func (d *dump) collectObjects(ctx context.Context, namespace string) found {
 		if g.Kind == "Pod" {
 			fd.pods = estuaryPods(d, items)
 		}
+	}
+	for _, g := range policyKinds {
+		d.collectKind(ctx, kindSpec{gvk: g}, fd.namespaces)
 	}
 	d.collectKind(ctx, kindSpec{gvk: gvk("", "v1", "ConfigMap"), file: "configmaps.kube-proxy", keep: func(u *unstructured.Unstructured) bool {
 		return u.GetNamespace() == "kube-system" && u.GetName() == "kube-proxy"

@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -95,6 +96,7 @@ func TestSysdumpCollectsObjectsAndNeverASecret(t *testing.T) {
 			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{nameLabel: "estuary-daemon"}},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: estuaryLabels("daemon")},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "daemon", Image: "estuary-daemon:test"}}}}}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-guard-" + ns}},
 		&estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: "sysdump-net-" + ns},
 			Spec: estuaryv1.NetworkSpec{Type: estuaryv1.NetworkTypeOverlay, Mode: estuaryv1.NetworkModeVXLAN, NetID: ptr.To[int64](77)}},
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sysdump-node-event-" + ns},
@@ -130,6 +132,7 @@ func TestSysdumpCollectsObjectsAndNeverASecret(t *testing.T) {
 		"resources/ipinstances.networking.estuary.io.yaml":              {"10.99.0.7", "web-0"},
 		"resources/customresourcedefinitions.apiextensions.k8s.io.yaml": {"networks.networking.estuary.io", "ipinstances.networking.estuary.io"},
 		"resources/nodes.yaml":                                          {node},
+		"resources/networkpolicies.networking.k8s.io.yaml":              {"tenant-guard-" + ns},
 		"resources/deployments.apps.yaml":                               {"estuary-manager"},
 		"resources/daemonsets.apps.yaml":                                {"estuary-daemon"},
 		"resources/pods.yaml":                                           {"estuary-daemon-x", "estuary-manager-x"},
