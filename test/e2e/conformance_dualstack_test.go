@@ -32,5 +32,5 @@ var dualStackSubset = []string{
 // them to run and pass.
 func TestDualStackUpstream(t *testing.T) {
 	e := needFamily(t, "dual")
-	e.runUpstream(t, `\[sig-network\] \[Feature:IPv6DualStack\] `, dualStackSubset, "", conformance.SkipDualStack, 10*time.Minute)
+	e.runUpstream(t, `\[sig-network\] \[Feature:IPv6DualStack\] `, dualStackSubset, "", conformance.SkipDualStack, 1, 10*time.Minute)
 }

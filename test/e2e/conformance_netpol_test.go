@@ -27,10 +27,11 @@ var networkPolicySubset = []string{
 }
 
 // TestUpstreamNetworkPolicySubset runs networkPolicySubset with the pinned
-// Kubernetes version's own e2e.test against the e2e lab, and requires every
-// one of them to run and pass.
+// Kubernetes version's own e2e.test against the e2e lab, two processes at
+// once (each spec works in namespaces of its own), and requires every one
+// of them to run and pass.
 func TestUpstreamNetworkPolicySubset(t *testing.T) {
 	e := needLab(t)
 	e.runUpstream(t, conformance.NetworkPolicy+" ", networkPolicySubset, ` \[Feature:NetworkPolicy\]`,
-		conformance.SkipExpression(conformance.Active(conformance.NetworkPolicyExclusions)), 15*time.Minute)
+		conformance.SkipExpression(conformance.Active(conformance.NetworkPolicyExclusions)), 2, 15*time.Minute)
 }

@@ -34,18 +34,22 @@ var conformanceSubset = []string{
 
 // TestUpstreamConformanceSubset runs conformanceSubset with the pinned
 // Kubernetes version's own e2e.test (built from the Go module proxy) against
-// the e2e lab, and requires every one of them to run and pass.
+// the e2e lab, two processes at once (conformance specs that are not
+// [Serial] may run side by side), and requires every one of them to run
+// and pass.
 func TestUpstreamConformanceSubset(t *testing.T) {
 	e := needLab(t)
-	e.runUpstream(t, `\[sig-network\] `, conformanceSubset, `.*\[Conformance\]`, conformance.SkipDefault, 25*time.Minute)
+	e.runUpstream(t, `\[sig-network\] `, conformanceSubset, `.*\[Conformance\]`, conformance.SkipDefault, 2, 25*time.Minute)
 }
 
 // runUpstream runs the specs named in names (a spec's text after its
 // [sig-network] container; the focus is prefix, one of them, then suffix) with
 // the pinned Kubernetes version's own e2e.test (built from the Go module
 // proxy when missing) against the lab, and requires every one of them to run
-// and pass within timeout.
-func (e *labEnv) runUpstream(t *testing.T, prefix string, names []string, suffix, skip string, timeout time.Duration) {
+// and pass within timeout. With parallel > 1 it lists the specs the focus
+// matches and runs them in that many e2e.test processes at once
+// (conformance.RunSharded): only for specs that may run side by side.
+func (e *labEnv) runUpstream(t *testing.T, prefix string, names []string, suffix, skip string, parallel int, timeout time.Duration) {
 	t.Helper()
 	kubectl, kubeconfig, err := e.kubectlPaths()
 	if err != nil {
@@ -65,14 +69,24 @@ func (e *labEnv) runUpstream(t *testing.T, prefix string, names []string, suffix
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	s, err := conformance.Run(ctx, conformance.Options{
+	o := conformance.Options{
 		E2ETest: e2eTest, Kubectl: kubectl, Kubeconfig: kubeconfig,
 		Focus:     prefix + "(" + strings.Join(quoted, "|") + ")" + suffix,
 		Skip:      skip,
 		ReportDir: filepath.Join(e.tmp, "conformance-"+t.Name()),
 		Timeout:   timeout,
 		Output:    &out,
-	})
+	}
+	var s conformance.Summary
+	if parallel > 1 {
+		full, lerr := conformance.List(ctx, e2eTest, o.Focus, o.Skip)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		s, err = conformance.RunSharded(ctx, o, full, parallel)
+	} else {
+		s, err = conformance.Run(ctx, o)
+	}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, tail(out.String(), 4000))
 	}
