@@ -66,9 +66,10 @@ generate-deps: ## Install the Debian packages make generate needs (protoc, clang
 	@bash hack/debian-deps.sh protobuf-compiler clang-14 llvm-14 libbpf-dev
 
 .PHONY: generate
-generate: generate-deps $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, the CNI gRPC code and the fast path's BPF object.
+generate: generate-deps $(CONTROLLER_GEN) ## Generate deepcopy code and CRDs from api/, the ClusterNetworkPolicy CRD of network-policy-api, the CNI gRPC code and the fast path's BPF object.
 	$(CONTROLLER_GEN) object paths=./api/v1/...
 	$(CONTROLLER_GEN) crd paths=./api/v1/... output:crd:artifacts:config=config/crd
+	bash hack/gen-policy-crds.sh
 	cp config/crd/*.yaml charts/estuary/crds/
 	bash hack/gen-proto.sh
 	go generate ./internal/dataplane/fastpath

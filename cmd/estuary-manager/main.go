@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&cfg.Webhook.Secret, "webhook-cert-secret", "", "namespace/name of an existing Secret in which to create and rotate the webhook's certificate; it must be mounted at --webhook-cert-dir (required with it). Empty: the certificate in --webhook-cert-dir is provided")
 	flag.StringVar(&cfg.Webhook.Service, "webhook-service", manager.DefaultWebhookService, "the webhook's Service, in the namespace of --webhook-cert-secret, named in its certificate")
 	flag.StringVar(&cfg.Webhook.Configuration, "webhook-configuration", webhook.ConfigurationName, "name of the validating and mutating webhook configurations the CA is injected into")
-	flag.BoolVar(&cfg.UpgradeCRDs, "upgrade-crds", true, "at start, bring estuary's three CRDs to this manager's schema (never a newer release's down; never creating one)")
+	flag.BoolVar(&cfg.UpgradeCRDs, "upgrade-crds", true, "at start, bring estuary's three CRDs, and the ClusterNetworkPolicy CRD when it carries estuary's networking.estuary.io/policy-api annotation, to this manager's schema (never a newer release's down; never creating one)")
 	flag.StringVar(&cfg.BootstrapDir, "bootstrap-dir", "", "directory of YAML objects the leader creates when absent, never updating existing ones (after the webhook serves); empty: none")
 	flag.StringVar(&cfg.BootstrapOwner, "bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
 	flag.StringVar(&cfg.PodLabelSelector, "pod-label-selector", "", "label selector (kubectl's syntax, e.g. \"networking.example.com/cni=estuary\") of the pods estuary serves: the manager gives no address to another pod and the pod webhooks skip it; empty: every pod")

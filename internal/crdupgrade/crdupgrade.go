@@ -22,6 +22,18 @@
 //   - never create: a missing CRD is an install problem (Helm installs
 //     them), reported as an error naming the CRD, and the manager's RBAC
 //     grants only get and update, by name.
+//
+// The chart also installs the ClusterNetworkPolicy CRD of
+// sigs.k8s.io/network-policy-api (config/crd's Policy files), which other
+// network plugins and users install too. EnsureOwned upgrades such a CRD
+// only when the installed one carries estuary's
+// networking.estuary.io/policy-api annotation (the chart's copy does): a
+// CRD installed by someone else is left alone (Foreign), and an absent one
+// is no error (Absent: installed with --skip-crds, or not at all). The
+// never-downgrade rule holds for it too, and also for the network-policy-api
+// version the annotation names. An update writes the annotations of the
+// embedded copy as well (upstream's bundle-version and channel, which
+// network-policy-api's conformance suite reads).
 package crdupgrade
 
 import (
@@ -32,6 +44,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +60,10 @@ import (
 const (
 	AnnotationRelease  = "networking.estuary.io/crd-release"
 	AnnotationSpecHash = "networking.estuary.io/crd-spec-hash"
+	// AnnotationPolicyAPI marks a network-policy-api CRD that estuary's
+	// chart installed; its value is the module and version it came from
+	// (sigs.k8s.io/network-policy-api@v0.3.0).
+	AnnotationPolicyAPI = "networking.estuary.io/policy-api"
 )
 
 // Action is what Ensure did to one CRD.
@@ -57,6 +74,8 @@ const (
 	Current   Action = "current"    // already the manager's schema
 	Updated   Action = "updated"    // spec replaced
 	KeptNewer Action = "kept-newer" // written by a newer release; left alone
+	Foreign   Action = "foreign"    // not installed by estuary (EnsureOwned); left alone
+	Absent    Action = "absent"     // not installed (EnsureOwned); nothing to do
 )
 
 // Result is one CRD's outcome.
@@ -70,25 +89,44 @@ type Result struct {
 
 // Embedded returns the manager's CRDs.
 func Embedded() ([]apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(crd.Files, "*.yaml")
+	return embedded(crd.Files, "embedded CRDs")
+}
+
+// EmbeddedPolicy returns the network-policy-api CRDs the chart installs,
+// which EnsureOwned upgrades; each carries AnnotationPolicyAPI.
+func EmbeddedPolicy() ([]apiextensionsv1.CustomResourceDefinition, error) {
+	out, err := embedded(crd.Policy, "embedded policy CRDs")
 	if err != nil {
-		return nil, fmt.Errorf("embedded CRDs: %w", err)
+		return nil, err
+	}
+	for _, c := range out {
+		if c.Annotations[AnnotationPolicyAPI] == "" {
+			return nil, fmt.Errorf("embedded policy CRD %s has no %s annotation (run make generate)", c.Name, AnnotationPolicyAPI)
+		}
+	}
+	return out, nil
+}
+
+func embedded(fsys fs.FS, what string) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	sort.Strings(names)
 	var out []apiextensionsv1.CustomResourceDefinition
 	for _, n := range names {
-		b, err := crd.Files.ReadFile(n)
+		b, err := fs.ReadFile(fsys, n)
 		if err != nil {
-			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+			return nil, fmt.Errorf("%s: %s: %w", what, n, err)
 		}
 		var c apiextensionsv1.CustomResourceDefinition
 		if err := yaml.UnmarshalStrict(b, &c); err != nil {
-			return nil, fmt.Errorf("embedded CRD %s: %w", n, err)
+			return nil, fmt.Errorf("%s: %s: %w", what, n, err)
 		}
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("embedded CRDs: none")
+		return nil, fmt.Errorf("%s: none", what)
 	}
 	return out, nil
 }
@@ -107,9 +145,21 @@ func SpecHash(spec apiextensionsv1.CustomResourceDefinitionSpec) (string, error)
 // manager's version), following the package rules. It stops at the first
 // error, which names the CRD.
 func Ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string) ([]Result, error) {
+	return ensure(ctx, c, want, release, false)
+}
+
+// EnsureOwned is Ensure for CRDs estuary shares with others (EmbeddedPolicy):
+// an installed CRD is brought to want's spec only when it carries
+// AnnotationPolicyAPI; one without is left alone (Foreign), and a missing
+// one is no error (Absent).
+func EnsureOwned(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string) ([]Result, error) {
+	return ensure(ctx, c, want, release, true)
+}
+
+func ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string, shared bool) ([]Result, error) {
 	var results []Result
 	for i := range want {
-		r, err := ensureOne(ctx, c, &want[i], release)
+		r, err := ensureOne(ctx, c, &want[i], release, shared)
 		if err != nil {
 			return results, err
 		}
@@ -118,7 +168,7 @@ func Ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomR
 	return results, nil
 }
 
-func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, release string) (Result, error) {
+func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, release string, shared bool) (Result, error) {
 	hash, err := SpecHash(want.Spec)
 	if err != nil {
 		return Result{}, err
@@ -127,23 +177,36 @@ func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.Custo
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur apiextensionsv1.CustomResourceDefinition
 		if err := c.Get(ctx, client.ObjectKey{Name: want.Name}, &cur); err != nil {
-			if apierrors.IsNotFound(err) {
+			switch {
+			case apierrors.IsNotFound(err) && shared:
+				r.Action = Absent
+				return nil
+			case apierrors.IsNotFound(err):
 				return fmt.Errorf("CRD %s is not installed (install the chart's crds/, or kubectl apply -f charts/estuary/crds/): %w", want.Name, err)
 			}
 			return fmt.Errorf("read CRD %s: %w", want.Name, err)
 		}
 		r.Release = cur.Annotations[AnnotationRelease]
 		switch {
+		case shared && cur.Annotations[AnnotationPolicyAPI] == "":
+			r.Action = Foreign
+			return nil
 		case cur.Annotations[AnnotationSpecHash] == hash:
 			r.Action = Current
 			return nil
-		case newer(r.Release, release):
+		case newer(r.Release, release),
+			shared && newer(moduleVersion(cur.Annotations[AnnotationPolicyAPI]), moduleVersion(want.Annotations[AnnotationPolicyAPI])):
 			r.Action = KeptNewer
 			return nil
 		}
 		cur.Spec = want.Spec
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
+		}
+		if shared {
+			for k, v := range want.Annotations {
+				cur.Annotations[k] = v
+			}
 		}
 		cur.Annotations[AnnotationRelease], cur.Annotations[AnnotationSpecHash] = release, hash
 		if err := c.Update(ctx, &cur); err != nil {
@@ -153,6 +216,15 @@ func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.Custo
 		return nil
 	})
 	return r, err
+}
+
+// moduleVersion is the version of a module@version annotation value
+// (empty when it names none).
+func moduleVersion(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		return s[i+1:]
+	}
+	return ""
 }
 
 // newer reports whether installed is a semantic version greater than

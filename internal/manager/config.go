@@ -63,7 +63,8 @@ type Config struct {
 	DefaultNetworkType, DefaultIPFamily, DefaultIPRetain string
 	// Webhook configures the admission webhook; Port 0 disables it.
 	Webhook WebhookConfig
-	// UpgradeCRDs brings estuary's CRDs to the manager's schema before the
+	// UpgradeCRDs brings estuary's CRDs (and the ClusterNetworkPolicy CRD
+	// estuary's chart installed) to the manager's schema before the
 	// controllers start (--upgrade-crds; internal/crdupgrade).
 	UpgradeCRDs bool
 	// BootstrapDir holds YAML objects the leader creates when absent, once

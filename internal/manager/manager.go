@@ -223,7 +223,8 @@ func setupBootstrap(mgr ctrlmanager.Manager, dir, owner string, serving <-chan s
 	return nil
 }
 
-// upgradeCRDs brings the cluster's estuary CRDs to the manager's schema.
+// upgradeCRDs brings the cluster's estuary CRDs, and the ClusterNetworkPolicy
+// CRD when estuary's chart installed it, to the manager's schema.
 func upgradeCRDs(ctx context.Context, kube *rest.Config) error {
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
@@ -240,6 +241,25 @@ func upgradeCRDs(ctx context.Context, kube *rest.Config) error {
 	results, err := crdupgrade.Ensure(ctx, c, want, version.Version)
 	for _, r := range results {
 		log.Info("CRD", "name", r.Name, "action", r.Action, "writtenBy", r.Release, "release", version.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade CRDs (--upgrade-crds): %w", err)
+	}
+	policy, err := crdupgrade.EmbeddedPolicy()
+	if err != nil {
+		return fmt.Errorf("upgrade CRDs: %w", err)
+	}
+	results, err = crdupgrade.EnsureOwned(ctx, c, policy, version.Version)
+	for _, r := range results {
+		switch r.Action {
+		case crdupgrade.Foreign:
+			log.Info("CRD not installed by estuary (no "+crdupgrade.AnnotationPolicyAPI+" annotation): left as it is",
+				"name", r.Name, "action", r.Action)
+		case crdupgrade.Absent:
+			log.Info("CRD not installed (the chart's crds/ skipped?): nothing to upgrade", "name", r.Name, "action", r.Action)
+		default:
+			log.Info("CRD", "name", r.Name, "action", r.Action, "writtenBy", r.Release, "release", version.Version)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("upgrade CRDs (--upgrade-crds): %w", err)

@@ -161,7 +161,8 @@ func TestCleanUpNodesOnUninstallValue(t *testing.T) {
 }
 
 // TestManagerMayUpgradeOnlyItsCRDs: the manager may read and update its
-// three CRDs by name, and no other CRD; it may never create or delete one.
+// three CRDs and the ClusterNetworkPolicy CRD the chart installs, by name,
+// and no other CRD; it may never create or delete one.
 func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 	ensureNamespace(t)
 	installRBAC(t, render(t))
@@ -169,7 +170,8 @@ func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 	crd := func(verb, name string) named {
 		return named{access{verb, "apiextensions.k8s.io", "customresourcedefinitions", "", ""}, name}
 	}
-	for _, n := range []string{"networks.networking.estuary.io", "subnets.networking.estuary.io", "ipinstances.networking.estuary.io"} {
+	for _, n := range []string{"networks.networking.estuary.io", "subnets.networking.estuary.io", "ipinstances.networking.estuary.io",
+		"clusternetworkpolicies.policy.networking.k8s.io"} {
 		for _, verb := range []string{"get", "update"} {
 			if !allowedName(t, user, crd(verb, n)) {
 				t.Errorf("the manager may not %s CRD %s; the chart must grant it", verb, n)
@@ -179,7 +181,7 @@ func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 			t.Errorf("the manager may delete CRD %s", n)
 		}
 	}
-	for _, a := range []named{crd("update", "widgets.example.com"), crd("create", ""), crd("list", ""), crd("get", "widgets.example.com")} {
+	for _, a := range []named{crd("update", "widgets.example.com"), crd("update", "adminnetworkpolicies.policy.networking.k8s.io"), crd("create", ""), crd("list", ""), crd("get", "widgets.example.com")} {
 		if allowedName(t, user, a) {
 			t.Errorf("the manager may %s %q; the chart must not grant it", a.access, a.name)
 		}
