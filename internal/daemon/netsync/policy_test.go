@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
@@ -144,4 +146,76 @@ func mapsKeys(m map[string][]string) []string {
 
 func isPodChain(name string) bool {
 	return name == policy.IngressChain("vethsrv") || name == policy.EgressChain("vethsrv")
+}
+
+// TestPolicyPartEnforcesClusterNetworkPolicy: with the ClusterNetworkPolicy
+// CRD the chart ships, an Admin-tier policy denying a client gives the
+// local server an ingress chain that drops the client's set, and deleting
+// the policy removes it, through the policy watch alone.
+func TestPolicyPartEnforcesClusterNetworkPolicy(t *testing.T) {
+	nsPath := nstest.New(t)
+	k8s, c, _ := startEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	table, err := ops.OpenPolicy(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(table.Close)
+	trigger := NewTrigger()
+	if err := trigger.WatchPolicy(ctx, c, true); err != nil {
+		t.Fatal(err)
+	}
+	veth := func(k store.Key) string { return "veth" + k.ContainerID }
+	part := NewPolicyPart(PolicyConfig{Reader: c, Admin: true, HostVeth: veth, Log: logr.Discard()}, table)
+	eps := &fakeEndpoints{}
+	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
+		IPs: []string{"10.78.0.5/32"}})
+	s, err := New(ctx, Options{Node: "node-a", Log: logr.Discard(), Parts: []Part{part}}, c, eps, trigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	go func() { _ = s.Run(ctx) }()
+
+	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})
+	policyPod(t, k8s, "tenant", "server", "10.78.0.5", map[string]string{"app": "server"})
+	policyPod(t, k8s, "tenant", "client", "10.78.0.6", map[string]string{"app": "client"})
+	cnp := &npv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-client"},
+		Spec: npv1beta1.ClusterNetworkPolicySpec{Tier: npv1beta1.AdminTier, Priority: 10,
+			Subject: npv1beta1.ClusterNetworkPolicySubject{Pods: &npv1beta1.NamespacedPod{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}}}},
+			Ingress: []npv1beta1.ClusterNetworkPolicyIngressRule{{Action: npv1beta1.ClusterNetworkPolicyRuleActionDeny,
+				From: []npv1beta1.ClusterNetworkPolicyIngressPeer{{Pods: &npv1beta1.NamespacedPod{
+					PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "client"}}}}}}},
+		}}
+	create(t, k8s, cnp)
+
+	client6 := netip.MustParseAddr("10.78.0.6")
+	read := func() policy.Table {
+		tab, err := table.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab
+	}
+	chain := policy.IngressChain("vethsrv")
+	eventually(t, "the server's ingress chain drops the client", func() error {
+		tab := read()
+		drops := slices.ContainsFunc(tab.Chains[chain], func(r string) bool { return strings.HasSuffix(r, " drop") })
+		if tab.Ingress["vethsrv"] != chain || !drops || !setHolds(tab, client6) {
+			return fmt.Errorf("ingress map %v, chain %v, sets %v", tab.Ingress, tab.Chains[chain], tab.Sets)
+		}
+		return nil
+	})
+	if err := k8s.Delete(ctx, cnp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no policy selects the server: its entry is gone", func() error {
+		tab := read()
+		if len(tab.Ingress) != 0 || slices.ContainsFunc(mapsKeys(tab.Chains), isPodChain) {
+			return fmt.Errorf("ingress %v, chains %v", tab.Ingress, mapsKeys(tab.Chains))
+		}
+		return nil
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
@@ -118,7 +119,7 @@ func startEnv(t *testing.T) (client.Client, cache.Cache, *runtime.Scheme) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme), npv1beta1.Install(scheme)); err != nil {
 		t.Fatal(err)
 	}
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
