@@ -46,12 +46,13 @@ func setHolds(tab policy.Table, a netip.Addr) bool {
 	return false
 }
 
-// TestPolicyPartFollowsPoliciesAndLabels: with a real API server and a
-// real nftables table in a namespace of its own, the loop gives a local
-// pod selected by a NetworkPolicy its ingress chain, with the allowed peer
-// in the chain's set; a label change of the peer and the policy's deletion
-// each reach the table through the policy watch alone.
-func TestPolicyPartFollowsPoliciesAndLabels(t *testing.T) {
+// startPolicyLoop runs a loop whose only part is the policy part, over a
+// real API server (envtest, with the CRDs of config/crd) and a real table
+// in a namespace of the test's, with one local endpoint: the pod
+// tenant/server at 10.78.0.5 behind host veth "vethsrv". admin enforces
+// ClusterNetworkPolicy too.
+func startPolicyLoop(t *testing.T, admin bool) (context.Context, client.Client, *ops.Policy) {
+	t.Helper()
 	nsPath := nstest.New(t)
 	k8s, c, _ := startEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,11 +63,11 @@ func TestPolicyPartFollowsPoliciesAndLabels(t *testing.T) {
 	}
 	t.Cleanup(table.Close)
 	trigger := NewTrigger()
-	if err := trigger.WatchPolicy(ctx, c, false); err != nil {
+	if err := trigger.WatchPolicy(ctx, c, admin); err != nil {
 		t.Fatal(err)
 	}
 	veth := func(k store.Key) string { return "veth" + k.ContainerID }
-	part := NewPolicyPart(PolicyConfig{Reader: c, HostVeth: veth, Log: logr.Discard()}, table)
+	part := NewPolicyPart(PolicyConfig{Reader: c, Admin: admin, HostVeth: veth, Log: logr.Discard()}, table)
 	eps := &fakeEndpoints{}
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
 		IPs: []string{"10.78.0.5/32"}})
@@ -76,6 +77,16 @@ func TestPolicyPartFollowsPoliciesAndLabels(t *testing.T) {
 	}
 	go func() { _ = c.Start(ctx) }()
 	go func() { _ = s.Run(ctx) }()
+	return ctx, k8s, table
+}
+
+// TestPolicyPartFollowsPoliciesAndLabels: with a real API server and a
+// real nftables table in a namespace of its own, the loop gives a local
+// pod selected by a NetworkPolicy its ingress chain, with the allowed peer
+// in the chain's set; a label change of the peer and the policy's deletion
+// each reach the table through the policy watch alone.
+func TestPolicyPartFollowsPoliciesAndLabels(t *testing.T) {
+	ctx, k8s, table := startPolicyLoop(t, false)
 
 	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})
 	policyPod(t, k8s, "tenant", "server", "10.78.0.5", map[string]string{"app": "server"})
@@ -153,30 +164,7 @@ func isPodChain(name string) bool {
 // local server an ingress chain that drops the client's set, and deleting
 // the policy removes it, through the policy watch alone.
 func TestPolicyPartEnforcesClusterNetworkPolicy(t *testing.T) {
-	nsPath := nstest.New(t)
-	k8s, c, _ := startEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	table, err := ops.OpenPolicy(nsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(table.Close)
-	trigger := NewTrigger()
-	if err := trigger.WatchPolicy(ctx, c, true); err != nil {
-		t.Fatal(err)
-	}
-	veth := func(k store.Key) string { return "veth" + k.ContainerID }
-	part := NewPolicyPart(PolicyConfig{Reader: c, Admin: true, HostVeth: veth, Log: logr.Discard()}, table)
-	eps := &fakeEndpoints{}
-	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
-		IPs: []string{"10.78.0.5/32"}})
-	s, err := New(ctx, Options{Node: "node-a", Log: logr.Discard(), Parts: []Part{part}}, c, eps, trigger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.Start(ctx) }()
-	go func() { _ = s.Run(ctx) }()
+	ctx, k8s, table := startPolicyLoop(t, true)
 
 	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})
 	policyPod(t, k8s, "tenant", "server", "10.78.0.5", map[string]string{"app": "server"})
