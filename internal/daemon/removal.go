@@ -33,8 +33,12 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// removalCheckTimeout bounds the last read of the DaemonSet at stop.
-const removalCheckTimeout = 3 * time.Second
+// removalCheckTimeout bounds the last read of the DaemonSet at stop, and
+// removalSyncTimeout the watch's first list at start.
+const (
+	removalCheckTimeout = 3 * time.Second
+	removalSyncTimeout  = 30 * time.Second
+)
 
 // Removal follows the DaemonSet that runs the daemon.
 type Removal struct {
@@ -80,6 +84,15 @@ func WatchRemoval(ctx context.Context, kube *rest.Config, ref string) (*Removal,
 		return nil, fmt.Errorf("watch DaemonSet %s: %w", ref, err)
 	}
 	f.Start(ctx.Done())
+	// The watch counts only once its first list is in: an uninstall that
+	// deletes the RBAC right after this returns must still be seen.
+	syncCtx, cancel := context.WithTimeout(ctx, removalSyncTimeout)
+	defer cancel()
+	for typ, ok := range f.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("watch DaemonSet %s: %v not listed within %s", ref, typ, removalSyncTimeout)
+		}
+	}
 	return r, nil
 }
 
