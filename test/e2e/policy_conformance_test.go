@@ -36,10 +36,11 @@ const cnpTestsEnv = "ESTUARY_CNP_TESTS"
 const cnpReportEnv = "ESTUARY_CNP_REPORT"
 
 // cnpSubset are the network-policy-api conformance tests make test runs:
-// the admin tier's priority field (a higher-priority Allow over a lower
-// Deny, then the priorities swapped by an update) and the tiers' integration
-// with NetworkPolicy (admin Pass to a NetworkPolicy, baseline below it).
-// Each probes TCP between the suite's pods, the base the full run shares.
+// the admin tier's priority field (a Deny at priority 50 over a Pass at 60,
+// then the Pass moved to 40 by an update, so the baseline tier's Accept
+// decides) and the tiers' integration (admin Deny, then Pass handing
+// traffic to a NetworkPolicy and to the baseline tier). Both probe TCP
+// between the suite's base pods, which the full run shares.
 var cnpSubset = []string{"CNPAdminTierPriorityField", "CNPAdminTierIntegration"}
 
 // sctpUnsupported is why the SCTP tests do not run here.
