@@ -221,7 +221,7 @@ func writeCNPReport(t *testing.T, e *labEnv, report *confv1a1.ConformanceReport)
 		failed := append([]string{}, s.FailedTests...)
 		sort.Strings(failed)
 		t.Logf("profile %s (network-policy-api %s), standard: %s, %d passed, %d failed, %d skipped; failed: %v",
-			p.Name, report.NetworkPolicyBundleVersion, s.Result, s.Statistics.Passed, s.Statistics.Failed, s.Statistics.Skipped, failed)
+			p.Name, report.NetworkPolicyBundleVersion, s.Result, s.Passed, s.Failed, s.Skipped, failed)
 	}
 	t.Logf("conformance report: %s", path)
 	return nil
