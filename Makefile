@@ -113,7 +113,7 @@ CHAOS_WAVES ?= 20
 DUALSTACK_TESTS ?= ^TestDualStack
 
 .PHONY: test-lab
-test-lab: ## End-to-end tests on the lab cluster (IPv4, then a dual-stack lab), the chaos suite at CHAOS_SUBSET_WAVES waves, with a subset of the upstream conformance tests (root).
+test-lab: ## End-to-end tests on the lab cluster (IPv4, then a dual-stack lab), the chaos suite at CHAOS_SUBSET_WAVES waves, with a subset of the upstream conformance tests and of network-policy-api's ClusterNetworkPolicy suite (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
 	@if [ -d test/lab ]; then ESTUARY_CHAOS_WAVES=$(CHAOS_SUBSET_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
@@ -140,6 +140,14 @@ conformance: lab-deps ## Upstream [sig-network] [Conformance] e2e tests on a fre
 .PHONY: conformance-netpol
 conformance-netpol: lab-deps ## Every upstream NetworkPolicy e2e test (the Netpol suite) that fits the lab, on a fresh estuary lab; lists those left out and why; prints N passed, N failed (root).
 	NETPOL=1 bash hack/conformance.sh
+
+# The network-policy-api conformance tests make conformance-cnp runs: all, or
+# their ShortNames separated by commas.
+CNP_TESTS ?= all
+
+.PHONY: conformance-cnp
+conformance-cnp: lab-deps ## sigs.k8s.io/network-policy-api's own conformance suite (profile ClusterNetworkPolicy; CNP_TESTS, default all) on a fresh estuary lab; the upstream report in _output/conformance-cnp/report.yaml (root).
+	CNP=1 CNP_TESTS='$(CNP_TESTS)' bash hack/conformance.sh
 
 # The Kubernetes version make test-kube-version runs the lab on (the lab's
 # default, v1.36.3, is the newest supported), and the e2e tests it runs

@@ -11,7 +11,12 @@ import (
 // machine's Debian packages and the binaries the lab builds, with what the
 // upstream image offers the tests.
 const (
-	UpstreamAgnhost   = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+	UpstreamAgnhost = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+	// PolicyAPIAgnhost is the agnhost of sigs.k8s.io/network-policy-api's
+	// conformance suite (conformance/base/manifests.yaml), served by the
+	// same image: its pods run agnhost serve-hostname, netexec and porter,
+	// and are probed with agnhost connect.
+	PolicyAPIAgnhost  = "registry.k8s.io/e2e-test-images/agnhost:2.45"
 	UpstreamPause     = "registry.k8s.io/pause:3.10.2"
 	UpstreamBusyBox   = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
 	UpstreamGlibcDNS  = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
@@ -84,7 +89,8 @@ type AgnhostSources struct {
 	BusyBox string // busybox (ProgramAt)
 }
 
-// Agnhost returns the agnhost image named both local and upstream: the
+// Agnhost returns the agnhost image named local and by both upstream tags
+// (UpstreamAgnhost, PolicyAPIAgnhost): the
 // toolbox, /agnhost with /agnhost-2 linked to it, porter's certificate and key
 // at / (read from the Kubernetes module, never stored here), /uploads, and
 // /coredns; the entrypoint is /agnhost and the default command pause.
@@ -102,7 +108,7 @@ func Agnhost(src AgnhostSources, local string) (Image, error) {
 	if src.CoreDNS != "" {
 		files = append(files, File{Source: src.CoreDNS, Path: "/coredns"})
 	}
-	return Image{Tag: local, Tags: []string{UpstreamAgnhost}, Files: sortedFiles(files),
+	return Image{Tag: local, Tags: []string{UpstreamAgnhost, PolicyAPIAgnhost}, Files: sortedFiles(files),
 		Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{upstreamPATH}}, nil
 }
 

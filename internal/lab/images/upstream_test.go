@@ -75,7 +75,7 @@ ip -V >/dev/null && ss -h >/dev/null && iperf3 -v >/dev/null
 	if !strings.Contains(out, "agnhost pause") {
 		t.Fatalf("agnhost-2 did not run agnhost: %q", out)
 	}
-	if img.Tags[0] != UpstreamAgnhost || img.Entrypoint[0] != "/agnhost" || img.Cmd[0] != "pause" {
+	if len(img.Tags) != 2 || img.Tags[0] != UpstreamAgnhost || img.Tags[1] != PolicyAPIAgnhost || img.Entrypoint[0] != "/agnhost" || img.Cmd[0] != "pause" {
 		t.Errorf("agnhost image names or run configuration: %+v", img)
 	}
 
