@@ -47,6 +47,9 @@ var cnpSubset = []string{"CNPAdminTierPriorityField", "CNPAdminTierIntegration"}
 const sctpUnsupported = "the kernel has no SCTP sockets (CONFIG_IP_SCTP unset: socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) " +
 	"fails with EPROTONOSUPPORT), so agnhost can neither serve nor connect over SCTP; the lab's nodes share this kernel"
 
+// sctpProbed is why tests of several protocols do not run here.
+const sctpProbed = "its cases probe SCTP ports besides TCP and UDP ones (agnhost connect --protocol=sctp), and " + sctpUnsupported
+
 // cnpSkips are the conformance tests the run leaves out (suite
 // Options.SkipTests), each with its reason, and the check that the reason
 // holds on this machine. The upstream report lists them as skipped.
@@ -58,6 +61,15 @@ var cnpSkips = []struct {
 	{"CNPAdminTierIngressSCTP", sctpUnsupported, noSCTP},
 	{"CNPBaselineTierEgressSCTP", sctpUnsupported, noSCTP},
 	{"CNPBaselineTierIngressSCTP", sctpUnsupported, noSCTP},
+	// These test TCP and UDP too, but each of their cases also probes an
+	// SCTP port of the same pods and requires it to connect or to be
+	// dropped, which a kernel without SCTP can do neither of.
+	{"CNPAdminTierGress", sctpProbed, noSCTP},
+	{"CNPBaselineTierGress", sctpProbed, noSCTP},
+	{"CNPAdminTierEgressInlineCIDRPeers", sctpProbed, noSCTP},
+	{"CNPBaselineTierEgressInlineCIDRPeers", sctpProbed, noSCTP},
+	{"CNPAdminTierPortRange", sctpProbed, noSCTP},
+	{"CNPBaselineTierPortRange", sctpProbed, noSCTP},
 }
 
 // noSCTP returns nil when this kernel refuses SCTP sockets as a kernel
