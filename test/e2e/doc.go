@@ -17,5 +17,8 @@
 // (no up, no down); ESTUARY_E2E_KEEP=1 leaves the lab they brought up running;
 // ESTUARY_E2E_KUBERNETES_VERSION=vX.Y.Z brings the lab up on that Kubernetes
 // version (make test-kube-version); ESTUARY_UPGRADE_FROM=<commit> names the
-// commit TestUpgradeWithoutAnOutage upgrades from.
+// commit TestUpgradeWithoutAnOutage upgrades from; ESTUARY_CNP_TESTS (all,
+// or ShortNames separated by commas) chooses the network-policy-api
+// conformance tests TestClusterNetworkPolicyConformance runs (make
+// conformance-cnp), and ESTUARY_CNP_REPORT where it writes their report.
 package e2e
