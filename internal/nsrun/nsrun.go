@@ -1,5 +1,6 @@
 // Package nsrun runs code inside a network namespace without ever moving a
-// caller's thread there.
+// caller's thread there, and keeps the directory named namespaces are
+// pinned in a shared mount point (SharedDir).
 //
 // Do starts a fresh goroutine, locks it to its OS thread, enters the target
 // namespace and runs fn. The thread is never unlocked, so the Go runtime
@@ -9,10 +10,13 @@
 package nsrun
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Do runs fn in the network namespace at nsPath (a path such as
@@ -38,4 +42,26 @@ func Do(nsPath string, fn func() error) error {
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// SharedDir makes dir (the directory named namespaces are pinned in,
+// /var/run/netns) a mount point with shared propagation, as `ip netns add`
+// does the first time it runs. If namespaces were pinned in a plain
+// directory, a later `ip netns add` (a test, an operator, the lab) would
+// bind-mount dir over itself and hide every pin beneath the new mount,
+// where nothing can unmount or delete them. Idempotent.
+func SharedDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: shared with iproute2, which makes it 0755 too
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet
+		if err = unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
+			err = unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("make %s a shared mount point: %w", dir, err)
+	}
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/estuary-cni/estuary/internal/lab/proc"
+	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
 // Prefix starts the name of every namespace this package makes, so leftovers
@@ -40,7 +41,12 @@ const Dir = "/run/netns"
 // ownedName matches the names New gives, capturing the maker's pid.
 var ownedName = regexp.MustCompile("^" + regexp.QuoteMeta(Prefix) + `([0-9]+)-[0-9a-f]{8}$`)
 
-var sweepOnce sync.Once
+// sweepOnce makes Dir a shared mount point (sharedErr) and sweeps orphans,
+// once per test process.
+var (
+	sweepOnce sync.Once
+	sharedErr error
+)
 
 // RequireRoot skips the test unless it runs as root.
 func RequireRoot(tb testing.TB) {
@@ -57,10 +63,14 @@ func New(tb testing.TB) string {
 	tb.Helper()
 	RequireRoot(tb)
 	sweepOnce.Do(func() {
+		sharedErr = nsrun.SharedDir(Dir)
 		for _, err := range SweepOrphans() {
 			tb.Logf("remove a namespace of a killed test run: %v", err)
 		}
 	})
+	if sharedErr != nil {
+		tb.Fatalf("network namespaces: %v", sharedErr)
+	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		tb.Fatalf("random namespace name: %v", err)

@@ -37,7 +37,7 @@ func Create(name string) error {
 	if _, err := os.Stat(Path(name)); err == nil {
 		return LinkUp(name, "lo")
 	}
-	if err := sharedNSDir(); err != nil {
+	if err := nsrun.SharedDir(NSDir); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
@@ -55,27 +55,6 @@ func Create(name string) error {
 		return err
 	}
 	return LinkUp(name, "lo")
-}
-
-// sharedNSDir makes NSDir a mount point with shared propagation, as
-// `ip netns add` does the first time it runs. If the lab pinned its
-// namespaces in a plain directory, a later `ip netns add` (a test, an
-// operator) would bind-mount NSDir over itself and hide every pin beneath
-// the new mount, where nothing can unmount or delete them.
-func sharedNSDir() error {
-	if err := os.MkdirAll(NSDir, 0o755); err != nil { //nolint:gosec // G301: shared with iproute2, which makes it 0755 too
-		return fmt.Errorf("create %s: %w", NSDir, err)
-	}
-	err := unix.Mount("", NSDir, "none", unix.MS_SHARED|unix.MS_REC, "")
-	if errors.Is(err, unix.EINVAL) { // not a mount point yet
-		if err = unix.Mount(NSDir, NSDir, "none", unix.MS_BIND|unix.MS_REC, ""); err == nil {
-			err = unix.Mount("", NSDir, "none", unix.MS_SHARED|unix.MS_REC, "")
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("make %s a shared mount point: %w", NSDir, err)
-	}
-	return nil
 }
 
 // Delete removes the named namespace; a missing one is not an error.
