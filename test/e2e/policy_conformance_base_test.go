@@ -118,7 +118,7 @@ func TestDropSCTPServersKeepsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, keep := range []string{"serve-hostname --tcp --http=false --port 80", "serve-hostname --udp --http=false --port 53",
-		"hostNetwork: true", "name: centaur", "conformance-house: forbidden-forrest"} {
+		"hostNetwork: true", "name: centaur\n", "conformance-house: forbidden-forrest"} {
 		if strings.Count(rest, keep) != strings.Count(string(b), keep) {
 			t.Errorf("the base lost %q", keep)
 		}

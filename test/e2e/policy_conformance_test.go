@@ -3,6 +3,7 @@
 package e2e_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,10 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -158,6 +162,10 @@ func TestClusterNetworkPolicyConformance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("network-policy-api conformance suite: %v", err)
 	}
+	// Registered before the suite's own clean-up, so it runs after it: the
+	// suite deletes its namespaces without waiting, and the tests after
+	// this one count the cluster's addresses.
+	t.Cleanup(func() { waitCNPNamespacesGone(t, cs) })
 	cSuite.Setup(t)
 	if err := cSuite.Run(t, selected); err != nil {
 		t.Fatal(err)
@@ -237,4 +245,32 @@ func writeCNPReport(t *testing.T, e *labEnv, report *confv1a1.ConformanceReport)
 	}
 	t.Logf("conformance report: %s", path)
 	return nil
+}
+
+// cnpNamespacePrefix names the namespaces of the suite's base.
+const cnpNamespacePrefix = "network-policy-conformance-"
+
+// waitCNPNamespacesGone waits, at most 5 minutes, until no namespace of the
+// suite's base is left (their pods gone, their addresses released).
+func waitCNPNamespacesGone(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the deadline
+		}
+		left = left[:0]
+		for _, ns := range nss.Items {
+			if strings.HasPrefix(ns.Name, cnpNamespacePrefix) {
+				left = append(left, ns.Name)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the suite's namespaces are not gone after 5 minutes: %v", left)
+	}
 }
