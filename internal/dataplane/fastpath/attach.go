@@ -45,6 +45,11 @@ type Attacher struct {
 
 	attached   map[string]int // device -> ifindex it was attached at by this Attacher
 	lastVerify time.Time
+
+	// raise moves the program's echoes to EchoesViaStack once it runs
+	// everywhere; raised reports its error, if any, to the next Sync.
+	raise  *time.Timer
+	raised chan error
 }
 
 // NewAttacher returns an Attacher for p through tc. Attachments it made are
@@ -56,7 +61,7 @@ func NewAttacher(p *Program, tc TC, verify time.Duration) (*Attacher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Attacher{prog: p, id: id, tc: tc, verify: verify, attached: map[string]int{}}, nil
+	return &Attacher{prog: p, id: id, tc: tc, verify: verify, attached: map[string]int{}, raised: make(chan error, 1)}, nil
 }
 
 // Sync fills the maps, then attaches the program to every desired device
@@ -101,7 +106,36 @@ func (a *Attacher) Sync(d Desired) error {
 			delete(a.attached, name)
 		}
 	}
+	select {
+	case err := <-a.raised:
+		a.raise = nil // retried below
+		errs = append(errs, err)
+	default:
+	}
+	if len(errs) == 0 {
+		a.raiseEchoes()
+	}
 	return errors.Join(errs...)
+}
+
+// raiseEchoes schedules the program's move to its echoes (EchoesViaStack
+// for a node that enforces policy), once, after Sync attached it to every
+// device it wants: every echo request from then on passes conntrack, and the
+// settle time lets the replies of those that did not come back first.
+func (a *Attacher) raiseEchoes() {
+	if a.raise != nil {
+		return
+	}
+	cur, err := a.prog.Echoes()
+	if err != nil || cur == a.prog.wantEchoes {
+		return
+	}
+	want := a.prog.wantEchoes
+	a.raise = time.AfterFunc(a.prog.settle, func() {
+		if err := a.prog.SetEchoes(want); err != nil {
+			a.raised <- err
+		}
+	})
 }
 
 // ensure attaches the program to name (ifindex i) unless it is known to be

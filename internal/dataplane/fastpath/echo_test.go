@@ -3,7 +3,10 @@ package fastpath_test
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
@@ -43,13 +46,16 @@ func forwardedEchoes(t *testing.T, host string) func() uint64 {
 }
 
 // With policy enforced, no echo may skip netfilter, where the policy table
-// decides it; without, echoes between cluster addresses are forwarded by
-// the program.
+// decides it, once the program has settled; without, echoes between cluster
+// addresses are forwarded by the program.
 func TestEchoViaStack(t *testing.T) {
 	for _, viaStack := range []bool{true, false} {
 		t.Run(fmt.Sprintf("EchoViaStack=%v", viaStack), func(t *testing.T) {
 			n := newNode(t)
-			p := attachWith(t, n.tc, n.desired(false), fastpath.Options{EchoViaStack: viaStack})
+			p := attachWith(t, n.tc, n.desired(false), fastpath.Options{EchoViaStack: viaStack, EchoSettle: 10 * time.Millisecond})
+			if viaStack {
+				waitEchoes(t, p, fastpath.EchoesViaStack)
+			}
 			seen := forwardedEchoes(t, n.host)
 			before := stats(t, p)
 			ping(t, n.podA, podB4) // pod to pod on the node
@@ -76,5 +82,72 @@ func TestEchoViaStack(t *testing.T) {
 				t.Errorf("netfilter forwarded %d echoes; want none, the program forwards them", got)
 			}
 		})
+	}
+}
+
+// waitEchoes waits until p's echoes are want.
+func waitEchoes(t *testing.T, p *fastpath.Program, want fastpath.Echoes) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := p.Echoes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echoes %d after 10s; want %d", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A program that enforces policy replaces, device by device, one that
+// forwarded echoes. Midway, a request passes the old program (past
+// conntrack) and its reply reaches the new one: were the reply sent to the
+// stack, conntrack would find it invalid and the node's INVALID rule would
+// drop it. So the new program starts with requests only and takes replies
+// to the stack once it runs on every device.
+func TestEchoesMoveToTheStackWithoutDroppingReplies(t *testing.T) {
+	n := newNode(t)
+	old := attachWith(t, n.tc, n.desired(false), fastpath.Options{})
+	ping(t, n.podA, podB4)
+
+	next := loadProgram(t, fastpath.Options{EchoViaStack: true, EchoSettle: time.Hour})
+	t.Cleanup(func() { _ = next.Close() })
+	if got, err := next.Echoes(); err != nil || got != fastpath.EchoRequestsViaStack {
+		t.Fatalf("a program loaded for policy starts with echoes %d (err %v); want requests only (%d)", got, err, fastpath.EchoRequestsViaStack)
+	}
+	a, err := fastpath.NewAttacher(next, n.tc, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(n.desired(false)); err != nil {
+		t.Fatal(err)
+	}
+	// Midway: pod A's veth still runs the old program, pod B's the new.
+	if err := n.tc.AttachIngress(n.vethA, old.FD(), fastpath.Name); err != nil {
+		t.Fatal(err)
+	}
+	ping(t, n.podA, podB4)
+
+	// The hazard: replies to the stack now would be dropped.
+	if err := next.SetEchoes(fastpath.EchoesViaStack); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", filepath.Base(n.podA), "ping", "-c", "3", "-i", "0.05", "-W", "1", podB4).CombinedOutput(); err == nil {
+		t.Fatalf("replies to requests the old program forwarded reached pod A through the stack; want them dropped as invalid:\n%s", out)
+	}
+
+	// Once the new program runs everywhere, every echo passes netfilter.
+	if err := n.tc.AttachIngress(n.vethA, next.FD(), fastpath.Name); err != nil {
+		t.Fatal(err)
+	}
+	seen := forwardedEchoes(t, n.host)
+	ping(t, n.podA, podB4)
+	if got := seen(); got < 10 {
+		t.Errorf("netfilter forwarded %d echoes; want all 10", got)
 	}
 }

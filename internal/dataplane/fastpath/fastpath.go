@@ -38,6 +38,14 @@
 //     table accepts from one it drops, so the table, in netfilter's FORWARD
 //     and INPUT hooks, decides each one. ICMP errors carry inner headers
 //     NAT rewrites and take the stack's path either way.
+//     Such a program starts by sending only requests to the stack
+//     (Echoes): while it replaces a program that forwarded echoes, device
+//     by device, a request may pass one device's old program, past
+//     conntrack, and its reply reach another device's new one; conntrack,
+//     which never saw the request, finds the reply invalid and kube-proxy
+//     drops it. Once the program runs on every device and the echoes in
+//     flight are answered (Options.EchoSettle), the Attacher sends replies
+//     to the stack too, with one write every device sees at once.
 //   - Packets to or from a cluster subnet (the subnets map). Anything else
 //     the node forwards is none of estuary's business.
 //
@@ -104,6 +112,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -127,11 +136,44 @@ type Options struct {
 	// flows conntrack holds as established stay on the fast path: the
 	// policy table accepts established flows too.
 	EchoViaStack bool
+	// EchoSettle is how long the Attacher waits, once the program runs on
+	// every device it wants, before it sends echo replies to the stack as
+	// well (Echoes); 0 is DefaultEchoSettle.
+	EchoSettle time.Duration
 }
+
+// DefaultEchoSettle is Options.EchoSettle's default: far longer than any
+// echo between cluster addresses is in flight.
+const DefaultEchoSettle = 2 * time.Second
+
+// Echoes says which ICMP echoes between cluster addresses take the stack's
+// path (echo_to_stack in bpf/fastpath.c).
+type Echoes uint32
+
+const (
+	// EchoesForwarded means the program forwards echoes (no policy enforced).
+	EchoesForwarded Echoes = 0
+	// EchoRequestsViaStack sends requests to the stack and forwards replies.
+	// A program loaded with EchoViaStack starts here: a program it replaces
+	// may have forwarded requests past conntrack, and conntrack drops a
+	// reply to a request it never saw as invalid (kube-proxy's rule).
+	EchoRequestsViaStack Echoes = 1
+	// EchoesViaStack sends every echo to the stack, where the policy table
+	// decides it. The Attacher moves a program loaded with EchoViaStack
+	// here once it runs on every device and EchoSettle has passed, so
+	// conntrack has seen the request of every reply still to come.
+	EchoesViaStack Echoes = 2
+)
 
 // Program is the loaded fast path: the program and its maps.
 type Program struct {
 	objs fastpathObjects
+
+	wantEchoes Echoes
+	settle     time.Duration
+
+	mu     sync.Mutex // guards closed and the echo_to_stack variable
+	closed bool
 }
 
 // Load loads the program into the kernel. It fails with the verifier's log
@@ -158,14 +200,49 @@ func Load(opts Options) (*Program, error) {
 	if err := errors.Join(set("tcp_timeout_ms", opts.TCPTimeout), set("udp_timeout_ms", opts.UDPTimeout)); err != nil {
 		return nil, err
 	}
-	if err := spec.Variables["echo_via_stack"].Set(opts.EchoViaStack); err != nil {
-		return nil, fmt.Errorf("fast path: set echo_via_stack: %w", err)
+	p := Program{wantEchoes: EchoesForwarded, settle: opts.EchoSettle}
+	if p.settle <= 0 {
+		p.settle = DefaultEchoSettle
 	}
-	var p Program
+	start := EchoesForwarded
+	if opts.EchoViaStack {
+		p.wantEchoes, start = EchoesViaStack, EchoRequestsViaStack
+	}
+	if err := spec.Variables[fastpathVarEchoToStack].Set(uint32(start)); err != nil {
+		return nil, fmt.Errorf("fast path: set %s: %w", fastpathVarEchoToStack, err)
+	}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		return nil, fmt.Errorf("fast path: load the program: %w", err)
 	}
 	return &p, nil
+}
+
+// Echoes reads which echoes take the stack's path now.
+func (p *Program) Echoes() (Echoes, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, errors.New("fast path: echoes: the program is closed")
+	}
+	var v uint32
+	if err := p.objs.EchoToStack.Get(&v); err != nil {
+		return 0, fmt.Errorf("fast path: read %s: %w", fastpathVarEchoToStack, err)
+	}
+	return Echoes(v), nil
+}
+
+// SetEchoes makes e the echoes that take the stack's path, on every device
+// the program runs on at once.
+func (p *Program) SetEchoes(e Echoes) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("fast path: set echoes: the program is closed")
+	}
+	if err := p.objs.EchoToStack.Set(uint32(e)); err != nil {
+		return fmt.Errorf("fast path: set %s to %d: %w", fastpathVarEchoToStack, e, err)
+	}
+	return nil
 }
 
 // FD is the program's file descriptor, for a tc filter.
@@ -186,7 +263,12 @@ func (p *Program) ID() (uint32, error) {
 
 // Close releases the daemon's references; attached filters keep the
 // program and its maps alive.
-func (p *Program) Close() error { return p.objs.Close() }
+func (p *Program) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return p.objs.Close()
+}
 
 // Subnet is a cluster subnet as the program sees it.
 type Subnet struct {

@@ -57,7 +57,7 @@ const (
 	fastpathMapTunnels          = "tunnels"
 	fastpathMapVteps            = "vteps"
 	fastpathProgEstuaryFastpath = "estuary_fastpath"
-	fastpathVarEchoViaStack     = "echo_via_stack"
+	fastpathVarEchoToStack      = "echo_to_stack"
 	fastpathVarTcpTimeoutMs     = "tcp_timeout_ms"
 	fastpathVarUdpTimeoutMs     = "udp_timeout_ms"
 )
@@ -123,7 +123,7 @@ type fastpathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathVariableSpecs struct {
-	EchoViaStack *ebpf.VariableSpec `ebpf:"echo_via_stack"`
+	EchoToStack  *ebpf.VariableSpec `ebpf:"echo_to_stack"`
 	TcpTimeoutMs *ebpf.VariableSpec `ebpf:"tcp_timeout_ms"`
 	UdpTimeoutMs *ebpf.VariableSpec `ebpf:"udp_timeout_ms"`
 }
@@ -171,7 +171,7 @@ func (m *fastpathMaps) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathVariables struct {
-	EchoViaStack *ebpf.Variable `ebpf:"echo_via_stack"`
+	EchoToStack  *ebpf.Variable `ebpf:"echo_to_stack"`
 	TcpTimeoutMs *ebpf.Variable `ebpf:"tcp_timeout_ms"`
 	UdpTimeoutMs *ebpf.Variable `ebpf:"udp_timeout_ms"`
 }

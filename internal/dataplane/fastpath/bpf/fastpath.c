@@ -112,16 +112,38 @@ struct {
 volatile const __u32 tcp_timeout_ms = 432000000;
 volatile const __u32 udp_timeout_ms = 120000;
 
-/* Set by the loader when the node enforces NetworkPolicy: echoes have no
- * conntrack lookup here, so every ICMP packet takes the stack, where the
- * policy table in netfilter's hooks decides it. */
-volatile const bool echo_via_stack = false;
+/* Which ICMP echoes take the stack. On a node that enforces NetworkPolicy,
+ * echoes have no conntrack lookup here, so all of them take the stack, where
+ * the policy table in netfilter's hooks decides them (ECHO_ALL). A program
+ * that replaces one which forwarded echoes starts with requests only
+ * (ECHO_REQUESTS): a reply whose request the old program forwarded past
+ * conntrack would be invalid to it and dropped. The daemon raises it to
+ * ECHO_ALL once this program runs on every device and the echoes in flight
+ * are answered. */
+enum echo_to_stack {
+	ECHO_NONE = 0,
+	ECHO_REQUESTS = 1,
+	ECHO_ALL = 2,
+};
+volatile __u32 echo_to_stack = ECHO_NONE;
+
+/* struct flow's echo */
+enum {
+	ECHO_REQUEST = 1,
+	ECHO_REPLY = 2,
+};
+
+static __always_inline bool echo_via_stack(__u8 echo)
+{
+	__u32 mode = echo_to_stack;
+	return mode == ECHO_ALL || (mode == ECHO_REQUESTS && echo == ECHO_REQUEST);
+}
 
 struct flow {
 	__u8 family;
 	__u8 proto;
 	__u8 tcp_flags; /* FIN, SYN, RST as in the TCP header's flag byte */
-	__u8 echo;      /* an ICMP echo request or reply */
+	__u8 echo;      /* ECHO_REQUEST or ECHO_REPLY for ICMP echoes, else 0 */
 	__u16 tot_len;
 	__be16 sport, dport;
 	__u8 src[16], dst[16]; /* IPv4 as IPv4-mapped IPv6 */
@@ -180,10 +202,10 @@ static __always_inline int ports(struct __sk_buff *skb, __u32 off, struct flow *
 	__u8 *type = data + off;
 	if ((void *)(type + 1) > end)
 		return -1;
-	if (f->proto == IPPROTO_ICMP)
-		f->echo = *type == ICMP_ECHO || *type == ICMP_ECHOREPLY;
-	else
-		f->echo = *type == ICMPV6_ECHO_REQUEST || *type == ICMPV6_ECHO_REPLY;
+	if (*type == (f->proto == IPPROTO_ICMP ? ICMP_ECHO : ICMPV6_ECHO_REQUEST))
+		f->echo = ECHO_REQUEST;
+	else if (*type == (f->proto == IPPROTO_ICMP ? ICMP_ECHOREPLY : ICMPV6_ECHO_REPLY))
+		f->echo = ECHO_REPLY;
 	return 0;
 }
 
@@ -382,7 +404,7 @@ int estuary_fastpath(struct __sk_buff *skb)
 	if (f.proto == IPPROTO_ICMP || f.proto == IPPROTO_ICMPV6) {
 		/* ICMP has no conntrack lookup here, so nothing tells whether
 		 * policy would let an echo through: with policy enforced, all
-		 * of it takes the stack. Otherwise echoes are never rewritten
+		 * of it takes the stack (echo_to_stack). Otherwise echoes are never rewritten
 		 * between cluster addresses; out of the cluster only the source
 		 * NAT of a natOutgoing subnet would rewrite them, so an echo
 		 * leaving such a subnet takes the stack. So does one coming into
@@ -390,7 +412,7 @@ int estuary_fastpath(struct __sk_buff *skb)
 		 * take the stack, and conntrack must have seen the request, or
 		 * it drops the reply as invalid. Errors carry headers NAT
 		 * rewrites: the stack's. */
-		if (echo_via_stack || !f.echo || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)) ||
+		if (!f.echo || echo_via_stack(f.echo) || (!in_dst && (src_flags & SUBNET_NAT_OUTGOING)) ||
 		    (!in_src && (dst_flags & SUBNET_NAT_OUTGOING)))
 			return pass(skb, STAT_PASS_CONNTRACK, in_if);
 	} else if (!established(skb, &f)) {
