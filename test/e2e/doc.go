@@ -12,7 +12,8 @@
 // component's authenticated /metrics through a pod storm.
 //
 // They need root, and bringing a lab up replaces any lab already running on
-// the machine. Run: go test -tags lab -timeout 60m -v ./test/e2e/
+// the machine. The lab comes up at the first test that needs one, so a run
+// of only the package's pure tests brings up none. Run: go test -tags lab -timeout 60m -v ./test/e2e/
 // ESTUARY_E2E_REUSE=<state-dir> runs them against a lab that is already up
 // (no up, no down); ESTUARY_E2E_KEEP=1 leaves the lab they brought up running;
 // ESTUARY_E2E_KUBERNETES_VERSION=vX.Y.Z brings the lab up on that Kubernetes

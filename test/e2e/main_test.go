@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,8 +97,13 @@ func (e *labEnv) ipv6(t *testing.T) lab.FamilyStatus {
 	return lab.FamilyStatus{}
 }
 
+// The lab starts at the first test that needs one (needLab), so a run of
+// tests that need none (the pure ones of this package) brings up no lab and
+// takes down no other lab on the machine.
 var (
+	labOnce    sync.Once
 	env        *labEnv
+	labErr     error
 	skipReason string
 )
 
@@ -109,23 +115,25 @@ func runMain(m *testing.M) int {
 		return m.Run()
 	}
 	ctrllog.SetLogger(logr.Discard())
-	e, err := startLab()
-	if e != nil {
-		defer e.stop()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	env = e
+	defer func() {
+		if env != nil {
+			env.stop()
+		}
+	}()
 	return m.Run()
 }
 
-// needLab returns the lab, or skips the test when there is none.
+// needLab returns the lab, bringing it up at the first call, or skips the
+// test when there can be none. A lab that failed to come up fails every test
+// that needs it.
 func needLab(t *testing.T) *labEnv {
 	t.Helper()
-	if env == nil {
+	if skipReason != "" {
 		t.Skip(skipReason)
+	}
+	labOnce.Do(func() { env, labErr = startLab() })
+	if labErr != nil {
+		t.Fatalf("e2e: the lab: %v", labErr)
 	}
 	return env
 }
