@@ -203,6 +203,9 @@ func (l *Lab) addReadiness(ctx context.Context, s *Status, bin string) {
 		for _, n := range nodes {
 			if n.Name == s.Nodes[i].Name {
 				ready = n.Ready
+				if n.PodCIDR != "" {
+					s.Nodes[i].PodCIDR = n.PodCIDR // kube-controller-manager's with --cni flannel
+				}
 			}
 		}
 		s.Nodes[i].Ready = &ready
