@@ -259,7 +259,7 @@ func serveHealthz(ctx context.Context, wg *sync.WaitGroup, addr string, ready *a
 	go func() {
 		defer wg.Done()
 		<-ctx.Done()
-		sctx, c := context.WithTimeout(context.Background(), 3*time.Second)
+		sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer c()
 		_ = srv.Shutdown(sctx)
 	}()

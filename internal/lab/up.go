@@ -184,7 +184,11 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 	l.step("lab is up")
 	for _, n := range nodes {
 		m, _ := l.plan.Node(n.Name)
-		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, m.PodCIDR, n.Version)
+		cidr := m.PodCIDR.String()
+		if n.PodCIDR != "" {
+			cidr = n.PodCIDR // kube-controller-manager's with --cni flannel
+		}
+		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, cidr, n.Version)
 	}
 	if e := st.Estuary; e != nil {
 		l.p.printf("  estuary %s from %s (release %s in %s)\n  images %s, %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
