@@ -112,7 +112,9 @@ func TestFlannelLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := e.lab(ctx, "up", "--cni", "flannel", "--nodes", fmt.Sprint(nodes), "--api-port", e.apiPort, "--repo", e.repo)
+	mode := getenv("ESTUARY_LAB_PROXY_MODE", "iptables") // flannel's rules follow it (EnableNFTables)
+	out, err := e.lab(ctx, "up", "--cni", "flannel", "--nodes", fmt.Sprint(nodes), "--proxy-mode", mode,
+		"--api-port", e.apiPort, "--repo", e.repo)
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer dcancel()
@@ -136,6 +138,7 @@ func TestFlannelLab(t *testing.T) {
 		return
 	}
 	t.Run("kernel", func(t *testing.T) { checkKernel(t, e, st, leases) })
+	t.Run("traffic rules", func(t *testing.T) { checkRules(t, e, st, mode) })
 	t.Run("pods", func(t *testing.T) { checkPods(t, e, names, leases) })
 }
 
@@ -301,4 +304,31 @@ func hasLine(out string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// checkRules: flannel's masquerade and forward rules are on every node, in
+// iptables or, with kube-proxy in nftables mode, in flannel's nftables tables.
+func checkRules(t *testing.T, e *env, st *lab.Status, mode string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range st.Nodes {
+		var out string
+		var err error
+		var want []string
+		if mode == "nftables" {
+			out, err = e.node(ctx, n.Name, "nft", "list", "ruleset")
+			want = []string{"table ip flannel-ipv4", "masquerade"}
+		} else {
+			out, err = e.node(ctx, n.Name, "iptables-save")
+			want = []string{"-A FLANNEL-POSTRTG", "MASQUERADE", "-A FLANNEL-FWD -s " + st.PodCIDR}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in flannel's %s rules", n.Name, w, mode)
+			}
+		}
+	}
 }
