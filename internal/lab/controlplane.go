@@ -129,7 +129,7 @@ func (l *Lab) startControllers(bin string) error {
 		"--cluster-signing-cert-file="+k("ca.crt"), "--cluster-signing-key-file="+k("ca.key"),
 		"--cluster-cidr="+l.plan.joined(func(p *Plan) string { return p.Pods.String() }),
 		"--service-cluster-ip-range="+l.plan.joined(func(p *Plan) string { return p.Services.String() }),
-		"--allocate-node-cidrs=false", "--profiling=false", "--v=1",
+		"--allocate-node-cidrs="+strconv.FormatBool(l.opts.CNI == "flannel"), "--profiling=false", "--v=1",
 		"--flex-volume-plugin-dir="+filepath.Join(cp, "volume-plugins"))); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/estuary-cni/estuary/internal/lab/pki"
+	"github.com/estuary-cni/estuary/internal/lab/render"
 )
 
 // serverIPs are the API server certificate's addresses: the control plane's
@@ -73,6 +74,9 @@ func (l *Lab) credentials() error {
 		kcs = append(kcs,
 			kubeconfigSpec{"kubelet-" + n.Name, filepath.Join(nd, "kubelet.kubeconfig"), inLab, "system:node:" + n.Name, []string{"system:nodes"}},
 			kubeconfigSpec{"kube-proxy-" + n.Name, filepath.Join(nd, "kube-proxy.kubeconfig"), inLab, "system:kube-proxy", nil})
+		if l.opts.CNI == "flannel" {
+			kcs = append(kcs, kubeconfigSpec{"flanneld-" + n.Name, filepath.Join(nd, "flanneld.kubeconfig"), inLab, render.FlannelUser, nil})
+		}
 		if _, _, err := ca.Issue(dir, pki.Request{Name: "serving-kubelet-" + n.Name, CN: n.Name, Server: true,
 			IPs: netIPs(pl.NodeIPs(n.Name)), DNS: []string{n.Name}}); err != nil {
 			return err

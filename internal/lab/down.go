@@ -33,7 +33,8 @@ import (
 // stateEntries are the names the lab writes in its state directory; down removes
 // only these, so a mistaken --state-dir never loses unrelated files.
 var stateEntries = []string{"state.json", "state.json.tmp", "kubeconfig", "pki", "logs", "run",
-	"control-plane", "router", "nodes", "kubectl-cache", "estuary", "coredns.json", "registry"}
+	"control-plane", "router", "nodes", "kubectl-cache", "estuary", "coredns.json", "registry",
+	"flannel-rbac.json"}
 
 // Down removes the lab and verifies that nothing is left.
 func (l *Lab) Down() error {

@@ -69,7 +69,7 @@ func podCIDRPatch(first netip.Prefix, all []netip.Prefix) string {
 
 // waitNodes waits until every planned node is registered (and Ready, with
 // wantReady), recording each node's pod CIDR on its Node object the first time it
-// is seen.
+// is seen (with --cni flannel kube-controller-manager allocates them).
 func (l *Lab) waitNodes(ctx context.Context, bin string, wantReady bool) ([]NodeStatus, error) {
 	patched := map[string]bool{}
 	var last []NodeStatus
@@ -84,7 +84,7 @@ func (l *Lab) waitNodes(ctx context.Context, bin string, wantReady bool) ([]Node
 			last = st
 			ready := 0
 			for _, n := range st {
-				if m, ok := l.plan.Node(n.Name); ok && !patched[n.Name] && n.PodCIDR == "" {
+				if m, ok := l.plan.Node(n.Name); ok && !patched[n.Name] && n.PodCIDR == "" && l.opts.CNI != "flannel" {
 					patch := podCIDRPatch(m.PodCIDR, l.plan.NodePodCIDRs(n.Name))
 					if _, err := l.kubectl(ctx, bin, "patch", "node", n.Name, "-p", patch); err == nil {
 						patched[n.Name] = true

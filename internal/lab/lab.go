@@ -22,7 +22,7 @@ type Options struct {
 	RepoDir           string // estuary checkout (hack/, charts/); found from the working directory when empty
 	BinDir            string // prebuilt Kubernetes binaries; hack/kube-binaries.sh when empty
 	Nodes             int
-	CNI               string // bridge or estuary
+	CNI               string // bridge, estuary or flannel
 	KubernetesVersion string
 	ProxyMode         string // iptables or nftables
 	IPFamily          string // ipv4 (default), dual or ipv6
@@ -47,8 +47,26 @@ type Lab struct {
 	plan  *Plan
 	p     *progress
 
-	mu    sync.Mutex
-	procs []*proc.Proc // started by this command
+	mu      sync.Mutex
+	procs   []*proc.Proc   // started by this command
+	holders map[string]int // node name: pid of its namespace holder
+}
+
+// setHolder records the pid of a node's namespace holder.
+func (l *Lab) setHolder(node string, pid int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holders == nil {
+		l.holders = map[string]int{}
+	}
+	l.holders[node] = pid
+}
+
+// holder is the pid of a node's namespace holder started by this command, or 0.
+func (l *Lab) holder(node string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holders[node]
 }
 
 // start starts a lab process and remembers it, so that a later wait can fail fast
@@ -177,8 +195,19 @@ func (l *Lab) checkCNI(repo string) error {
 			return fmt.Errorf("--cni estuary: the go tool builds the estuary images: %w", err)
 		}
 		return nil
+	case "flannel":
+		if l.opts.IPFamily != FamilyIPv4 {
+			return fmt.Errorf("--cni flannel: only --ip-family %s is supported", FamilyIPv4)
+		}
+		if _, err := os.Stat(filepath.Join(flannelSrc(repo), "go.mod")); err != nil {
+			return fmt.Errorf("--cni flannel: the flanneld module: %w", err)
+		}
+		if _, err := exec.LookPath("go"); err != nil {
+			return fmt.Errorf("--cni flannel: the go tool builds flanneld: %w", err)
+		}
+		return nil
 	default:
-		return fmt.Errorf("--cni %q: want bridge or estuary", l.opts.CNI)
+		return fmt.Errorf("--cni %q: want bridge, estuary or flannel", l.opts.CNI)
 	}
 }
 

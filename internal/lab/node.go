@@ -19,6 +19,7 @@ type nodeInputs struct {
 	bin      string   // Kubernetes binaries
 	pause    string   // pause image tag
 	archives []string // image tarballs to import
+	flannel  *FlannelState
 }
 
 // startNode brings one node up: its namespace holder and mounts, the CNI
@@ -29,8 +30,14 @@ func (l *Lab) startNode(ctx context.Context, m Member, in nodeInputs) error {
 	if err != nil {
 		return err
 	}
+	l.setHolder(m.Name, holder)
 	if l.opts.CNI == "bridge" {
 		if err := installBridgeCNI(dir, l.plan, m); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+	}
+	if in.flannel != nil {
+		if err := l.installFlannelCNI(dir, in.flannel); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}

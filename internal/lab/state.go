@@ -21,6 +21,7 @@ type State struct {
 	BinDir            string        `json:"binDir"`
 	Images            []string      `json:"images"`
 	Estuary           *EstuaryState `json:"estuary,omitempty"` // with --cni estuary
+	Flannel           *FlannelState `json:"flannel,omitempty"` // with --cni flannel
 	Namespaces        []string      `json:"namespaces"`
 	StartedAt         time.Time     `json:"startedAt"`
 	ReadyAt           time.Time     `json:"readyAt,omitzero"`

@@ -38,6 +38,7 @@ type Status struct {
 	ServiceCIDR  string              `json:"serviceCIDR"`
 	Images       map[string]string   `json:"images"`
 	Estuary      *EstuaryState       `json:"estuary,omitempty"`
+	Flannel      *FlannelState       `json:"flannel,omitempty"`
 	Components   []Component         `json:"components"`
 	Capabilities netlab.Capabilities `json:"kernelCapabilities"`
 	Memory       *MemoryStatus       `json:"memory,omitempty"`
@@ -168,6 +169,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 		s.Estuary = e
 		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images["estuary-manager"], e.Images["estuary-daemon"]
 	}
+	s.Flannel = st.Flannel
 	s.Components = l.components()
 	if cg, rss, err := Memory(); err == nil {
 		s.Memory = &MemoryStatus{CgroupBytes: cg, RSSBytes: rss, Processes: len(proc.CgroupPIDs(Prefix))}
@@ -203,6 +205,9 @@ func (l *Lab) addReadiness(ctx context.Context, s *Status, bin string) {
 		for _, n := range nodes {
 			if n.Name == s.Nodes[i].Name {
 				ready = n.Ready
+				if n.PodCIDR != "" {
+					s.Nodes[i].PodCIDR = n.PodCIDR // kube-controller-manager's with --cni flannel
+				}
 			}
 		}
 		s.Nodes[i].Ready = &ready
@@ -229,6 +234,9 @@ func (s *Status) WriteTable(w io.Writer) error {
 	if e := s.Estuary; e != nil {
 		pf("estuary:      %s from %s, release %s in %s, images %s %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
 			e.Images["estuary-manager"], e.Images["estuary-daemon"])
+	}
+	if f := s.Flannel; f != nil {
+		pf("flannel:      flanneld %s, backend %s (%s), binaries in %s\n", f.Version, f.Backend, FlannelDevice, f.BinDir)
 	}
 	pf("kernel:       802.1Q VLAN %v, VXLAN %v %s\n\n", s.Capabilities.VLAN, s.Capabilities.VXLAN, s.Capabilities.Detail)
 	rows := [][]string{{"NODE", "ADDRESS", "POD CIDR", "READY", "NETNS"}}

@@ -85,6 +85,11 @@ func (l *Lab) prepare(repo string) (*State, error) {
 			return nil, err
 		}
 	}
+	if l.opts.CNI == "flannel" {
+		if st.Flannel, err = l.prepareFlannel(repo); err != nil {
+			return nil, err
+		}
+	}
 	l.step("credentials (CA, certificates, kubeconfigs)")
 	if err := l.credentials(); err != nil {
 		return nil, err
@@ -120,7 +125,7 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 		return err
 	}
 	l.step("starting router (bird, AS %d), control plane and nodes", RouterASN)
-	in := nodeInputs{bin: st.BinDir, pause: PauseImage, archives: st.Images}
+	in := nodeInputs{bin: st.BinDir, pause: PauseImage, archives: st.Images, flannel: st.Flannel}
 	var wg sync.WaitGroup
 	errs := make([]error, len(l.plan.Nodes)+2)
 	run := func(i int, f func() error) {
@@ -146,12 +151,18 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 	return nil
 }
 
-// finish installs estuary (with --cni estuary), waits for the nodes and the default
+// finish installs estuary (with --cni estuary) or starts flanneld (with --cni
+// flannel), waits for the nodes and the default
 // ServiceAccount, installs the cluster DNS, records the lab as running and prints
 // how to use it.
 func (l *Lab) finish(ctx context.Context, st *State) error {
 	if st.Estuary != nil {
 		if err := l.installEstuary(ctx, st); err != nil {
+			return err
+		}
+	}
+	if st.Flannel != nil {
+		if err := l.startFlannel(ctx, st); err != nil {
 			return err
 		}
 	}
@@ -173,11 +184,18 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 	l.step("lab is up")
 	for _, n := range nodes {
 		m, _ := l.plan.Node(n.Name)
-		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, m.PodCIDR, n.Version)
+		cidr := m.PodCIDR.String()
+		if n.PodCIDR != "" {
+			cidr = n.PodCIDR // kube-controller-manager's with --cni flannel
+		}
+		l.p.printf("  %-8s Ready=%-5v %-12s pods %s  %s\n", n.Name, n.Ready, m.Addr, cidr, n.Version)
 	}
 	if e := st.Estuary; e != nil {
 		l.p.printf("  estuary %s from %s (release %s in %s)\n  images %s, %s\n", e.ChartVersion, e.Chart, e.Release, e.Namespace,
 			e.Images["estuary-manager"], e.Images["estuary-daemon"])
+	}
+	if f := st.Flannel; f != nil {
+		l.p.printf("  flannel %s, backend %s (%s), leases in %s\n", f.Version, f.Backend, FlannelDevice, FlannelSubnetFile)
 	}
 	l.p.printf("\nexport KUBECONFIG=%s\n", l.paths.Kubeconfig())
 	return nil

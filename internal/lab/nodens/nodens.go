@@ -7,7 +7,8 @@
 // host mounts still show through. Then it bind-mounts one directory per standard
 // host path from the node's state directory over that path (/etc/cni/net.d,
 // /opt/cni/bin, /var/lib/kubelet, /var/lib/containerd, /run/containerd, /var/run/netns,
-// /var/log/pods, /var/lib/cni, /var/lib/estuary, /run/estuary, and the few other places kubelet,
+// /var/log/pods, /var/lib/cni, /var/lib/estuary, /run/estuary, flannel's /run/flannel and
+// /etc/kube-flannel, and the few other places kubelet,
 // containerd and mount(8) write: /var/log/containers, /opt/containerd, /run/mount) and
 // marks each rshared, the
 // propagation kubelet expects for its root directory and that mount propagation of
@@ -61,6 +62,8 @@ var Mounts = []Mount{
 	{"/opt/containerd", "opt-containerd"},                     // containerd's "opt" plugin
 	{"/run/mount", "run-mount"},                               // libmount's utab, written by mount(8)
 	{"/etc/iproute2/rt_tables.d", "etc-iproute2-rt_tables.d"}, // the daemon's routing table names
+	{"/run/flannel", "run-flannel"},                           // flanneld's lease (subnet.env), with --cni flannel
+	{"/etc/kube-flannel", "etc-kube-flannel"},                 // flannel's net-conf.json, with --cni flannel
 }
 
 // CreatedFile lists, inside a node's state dir, the host mount points the holder had
