@@ -108,7 +108,7 @@ for ((i = 1; i <= RUNS; i++)); do
     before=$(cpu_ticks "${pids[@]}")
     START[$cni]+="$(create_run) "
     if [ "${#pids[@]}" -gt 0 ]; then
-      CPU[$cni]+="$(echo "scale=2; ($(cpu_ticks "${pids[@]}") - $before) / $TICK" | bc -l) "
+      CPU[$cni]+="$(printf '%.2f' "$(echo "($(cpu_ticks "${pids[@]}") - $before) / $TICK" | bc -l)") "
       RSS[$cni]+="$(peak_rss_mib "${pids[@]}") "
     fi
     mapfile -t adds < <(add_times)
@@ -119,7 +119,7 @@ for ((i = 1; i <= RUNS; i++)); do
     TCP[$cni]+="$(iperf_between node-2 "$PID_B" node-1 "$PID_A" "$IP_B") "
     RTT[$cni]+="$(ping_from node-1 "$PID_A" "$IP_B") "
     kubectl delete pod bench-a bench-b --wait=true >/dev/null
-    echo "bench-peers: round $i, $cni so far: start ${START[$cni]}s; ADD p50 ${ADD50[$cni]}ms; TCP ${TCP[$cni]}Gbit/s; RTT ${RTT[$cni]}ms; agents ${CPU[$cni]:-none}s CPU" >&2
+    echo "bench-peers: round $i, $cni so far: start ${START[$cni]}s; ADD p50 ${ADD50[$cni]}ms; TCP ${TCP[$cni]}Gbit/s; RTT ${RTT[$cni]}ms; agents' CPU ${CPU[$cni]:-(none) }s" >&2
   done
 done
 "${LAB[@]}" down >/dev/null 2>&1 || true
