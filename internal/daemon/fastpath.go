@@ -108,23 +108,33 @@ func (f *fastPath) Close() error {
 	return f.prog.Close()
 }
 
-// fastPathCollector exports the program's verdict counters.
+// fastPathCollector exports the program's verdict counters and which echoes
+// it sends to the stack.
 type fastPathCollector struct {
-	prog *fastpath.Program
-	desc *prometheus.Desc
+	prog   *fastpath.Program
+	desc   *prometheus.Desc
+	echoes *prometheus.Desc
 }
 
 func newFastPathCollector(p *fastpath.Program) *fastPathCollector {
-	return &fastPathCollector{prog: p, desc: prometheus.NewDesc("estuary_fastpath_packets_total",
+	return &fastPathCollector{prog: p, echoes: prometheus.NewDesc("estuary_fastpath_echoes_via_stack",
+		"Which ICMP echoes between cluster addresses the fast path leaves to the kernel's stack, where the policy table "+
+			"decides them: 0 none (policy off), 1 requests only (a program just started, replacing the previous one), 2 all.",
+		nil, nil), desc: prometheus.NewDesc("estuary_fastpath_packets_total",
 		"Packets the forwarding fast path saw on this node, by verdict: forwarded by the program "+
 			"(redirect_peer into a local pod, redirect_neigh out of a device, encap into the overlay's tunnel) or "+
 			"passed to the kernel's stack, and why; decap counts tunnel packets the program decapsulated.",
 		[]string{"verdict"}, nil)}
 }
 
-func (c *fastPathCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *fastPathCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.echoes }
 
 func (c *fastPathCollector) Collect(ch chan<- prometheus.Metric) {
+	if e, err := c.prog.Echoes(); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.echoes, err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.echoes, prometheus.GaugeValue, float64(e))
+	}
 	s, err := c.prog.Stats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)

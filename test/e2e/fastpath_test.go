@@ -48,6 +48,23 @@ func (e *labEnv) fastPathCounters(ctx context.Context, node string) (map[string]
 	return out, nil
 }
 
+// fastPathEchoes checks a node's estuary_fastpath_echoes_via_stack.
+func (e *labEnv) fastPathEchoes(ctx context.Context, node, want string) error {
+	body, err := httpGet(ctx, e.nodeNetns[node], "http://"+net.JoinHostPort("127.0.0.1", daemonHealthPort)+"/metrics")
+	if err != nil {
+		return fmt.Errorf("%s: daemon metrics: %w", node, err)
+	}
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "estuary_fastpath_echoes_via_stack "); ok {
+			if v != want {
+				return fmt.Errorf("%s: estuary_fastpath_echoes_via_stack is %s; want %s", node, v, want)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no estuary_fastpath_echoes_via_stack in the daemon's metrics", node)
+}
+
 // TestDaemonEndpointsOnlyOnTheNode: a node's daemon answers /metrics and
 // /bgp on the node's loopback, and nothing on the node network (here: from
 // another node) reaches them.
@@ -117,6 +134,12 @@ func TestFastPathForwardsPodTraffic(t *testing.T) {
 		}
 	}
 
+	// Every echo takes the stack once the program runs on every device.
+	for _, node := range []string{"node-1", "node-2"} {
+		eventually(t, node+"'s fast path leaves every echo to the stack", 30*time.Second, func(ctx context.Context) error {
+			return e.fastPathEchoes(ctx, node, "2")
+		})
+	}
 	const echoes = 40
 	checkPing(t, "a -> c", srcNS, c.Status.PodIP, echoes)
 	echoed1, _ := counters()
