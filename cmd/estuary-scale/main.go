@@ -31,6 +31,7 @@ func main() {
 	flag.IntVar(&cfg.ManagerHealth, "manager-health-port", 9781, "the manager's health port")
 	flag.IntVar(&cfg.DaemonMetrics, "daemon-metrics-port", 9783, "the daemon's metrics port")
 	flag.StringVar(&cfg.SystemNamespace, "system-namespace", "kube-system", "namespace estuary runs in")
+	flag.IntVar(&cfg.ManagerQPS, "manager-qps", 0, "the manager's API client rate, burst twice that (0: the chart's)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 2*time.Hour, "give up after this long")
 	flag.Parse()
 	if cfg.Kubeconfig == "" || cfg.Kwok == "" || cfg.KwokStages == "" || cfg.Nodes < 1 || cfg.Pods < 10 || cfg.PodsPerDeployment < 1 {

@@ -32,8 +32,8 @@ type Options struct {
 	// instead of their defaults (20 and 50): make scale creates pods faster
 	// than those defaults let a ReplicaSet controller and a scheduler go.
 	ControlPlaneQPS int
-	Timeout           time.Duration // for the bring-up, after binaries are built
-	Out               io.Writer
+	Timeout         time.Duration // for the bring-up, after binaries are built
+	Out             io.Writer
 }
 
 // Defaults for Options.

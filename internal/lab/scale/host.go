@@ -261,7 +261,7 @@ func countLines(s string) int {
 }
 
 func command(ctx context.Context, name string, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, name, args...).Output()
+	out, err := exec.CommandContext(ctx, name, args...).Output() //nolint:gosec // G204: iproute2 with the run's own arguments
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -40,7 +40,7 @@ func parseMetrics(text string) samples {
 
 func parseLine(line string) (sample, bool) {
 	s := sample{labels: map[string]string{}}
-	rest := line
+	var rest string
 	if i := strings.IndexAny(line, "{ "); i < 0 {
 		return s, false
 	} else if line[i] == '{' {

@@ -37,7 +37,7 @@ func (r *run) storms(ctx context.Context, rep *report) error {
 		deps = append(deps, deployment(r.cfg.Namespace, fmt.Sprintf("d-%03d", i), i, int32(reps))) //nolint:gosec // G115: at most PodsPerDeployment
 	}
 	first, err := r.wave(ctx, "create", "d-", r.cfg.Pods, func() error {
-		return createDeployments(ctx, r.c, r.cfg.Namespace, deps, workers)
+		return createDeployments(ctx, r.c, deps, workers)
 	})
 	rep.waves = append(rep.waves, first)
 	if err != nil {
@@ -66,7 +66,7 @@ func (r *run) storms(ctx context.Context, rep *report) error {
 	released := time.Since(t0)
 	r.logf("a tenth deleted: %d addresses released in %s", churned, round(released))
 	w, err := r.wave(ctx, "re-create a tenth", "r-", churned, func() error {
-		return createDeployments(ctx, r.c, r.cfg.Namespace, again, workers)
+		return createDeployments(ctx, r.c, again, workers)
 	})
 	w.released = released
 	rep.waves = append(rep.waves, w)

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -52,8 +52,11 @@ type Config struct {
 	ManagerHealth     int
 	DaemonMetrics     int
 	SystemNamespace   string // where estuary runs
-	Timeout           time.Duration
-	Out               io.Writer
+	// ManagerQPS, when above 0, replaces the manager's API client rate
+	// (--kube-client-qps, burst twice that) set by the chart (20, burst 30).
+	ManagerQPS int
+	Timeout    time.Duration
+	Out        io.Writer
 }
 
 // Chart and lab names the run relies on.
@@ -153,18 +156,39 @@ func (r *run) measure(ctx context.Context) (*report, error) {
 	return rep, nil
 }
 
-// prepare keeps estuary's own pods off the fake nodes, and creates the
-// namespace, the metrics token and the underlay networks.
+// prepare keeps estuary's own pods off the fake nodes (and sets the
+// manager's API client rate when asked), and creates the namespace, the
+// metrics token and the underlay networks.
 func (r *run) prepare(ctx context.Context) error {
-	aff := fmt.Sprintf(`{"spec":{"template":{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":%q,"operator":"NotIn","values":[%q]}]}]}}}}}}}`, fakeLabel, fakeValue)
-	ns := r.cfg.SystemNamespace
-	for _, o := range []client.Object{
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: managerName}},
-		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: daemonName}},
-	} {
-		if err := r.c.Patch(ctx, o, client.RawPatch(types.StrategicMergePatchType, []byte(aff))); err != nil {
-			return fmt.Errorf("keep %s off the fake nodes: %w", o.GetName(), err)
+	aff := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: fakeLabel, Operator: corev1.NodeSelectorOpNotIn, Values: []string{fakeValue}}},
+		}}},
+	}}
+	key := func(name string) client.ObjectKey {
+		return client.ObjectKey{Namespace: r.cfg.SystemNamespace, Name: name}
+	}
+	var d appsv1.Deployment
+	if err := r.c.Get(ctx, key(managerName), &d); err != nil {
+		return fmt.Errorf("get deployment %s: %w", managerName, err)
+	}
+	d.Spec.Template.Spec.Affinity = aff
+	if q := r.cfg.ManagerQPS; q > 0 {
+		for i := range d.Spec.Template.Spec.Containers {
+			ct := &d.Spec.Template.Spec.Containers[i]
+			ct.Args = setFlag(setFlag(ct.Args, "--kube-client-qps", strconv.Itoa(q)), "--kube-client-burst", strconv.Itoa(2*q))
 		}
+	}
+	if err := r.c.Update(ctx, &d); err != nil {
+		return fmt.Errorf("update deployment %s: %w", managerName, err)
+	}
+	var ds appsv1.DaemonSet
+	if err := r.c.Get(ctx, key(daemonName), &ds); err != nil {
+		return fmt.Errorf("get daemonset %s: %w", daemonName, err)
+	}
+	ds.Spec.Template.Spec.Affinity = aff
+	if err := r.c.Update(ctx, &ds); err != nil {
+		return fmt.Errorf("update daemonset %s: %w", daemonName, err)
 	}
 	if err := r.waitFor(ctx, "estuary rolled out off the fake nodes", func() (bool, string, error) {
 		return r.rolledOut(ctx)
@@ -202,6 +226,17 @@ func (r *run) rolledOut(ctx context.Context) (bool, string, error) {
 	dsOK := s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
 		s.NumberAvailable == s.DesiredNumberScheduled && s.DesiredNumberScheduled > 0
 	return dOK && dsOK, fmt.Sprintf("manager %d/%d updated and available, daemons %d/%d", d.Status.UpdatedReplicas, want, s.NumberAvailable, s.DesiredNumberScheduled), nil
+}
+
+// setFlag replaces the value of --name=... in args, or appends it.
+func setFlag(args []string, name, value string) []string {
+	for i, a := range args {
+		if strings.HasPrefix(a, name+"=") {
+			args[i] = name + "=" + value
+			return args
+		}
+	}
+	return append(args, name+"="+value)
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -241,9 +241,8 @@ func (t *tracker) start(ctx context.Context, cs kubernetes.Interface, dyn dynami
 	return nil
 }
 
-// createDeployments creates the Deployments named by names (index i of
-// each name decides its network) with workers in parallel.
-func createDeployments(ctx context.Context, c client.Client, ns string, deps []*appsv1.Deployment, workers int) error {
+// createDeployments creates deps with workers in parallel.
+func createDeployments(ctx context.Context, c client.Client, deps []*appsv1.Deployment, workers int) error {
 	return parallel(ctx, len(deps), workers, func(i int) error {
 		if err := c.Create(ctx, deps[i]); err != nil {
 			return fmt.Errorf("create deployment %s: %w", deps[i].Name, err)
