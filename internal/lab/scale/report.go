@@ -82,6 +82,9 @@ func (rep *report) print(out io.Writer, cfg Config) {
 		p("  API server requests per pod, every client: %s", perPod(w.apiReq, s.pods))
 	}
 	d := rep.daemon
+	if d.kernel.Device == "" {
+		return
+	}
 	p("-- the real node's daemon, %d fake nodes' VTEPs and %d remote addresses --", cfg.Nodes+probeNodes, cfg.Pods)
 	p("  RSS %s, peak %s", mib(d.mem.rss), mib(d.mem.hwm))
 	if d.pass.count > 0 {
