@@ -14,7 +14,8 @@
 # CONTROL_PLANE_QPS (500: kube-controller-manager's and kube-scheduler's API
 # rate, so that they are not what limits the storm), STATE
 # (/var/lib/estuary-scale), MANAGER_QPS (0: the chart's API client rate of
-# the manager, 20 and burst 30; N sets N and burst 2N), API_PORT (16447), TIMEOUT (2h), OUT
+# the manager, 20 and burst 30; N sets N and burst 2N), MANAGER_WORKERS (0: the
+# chart's 4 pods allocated in parallel), API_PORT (16447), TIMEOUT (2h), OUT
 # (_output/scale: the report and kwok's log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,5 +42,6 @@ echo "scale: lab up after $((SECONDS - start)) s; $(nproc) CPUs, $(free -g | awk
 report="$OUT/report-$NODES-nodes-$PODS-pods.txt"
 ./bin/estuary-scale --kubeconfig "$STATE/kubeconfig" --nodes "$NODES" --pods "$PODS" \
   --pods-per-deployment "${PODS_PER_DEPLOYMENT:-100}" --timeout "${TIMEOUT:-2h}" --manager-qps "${MANAGER_QPS:-0}" \
+  --manager-workers "${MANAGER_WORKERS:-0}" \
   --kwok "$KWOK" --kwok-stages "$(dirname "$KWOK")/stages.yaml" --kwok-log "$OUT/kwok.log" | tee "$report"
 echo "scale: done in $((SECONDS - start)) s; report in $report"

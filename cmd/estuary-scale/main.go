@@ -35,6 +35,7 @@ func main() {
 	fs.IntVar(&cfg.DaemonMetrics, "daemon-metrics-port", 9783, "the daemon's metrics port")
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", "kube-system", "namespace estuary runs in")
 	fs.IntVar(&cfg.ManagerQPS, "manager-qps", 0, "the manager's API client rate, burst twice that (0: the chart's)")
+	fs.IntVar(&cfg.ManagerWorkers, "manager-workers", 0, "the manager's --workers (0: the chart's)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Hour, "give up after this long")
 	_ = fs.Parse(os.Args[1:])
 	if cfg.Kubeconfig == "" || cfg.Kwok == "" || cfg.KwokStages == "" || cfg.Nodes < 1 || cfg.Pods < 10 || cfg.PodsPerDeployment < 1 {

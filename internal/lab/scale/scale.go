@@ -55,6 +55,9 @@ type Config struct {
 	// ManagerQPS, when above 0, replaces the manager's API client rate
 	// (--kube-client-qps, burst twice that) set by the chart (20, burst 30).
 	ManagerQPS int
+	// ManagerWorkers, when above 0, replaces the manager's --workers (pods
+	// allocated in parallel; the chart's 4).
+	ManagerWorkers int
 	Timeout    time.Duration
 	Out        io.Writer
 }
@@ -173,10 +176,13 @@ func (r *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("get deployment %s: %w", managerName, err)
 	}
 	d.Spec.Template.Spec.Affinity = aff
-	if q := r.cfg.ManagerQPS; q > 0 {
-		for i := range d.Spec.Template.Spec.Containers {
-			ct := &d.Spec.Template.Spec.Containers[i]
+	for i := range d.Spec.Template.Spec.Containers {
+		ct := &d.Spec.Template.Spec.Containers[i]
+		if q := r.cfg.ManagerQPS; q > 0 {
 			ct.Args = setFlag(setFlag(ct.Args, "--kube-client-qps", strconv.Itoa(q)), "--kube-client-burst", strconv.Itoa(2*q))
+		}
+		if w := r.cfg.ManagerWorkers; w > 0 {
+			ct.Args = setFlag(ct.Args, "--workers", strconv.Itoa(w))
 		}
 	}
 	if err := r.c.Update(ctx, &d); err != nil {
