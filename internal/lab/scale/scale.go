@@ -58,8 +58,8 @@ type Config struct {
 	// ManagerWorkers, when above 0, replaces the manager's --workers (pods
 	// allocated in parallel; the chart's 4).
 	ManagerWorkers int
-	Timeout    time.Duration
-	Out        io.Writer
+	Timeout        time.Duration
+	Out            io.Writer
 }
 
 // Chart and lab names the run relies on.
