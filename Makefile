@@ -161,6 +161,10 @@ test-kube-version: lab-deps ## A smoke e2e (pods across nodes, Services, DNS, fi
 	ESTUARY_E2E_KUBERNETES_VERSION=$(OTHER_KUBE_VERSION) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 100m \
 		-run '^($(KUBE_SMOKE_TESTS))$$' -v ./test/e2e/
 
+.PHONY: scale
+scale: lab-deps ## estuary at scale: NODES fake nodes (kwok, default 1000) and PODS pods (default 50000) on a lab with one real node; prints allocation, webhook, API, manager and daemon figures (root; not part of make test).
+	bash hack/scale.sh
+
 .PHONY: bench
 bench: ## Run the Go benchmarks (results go to docs/benchmarks.md).
 	go test -run '^$$' -bench . -benchmem ./pkg/...

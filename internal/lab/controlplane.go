@@ -121,22 +121,22 @@ func (l *Lab) startControllers(bin string) error {
 	ns := l.plan.ControlPlane.NetNS
 	cg := cgroupOf("control-plane")
 	kcm := filepath.Join(cp, "controller-manager.kubeconfig")
-	if _, err := l.start(l.spec("kube-controller-manager", cg, ns, filepath.Join(bin, "kube-controller-manager"),
-		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
+	if _, err := l.start(l.spec("kube-controller-manager", cg, ns, append([]string{filepath.Join(bin, "kube-controller-manager"),
+		"--kubeconfig=" + kcm, "--authentication-kubeconfig=" + kcm, "--authorization-kubeconfig=" + kcm,
 		"--bind-address=127.0.0.1", "--leader-elect=false",
-		"--service-account-private-key-file="+k("sa.key"), "--root-ca-file="+k("ca.crt"),
+		"--service-account-private-key-file=" + k("sa.key"), "--root-ca-file=" + k("ca.crt"),
 		"--use-service-account-credentials=true",
-		"--cluster-signing-cert-file="+k("ca.crt"), "--cluster-signing-key-file="+k("ca.key"),
-		"--cluster-cidr="+l.plan.joined(func(p *Plan) string { return p.Pods.String() }),
-		"--service-cluster-ip-range="+l.plan.joined(func(p *Plan) string { return p.Services.String() }),
-		"--allocate-node-cidrs="+strconv.FormatBool(l.opts.CNI == "flannel"), "--profiling=false", "--v=1",
-		"--flex-volume-plugin-dir="+filepath.Join(cp, "volume-plugins"))); err != nil {
+		"--cluster-signing-cert-file=" + k("ca.crt"), "--cluster-signing-key-file=" + k("ca.key"),
+		"--cluster-cidr=" + l.plan.joined(func(p *Plan) string { return p.Pods.String() }),
+		"--service-cluster-ip-range=" + l.plan.joined(func(p *Plan) string { return p.Services.String() }),
+		"--allocate-node-cidrs=" + strconv.FormatBool(l.opts.CNI == "flannel"), "--profiling=false", "--v=1",
+		"--flex-volume-plugin-dir=" + filepath.Join(cp, "volume-plugins")}, l.clientRate()...)...)); err != nil {
 		return err
 	}
 	sched := filepath.Join(cp, "scheduler.kubeconfig")
-	_, err := l.start(l.spec("kube-scheduler", cg, ns, filepath.Join(bin, "kube-scheduler"),
-		"--kubeconfig="+sched, "--authentication-kubeconfig="+sched, "--authorization-kubeconfig="+sched,
-		"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1"))
+	_, err := l.start(l.spec("kube-scheduler", cg, ns, append([]string{filepath.Join(bin, "kube-scheduler"),
+		"--kubeconfig=" + sched, "--authentication-kubeconfig=" + sched, "--authorization-kubeconfig=" + sched,
+		"--bind-address=127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1"}, l.clientRate()...)...))
 	return err
 }
 
@@ -181,4 +181,14 @@ func httpOK(c *http.Client, url string) error {
 		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
 	}
 	return nil
+}
+
+// clientRate returns the API client rate flags of kube-controller-manager and
+// kube-scheduler for Options.ControlPlaneQPS, none when it is 0.
+func (l *Lab) clientRate() []string {
+	q := l.opts.ControlPlaneQPS
+	if q <= 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(q), "--kube-api-burst=" + strconv.Itoa(2*q)}
 }

@@ -27,8 +27,13 @@ type Options struct {
 	ProxyMode         string // iptables or nftables
 	IPFamily          string // ipv4 (default), dual or ipv6
 	HostAPIPort       int
-	Timeout           time.Duration // for the bring-up, after binaries are built
-	Out               io.Writer
+	// ControlPlaneQPS, when above 0, is the API client rate (queries per
+	// second, burst twice that) of kube-controller-manager and kube-scheduler
+	// instead of their defaults (20 and 50): make scale creates pods faster
+	// than those defaults let a ReplicaSet controller and a scheduler go.
+	ControlPlaneQPS int
+	Timeout         time.Duration // for the bring-up, after binaries are built
+	Out             io.Writer
 }
 
 // Defaults for Options.

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -25,13 +27,15 @@ type Reconciler struct {
 	Client client.Client
 }
 
-// Setup registers the controller with mgr: it serves Nodes and maps every
-// Network and Subnet event to all Nodes.
+// Setup registers the controller with mgr: it serves Nodes whose labels
+// change (status heartbeats are not looked at), and maps every Network and
+// Subnet event that may change a node's labels to all Nodes.
 func Setup(mgr ctrl.Manager) error {
 	r := &Reconciler{Client: mgr.GetClient()}
-	err := ctrl.NewControllerManagedBy(mgr).Named("node-labels").For(&corev1.Node{}).
-		Watches(&estuaryv1.Network{}, handler.EnqueueRequestsFromMapFunc(r.allNodes)).
-		Watches(&estuaryv1.Subnet{}, handler.EnqueueRequestsFromMapFunc(r.allNodes)).
+	err := ctrl.NewControllerManagedBy(mgr).Named("node-labels").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&estuaryv1.Network{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(inputsChanged)).
+		Watches(&estuaryv1.Subnet{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(inputsChanged)).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up node label controller: %w", err)
@@ -42,7 +46,8 @@ func Setup(mgr ctrl.Manager) error {
 // allNodes: a Network or Subnet change may change any node's labels.
 func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
 	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
+	// Only the names are read: no copy of every node out of the cache.
+	if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list nodes to relabel")
 		return nil
 	}
