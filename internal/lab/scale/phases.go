@@ -23,6 +23,9 @@ type wave struct {
 	managerReq map[string]float64
 	apiReq     map[string]float64
 	released   time.Duration // churn only: deletion to every address released
+	// managerRestarts: the manager's restarts as the wave ended (the
+	// cold start's own restart comes after the waves).
+	managerRestarts string
 }
 
 // storms creates the Deployments, then deletes and re-creates a tenth of
@@ -111,6 +114,9 @@ func (r *run) wave(ctx context.Context, name, prefix string, want int, start fun
 		// A manager that restarted during the wave: its counters started
 		// again, so there is no delta to report; the run goes on.
 		r.logf("%s: the manager's metrics after the wave: %v", name, merr)
+	}
+	if rs, rerr := r.managerRestarts(ctx); rerr == nil {
+		w.managerRestarts = rs
 	}
 	if err != nil {
 		return w, err
