@@ -20,8 +20,11 @@
 // the network's name makes it longer, the name is cut and followed by "-" and
 // the first 10 hex digits of its SHA-256 (see NetworkKey and AvailableKey).
 //
-// The controller is level-triggered: a Node's event reconciles that node, a
-// Network's or Subnet's (status included) reconciles every node. Each
+// The controller is level-triggered: a Node's create, delete or label change
+// reconciles that node; a Network's or Subnet's create or delete, or an
+// update of what the labels derive from (a Network's type, domain or
+// deletion; a Subnet's network, family, privacy, deletion, or its
+// status.available crossing zero), reconciles every node. Each
 // reconcile computes the desired managed labels and, only when they differ
 // from the node's, sends one JSON merge patch holding the keys that change.
 // The managed keys are those under networking.estuary.io/ starting with

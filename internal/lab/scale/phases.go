@@ -23,6 +23,9 @@ type wave struct {
 	managerReq map[string]float64
 	apiReq     map[string]float64
 	released   time.Duration // churn only: deletion to every address released
+	// managerRestarts: the manager's restarts as the wave ended (the
+	// cold start's own restart comes after the waves).
+	managerRestarts string
 }
 
 // storms creates the Deployments, then deletes and re-creates a tenth of
@@ -107,14 +110,18 @@ func (r *run) wave(ctx context.Context, name, prefix string, want int, start fun
 	}
 	if merr == nil {
 		w.managerReq = minus(m1.byLabel("rest_client_requests_total", "method", nil), m0.byLabel("rest_client_requests_total", "method", nil))
+	} else {
+		// A manager that restarted during the wave: its counters started
+		// again, so there is no delta to report; the run goes on.
+		r.logf("%s: the manager's metrics after the wave: %v", name, merr)
+	}
+	if rs, rerr := r.managerRestarts(ctx); rerr == nil {
+		w.managerRestarts = rs
 	}
 	if err != nil {
 		return w, err
 	}
-	if aerr != nil {
-		return w, aerr
-	}
-	return w, merr
+	return w, aerr
 }
 
 func minus(a, b map[string]float64) map[string]float64 {

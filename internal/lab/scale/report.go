@@ -80,6 +80,9 @@ func (rep *report) print(out io.Writer, cfg Config) {
 			ms(w.validate.quantile(0.5)), ms(w.validate.quantile(0.99)), w.validate.count)
 		p("  manager API requests per pod: %s", perPod(w.managerReq, s.pods))
 		p("  API server requests per pod, every client: %s", perPod(w.apiReq, s.pods))
+		if w.managerRestarts != "" {
+			p("  manager: %s", w.managerRestarts)
+		}
 	}
 	d := rep.daemon
 	if d.kernel.Device == "" {

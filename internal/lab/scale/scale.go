@@ -398,3 +398,26 @@ func (r *run) managerLogLine(ctx context.Context, s string) (string, error) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// managerRestarts describes the restarts of the manager's containers: how
+// many, and how the last one ended (OOMKilled, Error, ...).
+func (r *run) managerRestarts(ctx context.Context) (string, error) {
+	var pods corev1.PodList
+	if err := r.c.List(ctx, &pods, client.InNamespace(r.cfg.SystemNamespace)); err != nil {
+		return "", fmt.Errorf("list pods: %w", err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, managerName+"-") {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			s := fmt.Sprintf("%s/%s: %d restarts", p.Name, cs.Name, cs.RestartCount)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				s += fmt.Sprintf(", the last ended %s (exit %d) at %s", t.Reason, t.ExitCode, t.FinishedAt.UTC().Format(time.RFC3339))
+			}
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, "; "), nil
+}
