@@ -20,11 +20,15 @@
 #
 # Needs root and the machine to itself: each `up` replaces any lab already
 # running. Needs iperf3, ping, jq and bc. Environment: PODS (100), RUNS (3),
-# CNIS (bridge flannel estuary), ESTUARY_LAB_STATE (default: a temporary dir).
+# CNIS (bridge flannel estuary), ESTUARY_POLICY (true; false runs estuary's
+# daemons with --network-policy=false, so the fast path forwards echoes too),
+# ESTUARY_LAB_STATE (default: a temporary dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
+ESTUARY_POLICY=${ESTUARY_POLICY:-true}
+CNIS_GIVEN=${CNIS:-}
 read -r -a CNIS <<<"${CNIS:-bridge flannel estuary}"
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
@@ -44,6 +48,22 @@ up() {
   "${LAB[@]}" up --cni "$1" --nodes "$NODES" >"$LOG" 2>&1 || { cat "$LOG" >&2; die "up --cni $1 failed"; }
   KBIN=$("${LAB[@]}" status -o json | jq -r .binDir)
   [ -x "$KBIN/kubectl" ] || die "no kubectl in the lab's bin dir '$KBIN'"
+}
+
+# network_policy true|false: the estuary daemons' --network-policy, rolled
+# out, and in effect: node-1's policy table exists (true) or is gone (false).
+network_policy() {
+  kubectl -n kube-system get ds estuary-daemon -o json |
+    jq --arg v "--network-policy=$1" '(.spec.template.spec.containers[0].args[] | select(startswith("--network-policy"))) |= $v' |
+    kubectl apply -f - >/dev/null
+  kubectl -n kube-system rollout status ds/estuary-daemon --timeout=180s >/dev/null
+  table() { in_ns node-1 "" nft list table inet estuary-policy >/dev/null 2>&1; }
+  no_table() { ! table; }
+  if [ "$1" = true ]; then
+    wait_until "policy table on node-1" 60 table
+  else
+    wait_until "policy table removed from node-1" 60 no_table
+  fi
 }
 
 # main_plugin CNI: the type of the first plugin of the node's conflist.
@@ -102,6 +122,7 @@ declare -A START ADD50 ADD99 CPU RSS TCP RTT
 for ((i = 1; i <= RUNS; i++)); do
   for cni in "${CNIS[@]}"; do
     up "$cni"
+    [ "$cni" != estuary ] || [ "$ESTUARY_POLICY" = true ] || network_policy false
     wrap_plugin "$(main_plugin "$cni")"
     mapfile -t pids < <(agent_pids "$cni")
     [ "$cni" = bridge ] || [ "${#pids[@]}" -eq "$NODES" ] || die "$cni: ${#pids[@]} node agents running; want $NODES"
@@ -139,9 +160,9 @@ cat <<MD
 
 Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores, Linux $(uname -r), 3 nodes,
 $(containerd --version | awk '{print "containerd " $3}'), load average at the end $(cut -d' ' -f1-3 /proc/loadavg).
-Command: \`PODS=$PODS RUNS=$RUNS hack/bench-peers.sh\`. Medians of $RUNS rounds, each value in brackets.
+Command: \`PODS=$PODS RUNS=$RUNS${CNIS_GIVEN:+ CNIS='$CNIS_GIVEN'}$([ "$ESTUARY_POLICY" = true ] || echo " ESTUARY_POLICY=false") hack/bench-peers.sh\`. Medians of $RUNS rounds, each value in brackets.
 
-| what | bridge | flannel (VXLAN) | estuary (overlay, fast path) | estuary/flannel |
+| what | bridge | flannel (VXLAN) | estuary (overlay, fast path$([ "$ESTUARY_POLICY" = true ] || echo ", policy off")) | estuary/flannel |
 | --- | --- | --- | --- | --- |
 $(row "Deployment of $PODS pause pods, create to all Running (s)" START)
 $(row "CNI ADD of the main plugin, p50 (ms)" ADD50)
