@@ -15,8 +15,11 @@
 # rate, so that they are not what limits the storm), STATE
 # (/var/lib/estuary-scale), MANAGER_QPS (0: the chart's API client rate of
 # the manager, 20 and burst 30; N sets N and burst 2N), MANAGER_WORKERS (0: the
-# chart's 4 pods allocated in parallel), API_PORT (16447), TIMEOUT (2h), OUT
-# (_output/scale: the report and kwok's log).
+# chart's 4 pods allocated in parallel), MANAGER_MEMORY (empty: the chart's
+# limit, 256Mi; e.g. 1Gi to measure a footprint above it), RECORDS (100000: the IPInstances
+# the manager's cold start rebuilds; reservations top up what the storms
+# leave), API_PORT (16447), TIMEOUT (2h), OUT (_output/scale: the report,
+# kwok's log and kube-apiserver's CPU profiles with their top functions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "scale: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }
@@ -42,6 +45,11 @@ echo "scale: lab up after $((SECONDS - start)) s; $(nproc) CPUs, $(free -g | awk
 report="$OUT/report-$NODES-nodes-$PODS-pods.txt"
 ./bin/estuary-scale --kubeconfig "$STATE/kubeconfig" --nodes "$NODES" --pods "$PODS" \
   --pods-per-deployment "${PODS_PER_DEPLOYMENT:-100}" --timeout "${TIMEOUT:-2h}" --manager-qps "${MANAGER_QPS:-0}" \
-  --manager-workers "${MANAGER_WORKERS:-0}" \
+  --manager-workers "${MANAGER_WORKERS:-0}" --records "${RECORDS:-100000}" --manager-memory "${MANAGER_MEMORY:-}" --profile-dir "$OUT" \
   --kwok "$KWOK" --kwok-stages "$(dirname "$KWOK")/stages.yaml" --kwok-log "$OUT/kwok.log" | tee "$report"
+for p in "$OUT"/apiserver-*.pprof; do
+  [ -e "$p" ] || continue
+  echo "== $p: kube-apiserver's CPU, top functions =="
+  go tool pprof -top -nodecount=25 "$p" 2>/dev/null | tee "${p%.pprof}.top.txt" | sed -n '1,35p'
+done
 echo "scale: done in $((SECONDS - start)) s; report in $report"

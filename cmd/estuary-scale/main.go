@@ -36,10 +36,13 @@ func main() {
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", "kube-system", "namespace estuary runs in")
 	fs.IntVar(&cfg.ManagerQPS, "manager-qps", 0, "the manager's API client rate, burst twice that (0: the chart's)")
 	fs.IntVar(&cfg.ManagerWorkers, "manager-workers", 0, "the manager's --workers (0: the chart's)")
+	fs.StringVar(&cfg.ManagerMemory, "manager-memory", "", "the manager's memory limit, e.g. 1Gi (empty: the chart's)")
+	fs.IntVar(&cfg.Records, "records", 0, "IPInstances for the manager's cold start: reservations top up what the storms leave (0: none added)")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "where a CPU profile of kube-apiserver taken in each large wave is written (empty: none)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Hour, "give up after this long")
 	_ = fs.Parse(os.Args[1:])
-	if cfg.Kubeconfig == "" || cfg.Kwok == "" || cfg.KwokStages == "" || cfg.Nodes < 1 || cfg.Pods < 10 || cfg.PodsPerDeployment < 1 {
-		fmt.Fprintln(os.Stderr, "estuary-scale: --kubeconfig, --kwok and --kwok-stages are required; --nodes >= 1, --pods >= 10")
+	if cfg.Kubeconfig == "" || cfg.Kwok == "" || cfg.KwokStages == "" || cfg.Nodes < 1 || cfg.Pods < 10 || cfg.PodsPerDeployment < 1 || cfg.Records < 0 {
+		fmt.Fprintln(os.Stderr, "estuary-scale: --kubeconfig, --kwok and --kwok-stages are required; --nodes >= 1, --pods >= 10, --records >= 0")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

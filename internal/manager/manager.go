@@ -104,6 +104,7 @@ func newManager(cfg Config) (ctrlmanager.Manager, error) {
 	}
 	opts := ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cacheOptions(),
 		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		LeaderElection:          cfg.LeaderElect,

@@ -76,6 +76,12 @@ func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Every test starts its own controllers with the same names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// The manager's own trimming (internal/manager): every test runs
+		// against pods as the production cache keeps them.
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: TrimPod}},
+		},
 	}
 	if len(tm.namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}

@@ -23,10 +23,22 @@ type wave struct {
 	managerReq map[string]float64
 	apiReq     map[string]float64
 	released   time.Duration // churn only: deletion to every address released
+	// cpu: CPU time per process (by command name) over the wave, from its
+	// start to its last pod Bound (wall).
+	cpu  map[string]float64
+	wall time.Duration
 	// managerRestarts: the manager's restarts as the wave ended (the
 	// cold start's own restart comes after the waves).
 	managerRestarts string
 }
+
+// A wave of at least profileFrom pods has kube-apiserver profiled for
+// profileSeconds, profileDelay after its start (the storm at full pace).
+const (
+	profileFrom    = 2000
+	profileDelay   = 40 * time.Second
+	profileSeconds = 30
+)
 
 // storms creates the Deployments, then deletes and re-creates a tenth of
 // them, and measures each wave.
@@ -90,7 +102,13 @@ func (r *run) wave(ctx context.Context, name, prefix string, want int, start fun
 	}
 	match := func(k string) bool { return strings.HasPrefix(k, r.cfg.Namespace+"/"+prefix) }
 	r.logf("%s: %d pods", name, want)
+	cpu0 := cpuNow()
 	t0 := time.Now()
+	if r.cfg.ProfileDir != "" && want >= profileFrom {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go r.profileAPIServer(pctx, r.cfg.ProfileDir, strings.ReplaceAll(name, " ", "-"), profileDelay, profileSeconds)
+	}
 	if err := start(); err != nil {
 		return w, err
 	}
@@ -98,6 +116,7 @@ func (r *run) wave(ctx context.Context, name, prefix string, want int, start fun
 		b := r.tr.boundAmong(match)
 		return b >= want, fmt.Sprintf("%d Bound", b), nil
 	})
+	w.wall, w.cpu = time.Since(t0), cpuUsed(cpu0, cpuNow())
 	w.storm = stormOf(r.tr.times(match))
 	r.logf("%s: %d addresses Bound in %s", name, w.storm.pods, round(time.Since(t0)))
 	a1, aerr := r.apiMetrics(ctx)
@@ -222,7 +241,10 @@ type coldRun struct {
 // /readyz, which is the allocator rebuilt once it leads).
 func (r *run) coldStart(ctx context.Context, rep *report) error {
 	c := &rep.cold
-	c.records = r.tr.boundNow()
+	var err error
+	if c.records, err = r.countRecords(ctx); err != nil {
+		return err
+	}
 	old, err := onePid(managerName)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ type report struct {
 	nodesReady time.Duration
 	waves      []wave
 	daemon     daemonRun
+	topUp      topUp
 	cold       coldRun
 }
 
@@ -80,6 +81,7 @@ func (rep *report) print(out io.Writer, cfg Config) {
 			ms(w.validate.quantile(0.5)), ms(w.validate.quantile(0.99)), w.validate.count)
 		p("  manager API requests per pod: %s", perPod(w.managerReq, s.pods))
 		p("  API server requests per pod, every client: %s", perPod(w.apiReq, s.pods))
+		p("  CPU per pod, by process (ms): %s", cpuPerPod(w.cpu, s.pods, w.wall))
 		if w.managerRestarts != "" {
 			p("  manager: %s", w.managerRestarts)
 		}
@@ -106,7 +108,10 @@ func (rep *report) print(out io.Writer, cfg Config) {
 	}
 	c := rep.cold
 	if c.toReady > 0 {
-		p("-- manager cold start with %d Bound IPInstances --", c.records)
+		p("-- manager cold start with %d IPInstances --", c.records)
+		if rep.topUp.added > 0 {
+			p("  of them %d reservations the run added (kubectl estuary reserve's records) in %s", rep.topUp.added, round(rep.topUp.took))
+		}
 		p("  process start to leading and ready: %s (kill to the new process: %s, kubelet's restart)", round(c.toReady), round(c.killToUp))
 		p("  peak RSS: %s during the storms; %s after the restart (RSS %s)", mib(c.stormPeak.hwm), mib(c.after.hwm), mib(c.after.rss))
 		if c.rebuiltLog != "" {

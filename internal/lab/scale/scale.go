@@ -23,6 +23,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -58,8 +59,17 @@ type Config struct {
 	// ManagerWorkers, when above 0, replaces the manager's --workers (pods
 	// allocated in parallel; the chart's 4).
 	ManagerWorkers int
-	Timeout        time.Duration
-	Out            io.Writer
+	// ManagerMemory, when set, replaces the manager's memory limit (the
+	// chart's 256Mi), so that a run can measure a footprint above it.
+	ManagerMemory string
+	// Records, when above the IPInstances the storms leave, is topped up
+	// with reservations before the manager's cold start.
+	Records int
+	// ProfileDir, when set, receives a CPU profile of kube-apiserver taken
+	// during each large wave.
+	ProfileDir string
+	Timeout    time.Duration
+	Out        io.Writer
 }
 
 // Chart and lab names the run relies on.
@@ -153,6 +163,9 @@ func (r *run) measure(ctx context.Context) (*report, error) {
 	if err := r.daemon(ctx, rep); err != nil {
 		return rep, err
 	}
+	if err := r.topUp(ctx, rep); err != nil {
+		return rep, err
+	}
 	if err := r.coldStart(ctx, rep); err != nil {
 		return rep, err
 	}
@@ -180,6 +193,16 @@ func (r *run) prepare(ctx context.Context) error {
 		ct := &d.Spec.Template.Spec.Containers[i]
 		if q := r.cfg.ManagerQPS; q > 0 {
 			ct.Args = setFlag(setFlag(ct.Args, "--kube-client-qps", strconv.Itoa(q)), "--kube-client-burst", strconv.Itoa(2*q))
+		}
+		if m := r.cfg.ManagerMemory; m != "" {
+			q, err := resource.ParseQuantity(m)
+			if err != nil {
+				return fmt.Errorf("manager memory %q: %w", m, err)
+			}
+			if ct.Resources.Limits == nil {
+				ct.Resources.Limits = corev1.ResourceList{}
+			}
+			ct.Resources.Limits[corev1.ResourceMemory] = q
 		}
 		if w := r.cfg.ManagerWorkers; w > 0 {
 			ct.Args = setFlag(ct.Args, "--workers", strconv.Itoa(w))

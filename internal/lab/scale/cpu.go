@@ -1,0 +1,134 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// busy are the processes whose CPU a wave accounts for, by command name
+// (/proc/<pid>/comm, at most 15 characters): the control plane, kwok,
+// estuary and the real node's kubelet and containerd.
+var busy = []string{
+	"kube-apiserver", "etcd", "kube-scheduler", "kube-controller", "kwok",
+	managerName, daemonName, "kubelet", "containerd", "estuary-scale",
+}
+
+// cpuSeconds is the user and system CPU time of process pid so far.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("stat of process %d: %w", pid, err)
+	}
+	return parseCPU(b)
+}
+
+// parseCPU reads utime and stime (fields 14 and 15) of a /proc/<pid>/stat
+// line, in seconds.
+func parseCPU(b []byte) (float64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat line has no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat line has %d fields after the name, want 13 or more", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("stat line: cpu time %q: %w", s, err)
+		}
+		ticks += v
+	}
+	return float64(ticks) / clockTicks, nil
+}
+
+// cpuNow is, per name in busy, the CPU time of its processes so far,
+// keyed by pid so that a process that restarts in between is counted from
+// its start.
+func cpuNow() map[string]map[int]float64 {
+	out := map[string]map[int]float64{}
+	for _, name := range busy {
+		pids, _ := pidsOf(name)
+		out[name] = map[int]float64{}
+		for _, pid := range pids {
+			if s, err := cpuSeconds(pid); err == nil {
+				out[name][pid] = s
+			}
+		}
+	}
+	return out
+}
+
+// cpuUsed is the CPU time each name used between two cpuNow readings.
+func cpuUsed(before, after map[string]map[int]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, pids := range after {
+		for pid, s := range pids {
+			out[name] += s - before[name][pid]
+		}
+	}
+	return out
+}
+
+// cpuPerPod says, per process, how much CPU one pod of the wave cost,
+// largest first, and the total.
+func cpuPerPod(used map[string]float64, pods int, wall time.Duration) string {
+	if len(used) == 0 || pods == 0 {
+		return "n/a"
+	}
+	names := make([]string, 0, len(used))
+	var total float64
+	for n, s := range used {
+		if s > 0 {
+			names = append(names, n)
+			total += s
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		switch {
+		case used[a] > used[b]:
+			return -1
+		case used[a] < used[b]:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", n, 1000*used[n]/float64(pods)))
+	}
+	return fmt.Sprintf("%.1f ms in all, %.2f cores over the wave (%s)", 1000*total/float64(pods),
+		total/wall.Seconds(), strings.Join(parts, ", "))
+}
+
+// profileAPIServer saves a CPU profile of kube-apiserver, taken over
+// seconds from after delay, to dir/apiserver-<name>.pprof; `go tool pprof
+// -top` reads it (the server names the functions).
+func (r *run) profileAPIServer(ctx context.Context, dir, name string, delay time.Duration, seconds int) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
+	b, err := r.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+	if err != nil {
+		r.logf("kube-apiserver profile: %v", err)
+		return
+	}
+	path := filepath.Join(dir, "apiserver-"+name+".pprof")
+	if err := os.WriteFile(path, b, 0o644); err != nil { //nolint:gosec // G306: a profile, no secret
+		r.logf("kube-apiserver profile: %v", err)
+		return
+	}
+	r.logf("kube-apiserver profile (%d s, from %s into the wave): %s", seconds, delay, path)
+}
