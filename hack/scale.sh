@@ -14,12 +14,14 @@
 # CONTROL_PLANE_QPS (500: kube-controller-manager's and kube-scheduler's API
 # rate, so that they are not what limits the storm), STATE
 # (/var/lib/estuary-scale), MANAGER_QPS (0: the chart's API client rate of
-# the manager, 20 and burst 30; N sets N and burst 2N), MANAGER_WORKERS (0: the
-# chart's 4 pods allocated in parallel), MANAGER_MEMORY (empty: the chart's
-# limit, 256Mi; e.g. 1Gi to measure a footprint above it), RECORDS (100000: the IPInstances
+# the manager, 100 and burst 200; N sets N and burst 2N), MANAGER_WORKERS (0: the
+# chart's 16 pods allocated in parallel), MANAGER_MEMORY (empty: the chart's
+# limit, 1Gi; e.g. 2Gi to measure a footprint above it), RECORDS (100000: the IPInstances
 # the manager's cold start rebuilds; reservations top up what the storms
 # leave), API_PORT (16447), TIMEOUT (2h), OUT (_output/scale: the report,
-# kwok's log and kube-apiserver's CPU profiles with their top functions).
+# kwok's log, and the profiles with their top functions: kube-apiserver's
+# CPU in each large wave, the daemon's CPU over its passes, the daemon's and
+# the manager's heap after the storms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "scale: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }
@@ -36,7 +38,7 @@ go build -o bin/estuary-lab ./cmd/estuary-lab
 go build -o bin/estuary-scale ./cmd/estuary-scale
 lab() { ./bin/estuary-lab --state-dir "$STATE" "$@"; }
 
-lab up --cni estuary --nodes 1 --api-port "${API_PORT:-16447}" --control-plane-qps "${CONTROL_PLANE_QPS:-500}"
+lab up --cni estuary --nodes 1 --api-port "${API_PORT:-16447}" --control-plane-qps "${CONTROL_PLANE_QPS:-500}" --profiling
 if [ "${KEEP:-0}" != 1 ]; then
   trap 'lab down' EXIT
 fi
@@ -47,9 +49,11 @@ report="$OUT/report-$NODES-nodes-$PODS-pods.txt"
   --pods-per-deployment "${PODS_PER_DEPLOYMENT:-100}" --timeout "${TIMEOUT:-2h}" --manager-qps "${MANAGER_QPS:-0}" \
   --manager-workers "${MANAGER_WORKERS:-0}" --records "${RECORDS:-100000}" --manager-memory "${MANAGER_MEMORY:-}" --profile-dir "$OUT" \
   --kwok "$KWOK" --kwok-stages "$(dirname "$KWOK")/stages.yaml" --kwok-log "$OUT/kwok.log" | tee "$report"
-for p in "$OUT"/apiserver-*.pprof; do
+for p in "$OUT"/*.pprof; do
   [ -e "$p" ] || continue
-  echo "== $p: kube-apiserver's CPU, top functions =="
-  go tool pprof -top -nodecount=25 "$p" 2>/dev/null | tee "${p%.pprof}.top.txt" | sed -n '1,35p'
+  idx=""
+  case "$p" in *-heap.pprof) idx=-sample_index=inuse_space ;; esac
+  echo "== $p: top functions =="
+  go tool pprof -top -nodecount=25 $idx "$p" 2>/dev/null | tee "${p%.pprof}.top.txt" | sed -n '1,35p'
 done
 echo "scale: done in $((SECONDS - start)) s; report in $report"

@@ -30,6 +30,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
+	"github.com/estuary-cni/estuary/internal/memlimit"
 	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/version"
@@ -68,6 +69,7 @@ func main() {
 	}
 	cfg.Kube = kube
 	log.Info("starting daemon", "node", cfg.NodeName, "version", version.Version, "commit", version.GitCommit)
+	memlimit.Apply(log)
 	ctx := ctrl.SetupSignalHandler()
 	var removal *daemon.Removal
 	if *daemonSet != "" {
@@ -154,6 +156,8 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
 		`address /healthz, /metrics, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables); `+
 			`/bgp and /endpoints answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
+	fs.BoolVar(&cfg.Pprof, "pprof", false,
+		"serve Go's profiles (/debug/pprof/: heap, goroutines, CPU) on --health-probe-bind-address, to peers on the node's loopback only")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "",
 		`address /metrics is served on over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates `+
 			`and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); empty or "0": not served`)

@@ -101,6 +101,7 @@ func upCmd(opts *lab.Options) *cobra.Command {
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", lab.DefaultKubernetesVersion, "Kubernetes version to build and run")
 	f.StringVar(&opts.ProxyMode, "proxy-mode", "iptables", "kube-proxy mode: iptables or nftables")
 	f.StringVar(&opts.IPFamily, "ip-family", lab.FamilyIPv4, "IP families of the lab: ipv4, dual (IPv4 and IPv6) or ipv6 (IPv6 only)")
+	f.BoolVar(&opts.Profiling, "profiling", false, "serve /debug/pprof on kube-apiserver (to its admin)")
 	f.IntVar(&opts.ControlPlaneQPS, "control-plane-qps", 0, "API client rate of kube-controller-manager and kube-scheduler, burst twice that (0: their defaults, 20 and 50)")
 	f.IntVar(&opts.HostAPIPort, "api-port", lab.DefaultHostAPIPort, "host loopback port forwarded to the API server")
 	f.StringVar(&opts.CacheDir, "cache-dir", envOr("ESTUARY_CACHE", lab.DefaultCacheDir), "binary and image cache (env ESTUARY_CACHE)")

@@ -21,6 +21,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/manager"
+	"github.com/estuary-cni/estuary/internal/memlimit"
 	"github.com/estuary-cni/estuary/internal/version"
 	"github.com/estuary-cni/estuary/internal/webhook"
 )
@@ -32,6 +33,7 @@ func main() {
 	)
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", manager.DefaultMetricsAddr, "address the metrics endpoint binds to (\"0\" disables it)")
 	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone")
+	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "", "address Go's profiles (/debug/pprof/) are served on, without authentication: keep it on loopback (empty or \"0\": not served)")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", manager.DefaultProbeAddr, "address the health probes bind to")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "elect a leader so that one replica allocates at a time")
 	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
@@ -62,6 +64,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	log.Info("estuary-manager", "version", version.Version, "commit", version.GitCommit, "buildDate", version.BuildDate)
+	memlimit.Apply(log)
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {

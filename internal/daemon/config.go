@@ -109,6 +109,9 @@ type Config struct {
 	// the node's loopback. Empty or "0": not served, and the health
 	// server's /metrics is the daemon's only one.
 	MetricsAddr string
+	// Pprof serves Go's CPU and heap profiles on the health server's
+	// /debug/pprof/, to the node's loopback only (--pprof).
+	Pprof bool
 	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
 	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it
 	// from kube-proxy's ConfigMap, falling back to 14

@@ -427,6 +427,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 	}
 	h.bgp, h.endpoints, h.node, h.reg = src.peers, src.endpoints, cfg.NodeName, reg
 	h.metricsLoopbackOnly = cfg.servesMetrics()
+	h.pprof = cfg.Pprof
 	go func() {
 		<-ctx.Done()
 		_ = h.conn.Close()

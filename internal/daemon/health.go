@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,8 @@ type health struct {
 	// metricsLoopbackOnly makes /metrics answer only the node's loopback,
 	// when the authenticated endpoint serves the network (metricsserver.go).
 	metricsLoopbackOnly bool
+	// pprof serves Go's profiles on /debug/pprof/ to the node's loopback.
+	pprof bool
 }
 
 // fastPathProgram is the loaded fast path's program, or nil.
@@ -175,6 +178,10 @@ func (h *health) mux() *http.ServeMux {
 		metrics = loopbackOnly(metrics)
 	}
 	mux.HandleFunc("/metrics", metrics)
+	if h.pprof {
+		mux.HandleFunc("/debug/pprof/", loopbackOnly(pprof.Index))
+		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(pprof.Profile))
+	}
 	return mux
 }
 

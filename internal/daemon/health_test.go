@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -174,5 +175,26 @@ func TestMetricsExportPeerState(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+func TestPprofOnlyWhenAskedAndOnlyToLoopback(t *testing.T) {
+	serve := func(h *health, remote string) int {
+		req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		h.mux().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	off := &health{reg: newRegistry(nil, nil, nil)}
+	if code := serve(off, "127.0.0.1:40000"); code != http.StatusNotFound {
+		t.Errorf("without --pprof, /debug/pprof/heap from loopback: %d, want 404", code)
+	}
+	on := &health{reg: newRegistry(nil, nil, nil), pprof: true}
+	if code := serve(on, "127.0.0.1:40000"); code != http.StatusOK {
+		t.Errorf("with --pprof, /debug/pprof/heap from loopback: %d, want 200", code)
+	}
+	if code := serve(on, "192.0.2.7:40000"); code != http.StatusForbidden {
+		t.Errorf("with --pprof, /debug/pprof/heap from 192.0.2.7: %d, want 403", code)
 	}
 }

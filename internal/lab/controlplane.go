@@ -110,7 +110,7 @@ func (l *Lab) apiserverArgs(bin string) []string {
 		// from it.
 		"--enable-aggregator-routing=true",
 		"--allow-privileged=true",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(l.opts.Profiling),
 		"--v=1",
 	}
 }

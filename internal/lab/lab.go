@@ -32,8 +32,11 @@ type Options struct {
 	// instead of their defaults (20 and 50): make scale creates pods faster
 	// than those defaults let a ReplicaSet controller and a scheduler go.
 	ControlPlaneQPS int
-	Timeout         time.Duration // for the bring-up, after binaries are built
-	Out             io.Writer
+	// Profiling serves /debug/pprof on kube-apiserver (to its admin), which
+	// the lab otherwise turns off: make scale profiles it.
+	Profiling bool
+	Timeout   time.Duration // for the bring-up, after binaries are built
+	Out       io.Writer
 }
 
 // Defaults for Options.

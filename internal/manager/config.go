@@ -19,7 +19,7 @@ import (
 const (
 	DefaultMetricsAddr    = ":9780"
 	DefaultProbeAddr      = ":9781"
-	DefaultWorkers        = 4
+	DefaultWorkers        = 16
 	DefaultWebhookService = "estuary-webhook"
 	DefaultMaxRetainTTL   = netmodel.DefaultMaxRetainTTL
 	// LeaderElectionID names the Lease the replicas compete for.
@@ -42,6 +42,9 @@ type Config struct {
 	// ProbeAddr is where /healthz and /readyz bind
 	// (--health-probe-bind-address); "0" disables them.
 	ProbeAddr string
+	// PprofAddr is where Go's profiles are served on /debug/pprof/
+	// (--pprof-bind-address); empty or "0": not served.
+	PprofAddr string
 	// LeaderElect makes one replica allocate at a time (--leader-elect).
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease; empty: the pod's namespace

@@ -107,6 +107,7 @@ func newManager(cfg Config) (ctrlmanager.Manager, error) {
 		Cache:                   cacheOptions(),
 		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
+		PprofBindAddress:        cfg.PprofAddr,
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,

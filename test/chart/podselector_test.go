@@ -82,7 +82,7 @@ func TestKubeClientValues(t *testing.T) {
 		args            []string
 		manager, daemon [2]string
 	}{
-		{nil, [2]string{"20", "30"}, [2]string{"20", "30"}},
+		{nil, [2]string{"100", "200"}, [2]string{"20", "30"}},
 		{[]string{"--set", "manager.kubeClientQPS=300,manager.kubeClientBurst=600,daemon.kubeClientBurst=15", "--set-json", "daemon.kubeClientQPS=7.5"},
 			[2]string{"300", "600"}, [2]string{"7.5", "15"}},
 	} {

@@ -132,3 +132,31 @@ func (r *run) profileAPIServer(ctx context.Context, dir, name string, delay time
 	}
 	r.logf("kube-apiserver profile (%d s, from %s into the wave): %s", seconds, delay, path)
 }
+
+// Where the run asks estuary for Go's profiles, on the real node's
+// loopback: the manager with --pprof-bind-address, the daemon's health
+// server with --pprof.
+const (
+	managerPprof = "127.0.0.1:9784"
+	daemonPprof  = "127.0.0.1:9782"
+)
+
+// saveProfile fetches http://addr/debug/pprof/<what> from inside the real
+// node's network namespace into dir/<name>.pprof.
+func (r *run) saveProfile(ctx context.Context, name, addr, what string, timeout time.Duration) {
+	hc := nsClient("/var/run/netns/"+r.cfg.NodeNetns, timeout)
+	code, body, err := get(ctx, hc, "http://"+addr+"/debug/pprof/"+what, "")
+	if err == nil && code != 200 {
+		err = fmt.Errorf("HTTP %d: %s", code, strings.TrimSpace(body))
+	}
+	if err != nil {
+		r.logf("profile %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(r.cfg.ProfileDir, name+".pprof")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil { //nolint:gosec // G306: a profile, no secret
+		r.logf("profile %s: %v", name, err)
+		return
+	}
+	r.logf("profile %s: %s", name, path)
+}

@@ -185,6 +185,13 @@ func (r *run) daemon(ctx context.Context, rep *report) error {
 		return err
 	}
 	t0 := time.Now()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		if r.cfg.ProfileDir != "" {
+			r.saveProfile(ctx, "daemon-cpu", daemonPprof, "profile?seconds=30", 45*time.Second)
+		}
+	}()
 	for j := range probeNodes {
 		i := r.cfg.Nodes + j
 		start := time.Now()
@@ -212,6 +219,11 @@ func (r *run) daemon(ctx context.Context, rep *report) error {
 		return time.Since(t0) > 35*time.Second && n > float64(probeNodes), fmt.Sprintf("%g passes", n), nil
 	}); err != nil {
 		return err
+	}
+	<-profiled
+	if r.cfg.ProfileDir != "" {
+		r.saveProfile(ctx, "daemon-heap", daemonPprof, "heap", time.Minute)
+		r.saveProfile(ctx, "manager-heap", managerPprof, "heap", time.Minute)
 	}
 	d.pass = s1.histogramOf(hist, map[string]string{"result": "success"}).minus(s0.histogramOf(hist, map[string]string{"result": "success"}))
 	d.passFailures = s1.histogramOf(hist, map[string]string{"result": "error"}).count - s0.histogramOf(hist, map[string]string{"result": "error"}).count

@@ -54,13 +54,13 @@ type Config struct {
 	DaemonMetrics     int
 	SystemNamespace   string // where estuary runs
 	// ManagerQPS, when above 0, replaces the manager's API client rate
-	// (--kube-client-qps, burst twice that) set by the chart (20, burst 30).
+	// (--kube-client-qps, burst twice that) set by the chart (100, burst 200).
 	ManagerQPS int
 	// ManagerWorkers, when above 0, replaces the manager's --workers (pods
-	// allocated in parallel; the chart's 4).
+	// allocated in parallel; the chart's 16).
 	ManagerWorkers int
 	// ManagerMemory, when set, replaces the manager's memory limit (the
-	// chart's 256Mi), so that a run can measure a footprint above it.
+	// chart's 1Gi), so that a run can measure a footprint above it.
 	ManagerMemory string
 	// Records, when above the IPInstances the storms leave, is topped up
 	// with reservations before the manager's cold start.
@@ -204,6 +204,9 @@ func (r *run) prepare(ctx context.Context) error {
 			}
 			ct.Resources.Limits[corev1.ResourceMemory] = q
 		}
+		if r.cfg.ProfileDir != "" {
+			ct.Args = setFlag(ct.Args, "--pprof-bind-address", managerPprof)
+		}
 		if w := r.cfg.ManagerWorkers; w > 0 {
 			ct.Args = setFlag(ct.Args, "--workers", strconv.Itoa(w))
 		}
@@ -216,6 +219,14 @@ func (r *run) prepare(ctx context.Context) error {
 		return fmt.Errorf("get daemonset %s: %w", daemonName, err)
 	}
 	ds.Spec.Template.Spec.Affinity = aff
+	if r.cfg.ProfileDir != "" {
+		for i := range ds.Spec.Template.Spec.Containers {
+			ct := &ds.Spec.Template.Spec.Containers[i]
+			if ct.Name == "daemon" {
+				ct.Args = setFlag(ct.Args, "--pprof", "true")
+			}
+		}
+	}
 	if err := r.c.Update(ctx, &ds); err != nil {
 		return fmt.Errorf("update daemonset %s: %w", daemonName, err)
 	}
