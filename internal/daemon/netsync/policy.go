@@ -30,6 +30,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -77,12 +78,13 @@ func (*PolicyPart) Name() string { return PartPolicy }
 // Sync computes the node's policy from snap and the cached policy objects
 // and applies the difference to the table.
 func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
-	in, err := p.read(ctx)
+	eps := PolicyEndpoints(snap.Endpoints, p.cfg.HostVeth)
+	in, err := p.read(ctx, eps)
 	if err != nil {
 		return err
 	}
 	in.Nodes = snap.Objects.Nodes
-	in.Endpoints = PolicyEndpoints(snap.Endpoints, p.cfg.HostVeth)
+	in.Endpoints = eps
 	node, terr := translate.Policy(in)
 	if terr != nil {
 		p.cfg.Log.Error(terr, "policy objects skipped or narrowed while computing the node's policy")
@@ -103,17 +105,21 @@ func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
 }
 
 // read lists the cached objects policy depends on, sharing the cache's
-// objects (read-only) as the loop's read does.
-func (p *PolicyPart) read(ctx context.Context) (translate.PolicyInput, error) {
+// objects (read-only) as the loop's read does. Pods are peers only of a
+// policy: while the cluster has none, the pass reads the pods of the
+// node's endpoints alone (whether each is known and on the pod network)
+// instead of every pod of the cluster, which at 50,000 pods is most of a
+// pass's work, and the table it computes is the same (no endpoint has a
+// rule).
+func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (translate.PolicyInput, error) {
 	var (
 		nps  networkingv1.NetworkPolicyList
 		cnps npv1beta1.ClusterNetworkPolicyList
 		nss  corev1.NamespaceList
-		pods corev1.PodList
 	)
 	shared := client.UnsafeDisableDeepCopy
 	r := p.cfg.Reader
-	lists := []client.ObjectList{&nps, &nss, &pods}
+	lists := []client.ObjectList{&nps, &nss}
 	if p.cfg.Admin {
 		lists = append(lists, &cnps)
 	}
@@ -122,8 +128,36 @@ func (p *PolicyPart) read(ctx context.Context) (translate.PolicyInput, error) {
 			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", l, err)
 		}
 	}
-	return translate.PolicyInput{Namespaces: nss.Items, Pods: pods.Items, NetworkPolicies: nps.Items,
-		ClusterPolicies: cnps.Items}, nil
+	in := translate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items}
+	if len(nps.Items) == 0 && len(cnps.Items) == 0 {
+		pods, err := p.endpointPods(ctx, eps)
+		in.Pods = pods
+		return in, err
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, shared); err != nil {
+		return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", &pods, err)
+	}
+	in.Pods = pods.Items
+	return in, nil
+}
+
+// endpointPods reads the cached pods of eps; a pod not cached is left out
+// (translate reports its endpoint).
+func (p *PolicyPart) endpointPods(ctx context.Context, eps []translate.PolicyEndpoint) ([]corev1.Pod, error) {
+	out := make([]corev1.Pod, 0, len(eps))
+	for _, e := range eps {
+		var pod corev1.Pod
+		err := p.cfg.Reader.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, &pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read the cache for policy: pod %s/%s: %w", e.Namespace, e.Name, err)
+		}
+		out = append(out, pod)
+	}
+	return out, nil
 }
 
 // PolicyEndpoints are the endpoints policy applies to: every attachment of
