@@ -83,14 +83,13 @@ const (
 
 // run holds the clients and state of one run.
 type run struct {
-	cfg   Config
-	rest  *rest.Config
-	c     client.Client
-	cs    kubernetes.Interface
-	dyn   dynamic.Interface
-	tr    *tracker
-	token string
-	out   io.Writer
+	cfg  Config
+	rest *rest.Config
+	c    client.Client
+	cs   kubernetes.Interface
+	dyn  dynamic.Interface
+	tr   *tracker
+	out  io.Writer
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -241,11 +240,6 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := testenv.BindClusterRole(ctx, r.c, metricsRole, r.cfg.Namespace, "scraper"); err != nil {
 		return err
 	}
-	tok, err := testenv.ServiceAccountToken(ctx, r.c, r.cfg.Namespace, "scraper")
-	if err != nil {
-		return err
-	}
-	r.token = tok
 	return createNetworks(ctx, r.c)
 }
 
@@ -371,7 +365,13 @@ func (r *run) apiMetrics(ctx context.Context) (samples, error) {
 // on the real node, from the node's network namespace.
 func (r *run) estuaryMetrics(ctx context.Context, port int) (samples, error) {
 	u := fmt.Sprintf("https://%s:%d/metrics", r.cfg.NodeAddr, port)
-	code, body, err := get(ctx, nsClient("/var/run/netns/"+r.cfg.NodeNetns, 30*time.Second), u, r.token)
+	// A fresh token for every scrape: a run outlives the hour a token
+	// lasts, and an expired one is answered with a 500.
+	tok, err := testenv.ServiceAccountToken(ctx, r.c, r.cfg.Namespace, "scraper")
+	if err != nil {
+		return nil, err
+	}
+	code, body, err := get(ctx, nsClient("/var/run/netns/"+r.cfg.NodeNetns, 30*time.Second), u, tok)
 	if err != nil {
 		return nil, err
 	}
