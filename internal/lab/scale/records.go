@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -125,10 +126,12 @@ type topUp struct {
 	took  time.Duration
 }
 
-// createReservedNetwork creates the network of the reservations (its
-// nodes: those labelled with a domain no node has) and n subnets.
+// createReservedNetwork creates the namespace of the reservations (the
+// manager releases what is kept for a workload of a namespace that is
+// gone), their network (its nodes: those labelled with a domain no node
+// has) and n subnets.
 func createReservedNetwork(ctx context.Context, c client.Client, n int) error {
-	objs := []client.Object{&estuaryv1.Network{
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: reservedNamespace}}, &estuaryv1.Network{
 		ObjectMeta: metav1.ObjectMeta{Name: reservedNetwork},
 		Spec: estuaryv1.NetworkSpec{
 			Type: estuaryv1.NetworkTypeUnderlay, Mode: estuaryv1.NetworkModeVLAN, NetID: ptr.To[int64](0),
