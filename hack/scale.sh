@@ -16,12 +16,13 @@
 # (/var/lib/estuary-scale), MANAGER_QPS (0: the chart's API client rate of
 # the manager, 100 and burst 200; N sets N and burst 2N), MANAGER_WORKERS (0: the
 # chart's 16 pods allocated in parallel), MANAGER_MEMORY (empty: the chart's
-# limit, 1Gi; e.g. 2Gi to measure a footprint above it), RECORDS (100000: the IPInstances
-# the manager's cold start rebuilds; reservations top up what the storms
-# leave), API_PORT (16447), TIMEOUT (2h), OUT (_output/scale: the report,
-# kwok's log, and the profiles with their top functions: kube-apiserver's
-# CPU in each large wave, the daemon's CPU over its passes, the daemon's and
-# the manager's heap after the storms).
+# limit, 1Gi; e.g. 2Gi to measure a footprint above it), RECORDS (100000:
+# the IPInstances the manager's cold start rebuilds; reservations top up
+# what the storms leave), API_PORT (16447), TIMEOUT (2h), OUT
+# (_output/scale: the report, kwok's log, and the profiles with their top
+# functions: kube-apiserver's CPU in each large wave, the daemon's CPU over
+# its passes, the daemon's and the manager's heap after the storms, the
+# manager's CPU in its cold start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "scale: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }

@@ -142,21 +142,50 @@ const (
 )
 
 // saveProfile fetches http://addr/debug/pprof/<what> from inside the real
-// node's network namespace into dir/<name>.pprof.
+// node's network namespace into dir/<name>.pprof, and logs the outcome.
 func (r *run) saveProfile(ctx context.Context, name, addr, what string, timeout time.Duration) {
+	if err := r.fetchProfile(ctx, name, addr, what, timeout); err != nil {
+		r.logf("profile %s: %v", name, err)
+		return
+	}
+	r.logf("profile %s: %s", name, filepath.Join(r.cfg.ProfileDir, name+".pprof"))
+}
+
+func (r *run) fetchProfile(ctx context.Context, name, addr, what string, timeout time.Duration) error {
 	hc := nsClient("/var/run/netns/"+r.cfg.NodeNetns, timeout)
 	code, body, err := get(ctx, hc, "http://"+addr+"/debug/pprof/"+what, "")
 	if err == nil && code != 200 {
 		err = fmt.Errorf("HTTP %d: %s", code, strings.TrimSpace(body))
 	}
 	if err != nil {
-		r.logf("profile %s: %v", name, err)
-		return
+		return err
 	}
-	path := filepath.Join(r.cfg.ProfileDir, name+".pprof")
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil { //nolint:gosec // G306: a profile, no secret
-		r.logf("profile %s: %v", name, err)
-		return
-	}
-	r.logf("profile %s: %s", name, path)
+	return os.WriteFile(filepath.Join(r.cfg.ProfileDir, name+".pprof"), []byte(body), 0o644) //nolint:gosec // G306: a profile, no secret
+}
+
+// profileColdStart takes a CPU profile of the restarted manager from as
+// soon as its profile port answers (its first second), over seconds; done
+// is closed when it is saved or given up.
+func (r *run) profileColdStart(ctx context.Context, seconds int) (done <-chan struct{}) {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		what := fmt.Sprintf("profile?seconds=%d", seconds)
+		timeout := time.Duration(seconds+10) * time.Second
+		var err error
+		for range 100 {
+			if err = r.fetchProfile(ctx, "manager-cold-start-cpu", managerPprof, what, timeout); err == nil {
+				r.logf("profile manager-cold-start-cpu (%d s from the new process's first second): %s", seconds,
+					filepath.Join(r.cfg.ProfileDir, "manager-cold-start-cpu.pprof"))
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		r.logf("profile manager-cold-start-cpu: %v", err)
+	}()
+	return ch
 }

@@ -292,6 +292,10 @@ func (r *run) coldStart(ctx context.Context, rep *report) error {
 		return err
 	}
 	c.killToUp = started.Sub(killed)
+	if r.cfg.ProfileDir != "" {
+		profiled := r.profileColdStart(ctx, 20)
+		defer func() { <-profiled }()
+	}
 	hc := nsClient("/var/run/netns/"+r.cfg.NodeNetns, 2*time.Second)
 	u := fmt.Sprintf("http://%s:%d/readyz", r.cfg.NodeAddr, r.cfg.ManagerHealth)
 	if err := r.waitFor(ctx, "the restarted manager leading and ready", func() (bool, string, error) {
