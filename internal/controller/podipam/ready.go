@@ -12,13 +12,12 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
 // readiness gates every reconcile on the rebuild: nothing is allocated,
 // released or changed in the allocator until its state has been restored
-// from a live list of the records.
+// from the records (see fence.go).
 type readiness struct {
 	once sync.Once
 	done chan struct{}
@@ -57,8 +56,8 @@ func (r *Reconciler) Ready() error {
 }
 
 // Start restores the allocator from the API server: every Network and
-// Subnet, then every IPInstance, read live rather than from the informer
-// cache. It runs once this manager leads (controller-runtime starts it after
+// Subnet read live, then every IPInstance, read from the informer cache and
+// fenced by a live list of their versions (fence.go). It runs once this manager leads (controller-runtime starts it after
 // winning the election) and unblocks the reconcilers when done.
 func (r *Reconciler) Start(ctx context.Context) error {
 	err := r.rebuild(ctx)
@@ -83,11 +82,11 @@ var rebuildBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, J
 // allocator (see Topology).
 func (r *Reconciler) rebuild(ctx context.Context) error {
 	logger := log.FromContext(ctx)
-	var list estuaryv1.IPInstanceList
+	var read fenced
 	err := wait.ExponentialBackoffWithContext(ctx, rebuildBackoff, func(ctx context.Context) (bool, error) {
 		notInstalled, err := r.Topology.load(ctx)
 		if err == nil {
-			err = r.APIReader.List(ctx, &list)
+			read, err = r.readRecords(ctx)
 		}
 		if err != nil {
 			r.Metrics.rebuildFailures.Inc()
@@ -102,9 +101,9 @@ func (r *Reconciler) rebuild(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	var records []ipam.Record
-	for i := range list.Items {
-		rec, err := record(&list.Items[i])
+	records := make([]ipam.Record, 0, len(read.items))
+	for i := range read.items {
+		rec, err := record(&read.items[i])
 		if err != nil {
 			logger.Error(err, "rebuild: skipping unreadable record")
 			continue
@@ -123,9 +122,9 @@ func (r *Reconciler) rebuild(ctx context.Context) error {
 		}
 		r.Metrics.rebuildProblems.Add(float64(len(rb.Problems)))
 	}
-	for key, hs := range fromInstances(list.Items) {
+	for key, hs := range fromInstances(read.items) {
 		r.held.set(key, hs)
 	}
-	logger.Info("allocator rebuilt", "records", len(records), "subnets", len(r.Alloc.Subnets()))
+	logger.Info("allocator rebuilt", "records", len(records), "readLive", read.live, "subnets", len(r.Alloc.Subnets()))
 	return nil
 }
