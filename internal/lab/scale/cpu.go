@@ -85,8 +85,31 @@ func cpuPerPod(used map[string]float64, pods int, wall time.Duration) string {
 	if len(used) == 0 || pods == 0 {
 		return "n/a"
 	}
-	names := make([]string, 0, len(used))
-	var total float64
+	names, total := byUse(used)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", n, 1000*used[n]/float64(pods)))
+	}
+	return fmt.Sprintf("%.1f ms in all, %.2f cores over the wave (%s)", 1000*total/float64(pods),
+		total/wall.Seconds(), strings.Join(parts, ", "))
+}
+
+// cpuByProcess formats CPU-seconds by process, the largest first.
+func cpuByProcess(used map[string]float64) string {
+	if len(used) == 0 {
+		return "n/a"
+	}
+	names, total := byUse(used)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", n, used[n]))
+	}
+	return fmt.Sprintf("%.1f s in all (%s)", total, strings.Join(parts, ", "))
+}
+
+// byUse returns the processes that used CPU, the largest first, and the
+// total.
+func byUse(used map[string]float64) (names []string, total float64) {
 	for n, s := range used {
 		if s > 0 {
 			names = append(names, n)
@@ -102,12 +125,7 @@ func cpuPerPod(used map[string]float64, pods int, wall time.Duration) string {
 		}
 		return strings.Compare(a, b)
 	})
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %.1f", n, 1000*used[n]/float64(pods)))
-	}
-	return fmt.Sprintf("%.1f ms in all, %.2f cores over the wave (%s)", 1000*total/float64(pods),
-		total/wall.Seconds(), strings.Join(parts, ", "))
+	return names, total
 }
 
 // profileAPIServer saves a CPU profile of kube-apiserver, taken over

@@ -35,6 +35,9 @@ func TestCPUUsedCountsARestartedProcessFromItsStart(t *testing.T) {
 	if !strings.HasPrefix(s, "5.0 ms in all, 0.50 cores") || !strings.Contains(s, "etcd 3.0, estuary-manager 2.0") {
 		t.Errorf("cpuPerPod = %q", s)
 	}
+	if s := cpuByProcess(got); s != "5.0 s in all (etcd 3.0, estuary-manager 2.0)" {
+		t.Errorf("cpuByProcess = %q", s)
+	}
 }
 
 func TestReservationsFillSubnetsInOrder(t *testing.T) {

@@ -242,9 +242,11 @@ func (r *run) daemon(ctx context.Context, rep *report) error {
 type coldRun struct {
 	stormPeak  memory // the manager that ran the storms, before it was killed
 	records    int
-	toReady    time.Duration // process start to elected and ready
-	killToUp   time.Duration // kill to the new process's start (kubelet's restart)
-	after      memory        // the restarted manager, once ready
+	toReady    time.Duration      // process start to elected and ready
+	killToUp   time.Duration      // kill to the new process's start (kubelet's restart)
+	after      memory             // the restarted manager, once ready
+	cpu        map[string]float64 // CPU-seconds by process, from the kill to ready
+	leaseLog   string
 	rebuiltLog string
 }
 
@@ -268,7 +270,7 @@ func (r *run) coldStart(ctx context.Context, rep *report) error {
 	if err != nil {
 		return err
 	}
-	killed := time.Now()
+	cpu0, killed := cpuNow(), time.Now()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill manager %d: %w", old, err)
 	}
@@ -295,6 +297,9 @@ func (r *run) coldStart(ctx context.Context, rep *report) error {
 	if r.cfg.ProfileDir != "" {
 		profiled := r.profileColdStart(ctx, 20)
 		defer func() { <-profiled }()
+		apiserver := make(chan struct{})
+		go func() { defer close(apiserver); r.profileAPIServer(ctx, r.cfg.ProfileDir, "cold-start", 0, 15) }()
+		defer func() { <-apiserver }()
 	}
 	hc := nsClient("/var/run/netns/"+r.cfg.NodeNetns, 2*time.Second)
 	u := fmt.Sprintf("http://%s:%d/readyz", r.cfg.NodeAddr, r.cfg.ManagerHealth)
@@ -311,8 +316,11 @@ func (r *run) coldStart(ctx context.Context, rep *report) error {
 	}); err != nil {
 		return err
 	}
-	c.toReady = time.Since(started)
+	c.toReady, c.cpu = time.Since(started), cpuUsed(cpu0, cpuNow())
 	r.logf("manager restarted: process start to leading and ready in %s", round(c.toReady))
+	if c.leaseLog, err = r.managerLogLine(ctx, "successfully acquired lease"); err != nil {
+		r.logf("manager log: %v", err)
+	}
 	if c.rebuiltLog, err = r.managerLogLine(ctx, "allocator rebuilt"); err != nil {
 		r.logf("manager log: %v", err)
 	}

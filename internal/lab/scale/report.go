@@ -114,8 +114,11 @@ func (rep *report) print(out io.Writer, cfg Config) {
 		}
 		p("  process start to leading and ready: %s (kill to the new process: %s, kubelet's restart)", round(c.toReady), round(c.killToUp))
 		p("  peak RSS: %s during the storms; %s after the restart (RSS %s)", mib(c.stormPeak.hwm), mib(c.after.hwm), mib(c.after.rss))
-		if c.rebuiltLog != "" {
-			p("  log: %s", c.rebuiltLog)
+		p("  CPU from the kill to ready: %s", cpuByProcess(c.cpu))
+		for _, l := range []string{c.leaseLog, c.rebuiltLog} {
+			if l != "" {
+				p("  log: %s", l)
+			}
 		}
 	}
 }
