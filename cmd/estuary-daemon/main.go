@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/estuary-cni/estuary/internal/clientgates"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
@@ -70,6 +71,7 @@ func main() {
 	cfg.Kube = kube
 	log.Info("starting daemon", "node", cfg.NodeName, "version", version.Version, "commit", version.GitCommit)
 	memlimit.Apply(log)
+	clientgates.Apply(log)
 	ctx := ctrl.SetupSignalHandler()
 	var removal *daemon.Removal
 	if *daemonSet != "" {

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/estuary-cni/estuary/internal/clientgates"
 	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/manager"
@@ -65,6 +66,7 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 	log.Info("estuary-manager", "version", version.Version, "commit", version.GitCommit, "buildDate", version.BuildDate)
 	memlimit.Apply(log)
+	clientgates.Apply(log)
 
 	kube, err := ctrl.GetConfig()
 	if err != nil {
