@@ -108,18 +108,11 @@ func specChanged(o, n client.Object) bool {
 // WatchPolicy pokes t on every add and delete of a cached NetworkPolicy,
 // ClusterNetworkPolicy, Namespace or Pod, and on every update of one that
 // changesPolicy; ClusterNetworkPolicies only with admin (the API server
-// serves them). The daemon calls it when it enforces
-// policy, before the cache starts.
+// serves them). The daemon calls it when it enforces policy, before the
+// cache starts; its cache holds the node's own pods, and the PodView the
+// others' while a policy exists, with the same triggers.
 func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { t.Poke() },
-		UpdateFunc: func(old, updated any) {
-			if changesPolicy(old, updated) {
-				t.Poke()
-			}
-		},
-		DeleteFunc: func(any) { t.Poke() },
-	}
+	h := policyHandler(t)
 	objs := []client.Object{&networkingv1.NetworkPolicy{}, &corev1.Namespace{}, &corev1.Pod{}}
 	if admin {
 		objs = append(objs, &npv1beta1.ClusterNetworkPolicy{})
@@ -134,6 +127,20 @@ func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) er
 		}
 	}
 	return nil
+}
+
+// policyHandler pokes t on every add and delete, and on every update that
+// changesPolicy.
+func policyHandler(t *Trigger) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.Poke() },
+		UpdateFunc: func(old, updated any) {
+			if changesPolicy(old, updated) {
+				t.Poke()
+			}
+		},
+		DeleteFunc: func(any) { t.Poke() },
+	}
 }
 
 // changesPolicy reports whether an update can change what the policy part
