@@ -28,8 +28,9 @@
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
 //
-// One read per pass. The loop lists the networks, subnets, Nodes and
-// IPInstances from the cache and the attachments from the endpoint store
+// One read per pass. The loop reads the networks, subnets, Nodes and
+// IPInstances from the cache (the Nodes and IPInstances as the informers
+// store them, not copied) and the attachments from the endpoint store
 // into one Snapshot that every part receives; values one part hands a later
 // one (the tunnel the VTEP part published, the overlay's input) travel in
 // it too, never through a part reaching into another. The parts of
@@ -53,6 +54,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -237,26 +240,84 @@ func (s *Syncer) pass(ctx context.Context) error {
 }
 
 // read lists everything the parts work from: the cache's objects and the
-// endpoint store's attachments. The lists share the cache's objects instead
-// of copying them (UnsafeDisableDeepCopy): every part only reads them, and
-// nothing may write to them.
+// endpoint store's attachments. The objects are the cache's own, not
+// copies: every part only reads them, and nothing may write to them. The
+// Nodes and IPInstances (the cluster's size) are the informers' stored
+// pointers, so a pass allocates one slice of pointers for them instead of
+// a copy of every object; the networks and subnets, a few, are listed.
 func (s *Syncer) read(ctx context.Context) (*Snapshot, error) {
 	var (
-		nets  estuaryv1.NetworkList
-		subs  estuaryv1.SubnetList
-		nodes corev1.NodeList
-		ipis  estuaryv1.IPInstanceList
+		nets estuaryv1.NetworkList
+		subs estuaryv1.SubnetList
 	)
 	shared := client.UnsafeDisableDeepCopy
-	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared),
-		s.reader.List(ctx, &nodes, shared), s.reader.List(ctx, &ipis, shared))
+	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared))
 	if err != nil {
 		return nil, fmt.Errorf("read the cache: %w", err)
 	}
-	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes.Items, IPInstances: ipis.Items}
+	nodes, err := Stored[corev1.Node](ctx, s.reader, &corev1.NodeList{})
+	if err != nil {
+		return nil, fmt.Errorf("read the cache: %w", err)
+	}
+	ipis, err := Stored[estuaryv1.IPInstance](ctx, s.reader, &estuaryv1.IPInstanceList{})
+	if err != nil {
+		return nil, fmt.Errorf("read the cache: %w", err)
+	}
+	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes, IPInstances: ipis}
 	eps, err := s.eps.List()
 	if err != nil {
 		return nil, fmt.Errorf("list local endpoints: %w", err)
 	}
 	return NewSnapshot(s.opts.Node, objs, eps, sync.OnceValues(s.opts.Parent)), nil
+}
+
+// Stored returns the objects of r's informer for T as the informer stores
+// them, waiting (as a List does) until it has synced: the cache's own
+// objects, read-only. A reader that is no informer cache (a fake client)
+// is listed into list instead, and the pointers are to its items.
+func Stored[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, list client.ObjectList) ([]*T, error) {
+	c, ok := r.(cache.Informers)
+	if !ok {
+		return listed[T, PT](ctx, r, list)
+	}
+	inf, err := c.GetInformer(ctx, PT(new(T)))
+	if err != nil {
+		return nil, fmt.Errorf("informer for %T: %w", PT(nil), err)
+	}
+	st, ok := inf.(interface{ GetStore() toolscache.Store })
+	if !ok {
+		return listed[T, PT](ctx, r, list)
+	}
+	return pointers[T, PT](st.GetStore().List()), nil
+}
+
+func listed[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, list client.ObjectList) ([]*T, error) {
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list %T: %w", list, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, fmt.Errorf("list %T: %w", list, err)
+	}
+	return pointers[T, PT](items), nil
+}
+
+// pointers are the objects of items that are PTs.
+func pointers[T any, PT interface {
+	*T
+	client.Object
+}, E any](items []E) []*T {
+	out := make([]*T, 0, len(items))
+	for _, o := range items {
+		if p, ok := any(o).(PT); ok {
+			out = append(out, (*T)(p))
+		}
+	}
+	return out
 }
