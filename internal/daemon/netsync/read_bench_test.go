@@ -2,7 +2,6 @@ package netsync
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func BenchmarkReadPass50k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("created %d nodes and %d records in %s", cl.Nodes, cl.Pods, time.Since(start))
-	before := liveHeap()
+	before := objtest.LiveHeap()
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +39,7 @@ func BenchmarkReadPass50k(b *testing.B) {
 	if !c.WaitForCacheSync(ctx) {
 		b.Fatal("cache not synced")
 	}
-	heap := float64(liveHeap()-before) / float64(cl.Pods)
+	heap := float64(objtest.LiveHeap()-before) / float64(cl.Pods)
 	b.ReportAllocs()
 	for b.Loop() {
 		snap, err := s.read(ctx)
@@ -52,12 +51,4 @@ func BenchmarkReadPass50k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(heap, "heap-B/record")
-}
-
-// liveHeap is the heap in use after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

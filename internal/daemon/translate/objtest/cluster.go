@@ -3,6 +3,7 @@ package objtest
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,4 +115,12 @@ func parallel(ctx context.Context, n, workers int, obj func(int) client.Object, 
 		return err
 	}
 	return <-errs
+}
+
+// LiveHeap is the heap in use after a collection.
+func LiveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
