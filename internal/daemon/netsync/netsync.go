@@ -11,15 +11,20 @@
 // Level-triggered. Every add or delete of a cached Node, Network, Subnet or
 // IPInstance, and every update that can change a pass's result
 // (changesDataPath: not a Node's heartbeat, a Subnet's usage or an
-// IPInstance's retention), only pokes a one-slot Trigger; the loop then
-// reads everything afresh and hands it to every part, which diffs it
+// IPInstance's retention), only pokes a one-slot Trigger (PokeCluster);
+// the loop then reads everything afresh and hands it to every part, which diffs it
 // against what it owns. The Trigger is made before the loop and its parts,
 // so whatever must ask for a pass (the CNI server after each ADD and DEL,
 // a BGP session changing state, the kernel watch) is given it when it is
 // built. After a trigger the loop waits until triggers stop for a short
 // quiet window (Options.Quiet), but no longer than Options.MaxDelay from
 // the first, so a burst of events (pods added one after another, a node's
-// status updates) costs one pass. A missed event is repaired by the next
+// status updates) costs one pass. A pass the cluster's objects asked for
+// also starts no sooner than Options.Pace times the last pass's duration
+// after it: a pass reads the whole cluster, and without that pace the
+// churn of other nodes' pods would run passes back to back. What this
+// node asks for (Poke: its endpoints, links, BGP sessions) is never paced,
+// and the cluster's pokes never extend its settle. A missed event is repaired by the next
 // one (or by the periodic resync, Options.Resync), and a restarted daemon
 // converges the same way without history. A failed pass is retried with a
 // capped backoff. With Options.Metrics, every pass's duration and each part
@@ -97,7 +102,13 @@ type Options struct {
 	// counted from the first trigger (DefaultMaxDelay).
 	Quiet    time.Duration
 	MaxDelay time.Duration
-	Log      logr.Logger
+	// Pace spaces the passes the cluster's objects ask for
+	// (Trigger.PokeCluster): such a pass starts no sooner than Pace times
+	// the last pass's duration after its end (DefaultPace), so that churn
+	// elsewhere in the cluster costs at most about 1/(1+Pace) of a core
+	// however often it comes. A Poke is never paced.
+	Pace float64
+	Log  logr.Logger
 	// Metrics, if set, records every pass's duration and failed parts.
 	Metrics *Metrics
 	// Parent resolves the tunnel's parent link, at most once per pass, for
@@ -110,11 +121,13 @@ type Options struct {
 	Parts []Part
 }
 
-// Defaults of Options.Resync, Options.Quiet and Options.MaxDelay.
+// Defaults of Options.Resync, Options.Quiet, Options.MaxDelay and
+// Options.Pace.
 const (
 	DefaultResync   = 30 * time.Second
 	DefaultQuiet    = 50 * time.Millisecond
 	DefaultMaxDelay = 250 * time.Millisecond
+	DefaultPace     = 1.0
 )
 
 // Syncer runs the node's data-path loop.
@@ -145,6 +158,9 @@ func withDefaults(opts Options) Options {
 	if opts.MaxDelay <= 0 {
 		opts.MaxDelay = DefaultMaxDelay
 	}
+	if opts.Pace <= 0 {
+		opts.Pace = DefaultPace
+	}
 	if opts.Parent == nil {
 		opts.Parent = func() (overlay.Parent, error) { return overlay.Parent{}, errors.New("no tunnel parent configured") }
 	}
@@ -165,13 +181,17 @@ func (s *Syncer) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop runs pass on start, after triggers (coalesced by settle), every
-// Resync and on retry after a failure, until ctx ends.
+// loop runs pass on start, after triggers (coalesced by settle, the
+// cluster's paced by pace), every Resync and on retry after a failure,
+// until ctx ends.
 func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 	tick := time.NewTicker(s.opts.Resync)
 	defer tick.Stop()
 	backoff := time.Duration(0)
-	var retry <-chan time.Time
+	var (
+		retry <-chan time.Time
+		next  time.Time // the soonest a paced pass may start
+	)
 	s.trigger.Poke()
 	for {
 		select {
@@ -181,12 +201,18 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 			if !s.settle(ctx) {
 				return
 			}
+		case <-s.trigger.cluster:
+			if !s.pace(ctx, next) || !s.settle(ctx) {
+				return
+			}
 		case <-tick.C:
 		case <-retry:
 		}
 		retry = nil
 		start := time.Now()
 		err := pass(ctx)
+		end := time.Now()
+		next = end.Add(time.Duration(s.opts.Pace * float64(end.Sub(start))))
 		s.opts.Metrics.observe(start, err)
 		if err != nil {
 			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
@@ -198,10 +224,30 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 	}
 }
 
-// settle waits, after a trigger, until no other trigger has come for Quiet
-// or MaxDelay has passed since the first, whichever is sooner. Triggers it
+// pace waits, after a PokeCluster, until next or a Poke, whichever comes
+// first. It returns false when ctx ends first.
+func (s *Syncer) pace(ctx context.Context, next time.Time) bool {
+	wait := time.Until(next)
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-s.trigger.ch:
+	}
+	return true
+}
+
+// settle waits, after a trigger, until no other Poke has come for Quiet or
+// MaxDelay has passed since the first, whichever is sooner. Triggers it
 // absorbs are served by the pass that follows, which reads everything
-// afresh. It returns false when ctx ends first.
+// afresh; a PokeCluster is absorbed without extending the wait, so that
+// the cluster's churn never delays a pass this node asked for. It returns
+// false when ctx ends first.
 func (s *Syncer) settle(ctx context.Context) bool {
 	deadline := time.NewTimer(s.opts.MaxDelay)
 	defer deadline.Stop()
@@ -217,6 +263,7 @@ func (s *Syncer) settle(ctx context.Context) bool {
 			return true
 		case <-s.trigger.ch:
 			quiet.Reset(s.opts.Quiet)
+		case <-s.trigger.cluster:
 		}
 	}
 }

@@ -94,7 +94,7 @@ func (v *PodView) start() error {
 	ctx, stop := context.WithCancel(v.base)
 	inf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err == nil {
-		_, err = inf.AddEventHandler(policyHandler(v.trigger))
+		_, err = inf.AddEventHandler(v.trigger.handler(changesPolicy))
 	}
 	if err != nil {
 		stop()

@@ -129,19 +129,19 @@ func nodeCache(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme, node stri
 	return c
 }
 
-// drain empties t's slot.
+// drain empties t's slot of the cluster's pokes.
 func drain(t *Trigger) {
 	select {
-	case <-t.ch:
+	case <-t.cluster:
 	default:
 	}
 }
 
-// waitPoke waits, with a deadline, for a poke of t.
+// waitPoke waits, with a deadline, for a PokeCluster of t.
 func waitPoke(tb testing.TB, t *Trigger, what string) {
 	tb.Helper()
 	select {
-	case <-t.ch:
+	case <-t.cluster:
 	case <-time.After(20 * time.Second):
 		tb.Fatalf("%s: no trigger", what)
 	}
