@@ -46,7 +46,7 @@ func TestPodViewRunsOnlyWhileAPolicyExists(t *testing.T) {
 	eventually(t, "without a policy, the endpoint's pod alone and no view", func() error {
 		in, err := part.read(ctx, eps)
 		if err != nil || len(in.Pods) != 1 || in.Pods[0].Name != "server" || view.Running() {
-			return fmt.Errorf("pods %v, err %v, view running %v", names(in.Pods), err, view.Running())
+			return fmt.Errorf("pods %v, err %w, view running %v", names(in.Pods), err, view.Running())
 		}
 		return nil
 	})
@@ -60,7 +60,7 @@ func TestPodViewRunsOnlyWhileAPolicyExists(t *testing.T) {
 	eventually(t, "with a policy, every pod from the view", func() error {
 		in, err := part.read(ctx, eps)
 		if err != nil || len(in.Pods) != 2 || len(in.NetworkPolicies) != 1 || !view.Running() {
-			return fmt.Errorf("pods %v, %d policies, err %v, view running %v", names(in.Pods), len(in.NetworkPolicies), err, view.Running())
+			return fmt.Errorf("pods %v, %d policies, err %w, view running %v", names(in.Pods), len(in.NetworkPolicies), err, view.Running())
 		}
 		return nil
 	})
@@ -74,7 +74,7 @@ func TestPodViewRunsOnlyWhileAPolicyExists(t *testing.T) {
 	eventually(t, "the view stopped once no policy is found", func() error {
 		in, err := part.read(ctx, eps)
 		if err != nil || len(in.Pods) != 1 || view.Running() {
-			return fmt.Errorf("pods %v, err %v, view running %v", names(in.Pods), err, view.Running())
+			return fmt.Errorf("pods %v, err %w, view running %v", names(in.Pods), err, view.Running())
 		}
 		return nil
 	})
