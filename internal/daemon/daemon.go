@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pol, err := startPolicy(ctx, cfg, live, c, trigger)
+	pol, err := startPolicy(ctx, cfg, scheme, live, c, trigger)
 	if err != nil {
 		return err
 	}
@@ -297,13 +298,15 @@ func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statu
 
 // newCache builds the cache of the API objects the node needs (every
 // IPInstance, Node, Network and Subnet: the data path routes to pods on
-// other nodes; with policy, every Pod, trimmed by policyPodTransform) and
-// registers the address waiter with it, gated by the node's BGP sessions.
-// startCache starts it once the other informers are registered.
+// other nodes; with policy, the pods of this node, trimmed by
+// policyPodTransform: the others are policy's peers only, read from a
+// view of their own while a policy exists, see startPolicy; Nodes and
+// other nodes' IPInstances trimmed to what the node reads, cachetrim.go)
+// and registers the address waiter with it, gated by the node's BGP
+// sessions. startCache starts it once the other informers are registered.
 func newCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
 	sessions ipwait.BGPSessions) (cache.Cache, *ipwait.Waiter, error) {
-	c, err := cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: policyPodTransform}}})
+	c, err := cache.New(cfg.Kube, cacheOptions(cfg.NodeName, scheme))
 	if err != nil {
 		return nil, nil, fmt.Errorf("api cache: %w", err)
 	}
@@ -313,6 +316,16 @@ func newCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live clie
 	}
 	w.SetDiagnose(ipwait.ManagerEvents(live))
 	return c, w, nil
+}
+
+// cacheOptions are the options of node's cache (newCache).
+func cacheOptions(node string, scheme *runtime.Scheme) cache.Options {
+	return cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:           {Transform: policyPodTransform, Field: fields.OneTermEqualSelector("spec.nodeName", node)},
+			&corev1.Node{}:          {Transform: nodeTransform},
+			&estuaryv1.IPInstance{}: {Transform: ipInstanceTransform(node)},
+		}}
 }
 
 // startCache starts c once every informer is registered, and closes

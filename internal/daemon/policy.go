@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,8 +45,11 @@ func clusterPolicyServed(m meta.RESTMapper) (bool, error) {
 
 // startPolicy registers the policy objects' informers with c (before it
 // starts) and opens the node's policy table; with cfg.NetworkPolicy off it
-// removes a previous daemon's table instead and returns nil.
-func startPolicy(ctx context.Context, cfg Config, live client.Client, c cache.Cache, t *netsync.Trigger) (*policyPart, error) {
+// removes a previous daemon's table instead and returns nil. The part reads
+// every pod of the cluster from a view of its own (netsync.PodView), run
+// while a policy exists.
+func startPolicy(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Client, c cache.Cache,
+	t *netsync.Trigger) (*policyPart, error) {
 	table, err := ops.OpenPolicy(cfg.HostNetns)
 	if err != nil {
 		return nil, fmt.Errorf("policy table: %w", err)
@@ -69,7 +73,10 @@ func startPolicy(ctx context.Context, cfg Config, live client.Client, c cache.Ca
 		return nil, fmt.Errorf("network policy: %w", err)
 	}
 	log.Info("network policy enforced", "table", "inet "+policy.TableName, "clusterNetworkPolicy", admin)
-	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Admin: admin, HostVeth: hostVeth,
+	pods := netsync.NewPodView(ctx, func() (cache.Cache, error) {
+		return cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: policyPodTransform})
+	}, t)
+	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Pods: pods, Admin: admin, HostVeth: hostVeth,
 		Log: log.WithName("netsync")}, table)
 	return &policyPart{PolicyPart: part, table: table}, nil
 }
@@ -84,7 +91,7 @@ func (p *policyPart) Close() {
 
 // policyPodTransform keeps of a cached Pod what policy reads (labels,
 // host network, node, container ports, phase and addresses) so that a
-// node's cache of every pod in the cluster stays small.
+// node's view of every pod in the cluster stays small.
 func policyPodTransform(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

@@ -11,15 +11,20 @@
 // Level-triggered. Every add or delete of a cached Node, Network, Subnet or
 // IPInstance, and every update that can change a pass's result
 // (changesDataPath: not a Node's heartbeat, a Subnet's usage or an
-// IPInstance's retention), only pokes a one-slot Trigger; the loop then
-// reads everything afresh and hands it to every part, which diffs it
+// IPInstance's retention), only pokes a one-slot Trigger (PokeCluster);
+// the loop then reads everything afresh and hands it to every part, which diffs it
 // against what it owns. The Trigger is made before the loop and its parts,
 // so whatever must ask for a pass (the CNI server after each ADD and DEL,
 // a BGP session changing state, the kernel watch) is given it when it is
 // built. After a trigger the loop waits until triggers stop for a short
 // quiet window (Options.Quiet), but no longer than Options.MaxDelay from
 // the first, so a burst of events (pods added one after another, a node's
-// status updates) costs one pass. A missed event is repaired by the next
+// status updates) costs one pass. A pass the cluster's objects asked for
+// also starts no sooner than Options.Pace times the last pass's duration
+// after it: a pass reads the whole cluster, and without that pace the
+// churn of other nodes' pods would run passes back to back. What this
+// node asks for (Poke: its endpoints, links, BGP sessions) is never paced,
+// and the cluster's pokes never extend its settle. A missed event is repaired by the next
 // one (or by the periodic resync, Options.Resync), and a restarted daemon
 // converges the same way without history. A failed pass is retried with a
 // capped backoff. With Options.Metrics, every pass's duration and each part
@@ -28,8 +33,9 @@
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
 //
-// One read per pass. The loop lists the networks, subnets, Nodes and
-// IPInstances from the cache and the attachments from the endpoint store
+// One read per pass. The loop reads the networks, subnets, Nodes and
+// IPInstances from the cache (the Nodes and IPInstances as the informers
+// store them, not copied) and the attachments from the endpoint store
 // into one Snapshot that every part receives; values one part hands a later
 // one (the tunnel the VTEP part published, the overlay's input) travel in
 // it too, never through a part reaching into another. The parts of
@@ -53,6 +59,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,7 +102,13 @@ type Options struct {
 	// counted from the first trigger (DefaultMaxDelay).
 	Quiet    time.Duration
 	MaxDelay time.Duration
-	Log      logr.Logger
+	// Pace spaces the passes the cluster's objects ask for
+	// (Trigger.PokeCluster): such a pass starts no sooner than Pace times
+	// the last pass's duration after its end (DefaultPace), so that churn
+	// elsewhere in the cluster costs at most about 1/(1+Pace) of a core
+	// however often it comes. A Poke is never paced.
+	Pace float64
+	Log  logr.Logger
 	// Metrics, if set, records every pass's duration and failed parts.
 	Metrics *Metrics
 	// Parent resolves the tunnel's parent link, at most once per pass, for
@@ -107,11 +121,13 @@ type Options struct {
 	Parts []Part
 }
 
-// Defaults of Options.Resync, Options.Quiet and Options.MaxDelay.
+// Defaults of Options.Resync, Options.Quiet, Options.MaxDelay and
+// Options.Pace.
 const (
 	DefaultResync   = 30 * time.Second
 	DefaultQuiet    = 50 * time.Millisecond
 	DefaultMaxDelay = 250 * time.Millisecond
+	DefaultPace     = 1.0
 )
 
 // Syncer runs the node's data-path loop.
@@ -142,6 +158,9 @@ func withDefaults(opts Options) Options {
 	if opts.MaxDelay <= 0 {
 		opts.MaxDelay = DefaultMaxDelay
 	}
+	if opts.Pace <= 0 {
+		opts.Pace = DefaultPace
+	}
 	if opts.Parent == nil {
 		opts.Parent = func() (overlay.Parent, error) { return overlay.Parent{}, errors.New("no tunnel parent configured") }
 	}
@@ -162,13 +181,17 @@ func (s *Syncer) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop runs pass on start, after triggers (coalesced by settle), every
-// Resync and on retry after a failure, until ctx ends.
+// loop runs pass on start, after triggers (coalesced by settle, the
+// cluster's paced by pace), every Resync and on retry after a failure,
+// until ctx ends.
 func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 	tick := time.NewTicker(s.opts.Resync)
 	defer tick.Stop()
 	backoff := time.Duration(0)
-	var retry <-chan time.Time
+	var (
+		retry <-chan time.Time
+		next  time.Time // the soonest a paced pass may start
+	)
 	s.trigger.Poke()
 	for {
 		select {
@@ -178,12 +201,18 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 			if !s.settle(ctx) {
 				return
 			}
+		case <-s.trigger.cluster:
+			if !s.pace(ctx, next) || !s.settle(ctx) {
+				return
+			}
 		case <-tick.C:
 		case <-retry:
 		}
 		retry = nil
 		start := time.Now()
 		err := pass(ctx)
+		end := time.Now()
+		next = end.Add(time.Duration(s.opts.Pace * float64(end.Sub(start))))
 		s.opts.Metrics.observe(start, err)
 		if err != nil {
 			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
@@ -195,10 +224,30 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 	}
 }
 
-// settle waits, after a trigger, until no other trigger has come for Quiet
-// or MaxDelay has passed since the first, whichever is sooner. Triggers it
+// pace waits, after a PokeCluster, until next or a Poke, whichever comes
+// first. It returns false when ctx ends first.
+func (s *Syncer) pace(ctx context.Context, next time.Time) bool {
+	wait := time.Until(next)
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-s.trigger.ch:
+	}
+	return true
+}
+
+// settle waits, after a trigger, until no other Poke has come for Quiet or
+// MaxDelay has passed since the first, whichever is sooner. Triggers it
 // absorbs are served by the pass that follows, which reads everything
-// afresh. It returns false when ctx ends first.
+// afresh; a PokeCluster is absorbed without extending the wait, so that
+// the cluster's churn never delays a pass this node asked for. It returns
+// false when ctx ends first.
 func (s *Syncer) settle(ctx context.Context) bool {
 	deadline := time.NewTimer(s.opts.MaxDelay)
 	defer deadline.Stop()
@@ -214,6 +263,7 @@ func (s *Syncer) settle(ctx context.Context) bool {
 			return true
 		case <-s.trigger.ch:
 			quiet.Reset(s.opts.Quiet)
+		case <-s.trigger.cluster:
 		}
 	}
 }
@@ -237,26 +287,84 @@ func (s *Syncer) pass(ctx context.Context) error {
 }
 
 // read lists everything the parts work from: the cache's objects and the
-// endpoint store's attachments. The lists share the cache's objects instead
-// of copying them (UnsafeDisableDeepCopy): every part only reads them, and
-// nothing may write to them.
+// endpoint store's attachments. The objects are the cache's own, not
+// copies: every part only reads them, and nothing may write to them. The
+// Nodes and IPInstances (the cluster's size) are the informers' stored
+// pointers, so a pass allocates one slice of pointers for them instead of
+// a copy of every object; the networks and subnets, a few, are listed.
 func (s *Syncer) read(ctx context.Context) (*Snapshot, error) {
 	var (
-		nets  estuaryv1.NetworkList
-		subs  estuaryv1.SubnetList
-		nodes corev1.NodeList
-		ipis  estuaryv1.IPInstanceList
+		nets estuaryv1.NetworkList
+		subs estuaryv1.SubnetList
 	)
 	shared := client.UnsafeDisableDeepCopy
-	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared),
-		s.reader.List(ctx, &nodes, shared), s.reader.List(ctx, &ipis, shared))
+	err := errors.Join(s.reader.List(ctx, &nets, shared), s.reader.List(ctx, &subs, shared))
 	if err != nil {
 		return nil, fmt.Errorf("read the cache: %w", err)
 	}
-	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes.Items, IPInstances: ipis.Items}
+	nodes, err := Stored[corev1.Node](ctx, s.reader, &corev1.NodeList{})
+	if err != nil {
+		return nil, fmt.Errorf("read the cache: %w", err)
+	}
+	ipis, err := Stored[estuaryv1.IPInstance](ctx, s.reader, &estuaryv1.IPInstanceList{})
+	if err != nil {
+		return nil, fmt.Errorf("read the cache: %w", err)
+	}
+	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes, IPInstances: ipis}
 	eps, err := s.eps.List()
 	if err != nil {
 		return nil, fmt.Errorf("list local endpoints: %w", err)
 	}
 	return NewSnapshot(s.opts.Node, objs, eps, sync.OnceValues(s.opts.Parent)), nil
+}
+
+// Stored returns the objects of r's informer for T as the informer stores
+// them, waiting (as a List does) until it has synced: the cache's own
+// objects, read-only. A reader that is no informer cache (a fake client)
+// is listed into list instead, and the pointers are to its items.
+func Stored[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, list client.ObjectList) ([]*T, error) {
+	c, ok := r.(cache.Informers)
+	if !ok {
+		return listed[T, PT](ctx, r, list)
+	}
+	inf, err := c.GetInformer(ctx, PT(new(T)))
+	if err != nil {
+		return nil, fmt.Errorf("informer for %T: %w", PT(nil), err)
+	}
+	st, ok := inf.(interface{ GetStore() toolscache.Store })
+	if !ok {
+		return listed[T, PT](ctx, r, list)
+	}
+	return pointers[T, PT](st.GetStore().List()), nil
+}
+
+func listed[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, list client.ObjectList) ([]*T, error) {
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list %T: %w", list, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, fmt.Errorf("list %T: %w", list, err)
+	}
+	return pointers[T, PT](items), nil
+}
+
+// pointers are the objects of items that are PTs.
+func pointers[T any, PT interface {
+	*T
+	client.Object
+}, E any](items []E) []*T {
+	out := make([]*T, 0, len(items))
+	for _, o := range items {
+		if p, ok := any(o).(PT); ok {
+			out = append(out, (*T)(p))
+		}
+	}
+	return out
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -32,7 +31,7 @@ func TestSyncOverlayUnderlayNATAndMark(t *testing.T) {
 		Subnets: []estuaryv1.Subnet{objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil),
 			objtest.Subnet("vlan-a", "vlan", "192.168.10.0/24", nil), objtest.Subnet("vlan-nat", "vlan", "192.168.11.0/24", &yes),
 			objtest.Subnet("fabric-nat", "fabric", "10.90.0.0/24", &yes), objtest.Subnet("far-nat", "far", "192.168.20.0/24", &yes)},
-		Nodes: []corev1.Node{self},
+		Nodes: objtest.Ptrs(self),
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -47,9 +48,13 @@ type PolicyTable interface {
 
 // PolicyConfig configures the policy part.
 type PolicyConfig struct {
-	// Reader lists the policy objects, Namespaces and Pods; the daemon's
-	// cache, which Trigger.WatchPolicy registered.
+	// Reader lists the policy objects and Namespaces and gets the pods of
+	// the node's endpoints; the daemon's cache, which Trigger.WatchPolicy
+	// registered.
 	Reader client.Reader
+	// Pods is the view of every pod of the cluster, read while a policy
+	// exists (podview.go); nil reads every pod from Reader.
+	Pods *PodView
 	// Admin lists ClusterNetworkPolicies too; off when the API server does
 	// not serve them.
 	Admin bool
@@ -65,7 +70,10 @@ type PolicyPart struct {
 	table PolicyTable
 }
 
-var _ Part = (*PolicyPart)(nil)
+var (
+	_ Part    = (*PolicyPart)(nil)
+	_ Stopper = (*PolicyPart)(nil)
+)
 
 // NewPolicyPart returns the part enforcing policy through table.
 func NewPolicyPart(cfg PolicyConfig, table PolicyTable) *PolicyPart {
@@ -110,7 +118,8 @@ func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
 // node's endpoints alone (whether each is known and on the pod network)
 // instead of every pod of the cluster, which at 50,000 pods is most of a
 // pass's work, and the table it computes is the same (no endpoint has a
-// rule).
+// rule); with one, every pod, from the view of every pod once it has
+// synced (podview.go).
 func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (translate.PolicyInput, error) {
 	var (
 		nps  networkingv1.NetworkPolicyList
@@ -130,9 +139,18 @@ func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (
 	}
 	in := translate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items}
 	if len(nps.Items) == 0 && len(cnps.Items) == 0 {
+		if p.cfg.Pods != nil {
+			p.cfg.Pods.Unneeded(time.Now())
+		}
 		pods, err := p.endpointPods(ctx, eps)
 		in.Pods = pods
 		return in, err
+	}
+	if p.cfg.Pods != nil {
+		var err error
+		if r, err = p.cfg.Pods.Reader(ctx); err != nil {
+			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %w", err)
+		}
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, shared); err != nil {
@@ -140,6 +158,13 @@ func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (
 	}
 	in.Pods = pods.Items
 	return in, nil
+}
+
+// Stop stops the view of every pod, if it runs.
+func (p *PolicyPart) Stop(context.Context) {
+	if p.cfg.Pods != nil {
+		p.cfg.Pods.Stop()
+	}
 }
 
 // endpointPods reads the cached pods of eps; a pod not cached is left out

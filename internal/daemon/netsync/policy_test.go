@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -22,10 +23,17 @@ import (
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
+// policyPod creates a running pod at ip: tenant/server, the loop's
+// endpoint, on node-a (the loop's node); every other pod on node-b, so
+// that peers reach policy through the view of every pod alone.
 func policyPod(t *testing.T, k8s client.Client, ns, name, ip string, labels map[string]string) *corev1.Pod {
 	t.Helper()
+	node := "node-b"
+	if ns == "tenant" && name == "server" {
+		node = "node-a"
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
 	create(t, k8s, pod)
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
 	if err := k8s.Status().Update(context.Background(), pod); err != nil {
@@ -50,11 +58,13 @@ func setHolds(tab policy.Table, a netip.Addr) bool {
 // real API server (envtest, with the CRDs of config/crd) and a real table
 // in a namespace of the test's, with one local endpoint: the pod
 // tenant/server at 10.78.0.5 behind host veth "vethsrv". admin enforces
-// ClusterNetworkPolicy too.
+// ClusterNetworkPolicy too. As the daemon's, the loop's cache holds the
+// pods of node-a alone, and the part reads every pod from a PodView.
 func startPolicyLoop(t *testing.T, admin bool) (context.Context, client.Client, *ops.Policy) {
 	t.Helper()
 	nsPath := nstest.New(t)
-	k8s, c, _ := startEnv(t)
+	cfg, k8s, _, scheme := startEnvConfig(t)
+	c := nodeCache(t, cfg, scheme, "node-a")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	table, err := ops.OpenPolicy(nsPath)
@@ -67,7 +77,8 @@ func startPolicyLoop(t *testing.T, admin bool) (context.Context, client.Client, 
 		t.Fatal(err)
 	}
 	veth := func(k store.Key) string { return "veth" + k.ContainerID }
-	part := NewPolicyPart(PolicyConfig{Reader: c, Admin: admin, HostVeth: veth, Log: logr.Discard()}, table)
+	pods := NewPodView(ctx, func() (cache.Cache, error) { return cache.New(cfg, cache.Options{Scheme: scheme}) }, trigger)
+	part := NewPolicyPart(PolicyConfig{Reader: c, Pods: pods, Admin: admin, HostVeth: veth, Log: logr.Discard()}, table)
 	eps := &fakeEndpoints{}
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
 		IPs: []string{"10.78.0.5/32"}})

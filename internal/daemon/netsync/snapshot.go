@@ -44,9 +44,9 @@ type Snapshot struct {
 func NewSnapshot(node string, objs translate.Objects, eps []store.Endpoint, parent func() (overlay.Parent, error)) *Snapshot {
 	pods, _ := translate.LocalPods(eps, nil)
 	snap := &Snapshot{Objects: objs, Endpoints: eps, Pods: pods, parent: parent}
-	for i := range objs.Nodes {
-		if objs.Nodes[i].Name == node {
-			snap.Self = &objs.Nodes[i]
+	for _, n := range objs.Nodes {
+		if n.Name == node {
+			snap.Self = n
 			break
 		}
 	}

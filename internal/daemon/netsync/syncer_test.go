@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -106,7 +107,15 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
-func startEnv(t *testing.T) (client.Client, cache.Cache, *runtime.Scheme) {
+func startEnv(t testing.TB) (client.Client, cache.Cache, *runtime.Scheme) {
+	t.Helper()
+	_, k8s, c, scheme := startEnvConfig(t)
+	return k8s, c, scheme
+}
+
+// startEnvConfig starts envtest with the CRDs of config/crd and returns its
+// config, a client, a cache (not started) and their scheme.
+func startEnvConfig(t testing.TB) (*rest.Config, client.Client, cache.Cache, *runtime.Scheme) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`")
@@ -130,7 +139,7 @@ func startEnv(t *testing.T) (client.Client, cache.Cache, *runtime.Scheme) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k8s, c, scheme
+	return cfg, k8s, c, scheme
 }
 
 func create(t *testing.T, k8s client.Client, objs ...client.Object) {

@@ -16,37 +16,43 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
-// Trigger asks the loop for a pass. It holds one slot, so pokes that come
-// while a pass is pending cost nothing, and Poke never blocks. It is made
-// before the loop and its parts, and handed to everything that may ask for
-// a pass.
+// Trigger asks the loop for a pass. It holds one slot for each kind of
+// poke, so pokes that come while a pass is pending cost nothing, and no
+// poke blocks. It is made before the loop and its parts, and handed to
+// everything that may ask for a pass.
 type Trigger struct {
-	ch chan struct{}
+	ch      chan struct{}
+	cluster chan struct{}
 }
 
 // NewTrigger returns a Trigger with no pass pending.
-func NewTrigger() *Trigger { return &Trigger{ch: make(chan struct{}, 1)} }
+func NewTrigger() *Trigger {
+	return &Trigger{ch: make(chan struct{}, 1), cluster: make(chan struct{}, 1)}
+}
 
-// Poke asks for a pass soon. It never blocks.
-func (t *Trigger) Poke() {
+// Poke asks for a pass soon: for a change of this node (its endpoints, its
+// kernel links, its BGP sessions), which a pod's ADD may be waiting for.
+// It never blocks.
+func (t *Trigger) Poke() { poke(t.ch) }
+
+// PokeCluster asks for a pass for a change of the cluster's objects (the
+// informers' events): the loop paces those passes (Options.Pace), so that
+// churn on other nodes costs a bounded share of the node's CPU. A Poke
+// while one waits runs it at once. It never blocks.
+func (t *Trigger) PokeCluster() { poke(t.cluster) }
+
+func poke(ch chan struct{}) {
 	select {
-	case t.ch <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// watch pokes t on every add and delete of a cached Node, Network, Subnet
-// or IPInstance, and on every update of one that changesDataPath.
+// watch pokes t (PokeCluster) on every add and delete of a cached Node,
+// Network, Subnet or IPInstance, and on every update of one that
+// changesDataPath.
 func (t *Trigger) watch(ctx context.Context, c cache.Cache) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { t.Poke() },
-		UpdateFunc: func(old, updated any) {
-			if changesDataPath(old, updated) {
-				t.Poke()
-			}
-		},
-		DeleteFunc: func(any) { t.Poke() },
-	}
+	h := t.handler(changesDataPath)
 	for _, obj := range []client.Object{&corev1.Node{}, &estuaryv1.Network{}, &estuaryv1.Subnet{}, &estuaryv1.IPInstance{}} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
@@ -105,21 +111,14 @@ func specChanged(o, n client.Object) bool {
 		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 }
 
-// WatchPolicy pokes t on every add and delete of a cached NetworkPolicy,
+// WatchPolicy pokes t (PokeCluster) on every add and delete of a cached NetworkPolicy,
 // ClusterNetworkPolicy, Namespace or Pod, and on every update of one that
 // changesPolicy; ClusterNetworkPolicies only with admin (the API server
-// serves them). The daemon calls it when it enforces
-// policy, before the cache starts.
+// serves them). The daemon calls it when it enforces policy, before the
+// cache starts; its cache holds the node's own pods, and the PodView the
+// others' while a policy exists, with the same triggers.
 func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { t.Poke() },
-		UpdateFunc: func(old, updated any) {
-			if changesPolicy(old, updated) {
-				t.Poke()
-			}
-		},
-		DeleteFunc: func(any) { t.Poke() },
-	}
+	h := t.handler(changesPolicy)
 	objs := []client.Object{&networkingv1.NetworkPolicy{}, &corev1.Namespace{}, &corev1.Pod{}}
 	if admin {
 		objs = append(objs, &npv1beta1.ClusterNetworkPolicy{})
@@ -134,6 +133,20 @@ func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) er
 		}
 	}
 	return nil
+}
+
+// handler pokes t (PokeCluster) on every add and delete, and on every
+// update for which changes is true.
+func (t *Trigger) handler(changes func(old, updated any) bool) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.PokeCluster() },
+		UpdateFunc: func(old, updated any) {
+			if changes(old, updated) {
+				t.PokeCluster()
+			}
+		},
+		DeleteFunc: func(any) { t.PokeCluster() },
+	}
 }
 
 // changesPolicy reports whether an update can change what the policy part

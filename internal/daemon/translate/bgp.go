@@ -104,7 +104,7 @@ func globalSubnets(objs Objects) ([]netip.Prefix, []error) {
 // announces no IPv4 next hop.
 func SpeakerConfig(node *corev1.Node, n BGPNetwork) (bgp.Config, error) {
 	cfg := bgp.Config{LocalASN: n.ASN}
-	for _, ip := range NodeIPs(*node) {
+	for _, ip := range NodeIPs(node) {
 		if ip.Is4() && !cfg.RouterID.IsValid() {
 			cfg.RouterID, cfg.NextHopIPv4 = ip, ip
 		}

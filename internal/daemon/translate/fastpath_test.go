@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
@@ -52,12 +50,12 @@ func TestFastPathTunnel(t *testing.T) {
 	}
 	cfg := overlay.Config{Device: "estvx4", VNI: 4, Parent: "eth0", LocalIP: netip.MustParseAddr("172.18.0.11"),
 		MTU: 1450, MAC: mac("0e:00:00:00:00:01")}
-	objs := Objects{Nodes: []corev1.Node{
+	objs := Objects{Nodes: objtest.Ptrs(
 		objtest.Node("node-1", "172.18.0.11", "0e:00:00:00:00:01"),
 		objtest.Node("node-2", "172.18.0.12", "0e:00:00:00:00:02"),
 		objtest.Node("node-3", "", ""),
 		objtest.Node("node-4", "not-an-ip", "0e:00:00:00:00:04"),
-	}}
+	)}
 	in, _ := BuildInput("node-1", cfg, objtest.Network("ovl", estuaryv1.NetworkTypeOverlay, 4), objs, nil)
 	in.Remotes = append(in.Remotes, overlay.Remote{Node: "node-1-again", VTEP: cfg.LocalIP, MAC: cfg.MAC})
 	tun, vteps := FastPathTunnel(in)

@@ -13,12 +13,14 @@ import (
 func BenchmarkNeighTable50k(b *testing.B) {
 	var objs Objects
 	for i := range 1000 {
-		objs.Nodes = append(objs.Nodes, objtest.Node(fmt.Sprintf("node-%d", i),
-			fmt.Sprintf("10.90.%d.%d", i/250, 1+i%250), fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256)))
+		n := objtest.Node(fmt.Sprintf("node-%d", i),
+			fmt.Sprintf("10.90.%d.%d", i/250, 1+i%250), fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256))
+		objs.Nodes = append(objs.Nodes, &n)
 	}
 	for i := range 50000 {
-		objs.IPInstances = append(objs.IPInstances, objtest.Instance(fmt.Sprintf("10.%d.%d.%d/16", 78+i/65000, (i/250)%256, 1+i%250),
-			fmt.Sprintf("node-%d", i%1000), estuaryv1.IPInstanceBound))
+		r := objtest.Instance(fmt.Sprintf("10.%d.%d.%d/16", 78+i/65000, (i/250)%256, 1+i%250),
+			fmt.Sprintf("node-%d", i%1000), estuaryv1.IPInstanceBound)
+		objs.IPInstances = append(objs.IPInstances, &r)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -20,8 +20,8 @@ import (
 type Objects struct {
 	Networks    []estuaryv1.Network
 	Subnets     []estuaryv1.Subnet
-	Nodes       []corev1.Node
-	IPInstances []estuaryv1.IPInstance
+	Nodes       []*corev1.Node
+	IPInstances []*estuaryv1.IPInstance
 }
 
 // BuildInput computes the overlay's desired input for node self: cfg is the
@@ -82,7 +82,7 @@ func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Obj
 
 // remoteOf reads a node's published tunnel endpoint. A node that has not
 // published one yet is not an error: it has no daemon running yet.
-func remoteOf(n corev1.Node) (overlay.Remote, bool, error) {
+func remoteOf(n *corev1.Node) (overlay.Remote, bool, error) {
 	ipS, macS := n.Annotations[estuaryv1.AnnotationVTEPIP], n.Annotations[estuaryv1.AnnotationVTEPMAC]
 	if ipS == "" || macS == "" {
 		return overlay.Remote{}, false, nil
@@ -99,7 +99,7 @@ func remoteOf(n corev1.Node) (overlay.Remote, bool, error) {
 }
 
 // NodeIPs returns a node's internal addresses, sorted.
-func NodeIPs(n corev1.Node) []netip.Addr {
+func NodeIPs(n *corev1.Node) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range n.Status.Addresses {
 		if a.Type != corev1.NodeInternalIP {

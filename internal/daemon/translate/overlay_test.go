@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
@@ -21,10 +19,10 @@ func TestBuildInput(t *testing.T) {
 	objs := Objects{
 		Subnets: []estuaryv1.Subnet{objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil), objtest.Subnet("ov6", "overlay", "fd00:78::/64", &no),
 			objtest.Subnet("rack1", "underlay", "192.168.10.0/24", nil), objtest.Subnet("bad", "overlay", "10.1.0.0/33", nil)},
-		Nodes: []corev1.Node{objtest.Node("node-1", "10.77.0.11", "0e:00:00:00:00:01", "10.77.0.11"),
+		Nodes: objtest.Ptrs(objtest.Node("node-1", "10.77.0.11", "0e:00:00:00:00:01", "10.77.0.11"),
 			objtest.Node("node-3", "10.77.0.13", "0e:00:00:00:00:03", "10.77.0.13", "fd00:77::13"),
 			objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12"), objtest.Node("node-4", "", ""),
-			objtest.Node("node-5", "10.77.0.15", "not-a-mac")},
+			objtest.Node("node-5", "10.77.0.15", "not-a-mac")),
 	}
 	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"10.78.0.9/32", "fd00:78::9/128"}},
 		{Key: store.Key{ContainerID: "b", IfName: "eth0"}, IPs: []string{"10.78.0.5/32"}}}
@@ -59,12 +57,12 @@ func TestBuildInput(t *testing.T) {
 
 func TestNeighTable(t *testing.T) {
 	objs := Objects{
-		Nodes: []corev1.Node{objtest.Node("node-1", "10.77.0.11", "0e:00:00:00:00:01", "10.77.0.11"),
-			objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12")},
-		IPInstances: []estuaryv1.IPInstance{objtest.Instance("10.78.0.2/32", "node-2", estuaryv1.IPInstanceBound),
+		Nodes: objtest.Ptrs(objtest.Node("node-1", "10.77.0.11", "0e:00:00:00:00:01", "10.77.0.11"),
+			objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12")),
+		IPInstances: objtest.Ptrs(objtest.Instance("10.78.0.2/32", "node-2", estuaryv1.IPInstanceBound),
 			objtest.Instance("10.78.0.3/32", "node-1", estuaryv1.IPInstanceBound),
 			objtest.Instance("10.78.0.4/32", "node-2", estuaryv1.IPInstanceRetained),
-			objtest.Instance("10.78.0.5/32", "node-9", estuaryv1.IPInstanceBound)},
+			objtest.Instance("10.78.0.5/32", "node-9", estuaryv1.IPInstanceBound)),
 	}
 	got := NeighTable("node-1", objs)
 	mac2 := state.MustParseMAC("0e:00:00:00:00:02")
@@ -89,9 +87,9 @@ func TestBuildInputUnderlays(t *testing.T) {
 			objtest.UnderlayNet("vlan", "", 0, nil), objtest.BGPNet("fabric", 65010, nil, "10.77.0.1")},
 		Subnets: []estuaryv1.Subnet{objtest.Subnet("fabric-a", "fabric", "10.90.0.0/24", nil), vlanA,
 			objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil), objtest.Subnet("stray", "nowhere", "10.99.0.0/24", nil)},
-		Nodes: []corev1.Node{objtest.Node("node-2", "10.77.0.12", "02:00:00:00:00:02", "10.77.0.12")},
-		IPInstances: []estuaryv1.IPInstance{objtest.Instance("192.168.10.7/24", "node-2", estuaryv1.IPInstanceBound),
-			objtest.Instance("10.90.0.9/32", "node-2", estuaryv1.IPInstanceBound)},
+		Nodes: objtest.Ptrs(objtest.Node("node-2", "10.77.0.12", "02:00:00:00:00:02", "10.77.0.12")),
+		IPInstances: objtest.Ptrs(objtest.Instance("192.168.10.7/24", "node-2", estuaryv1.IPInstanceBound),
+			objtest.Instance("10.90.0.9/32", "node-2", estuaryv1.IPInstanceBound)),
 	}
 	in, err := BuildInput("node-1", overlay.Config{Device: "estvx4"}, objs.Networks[0], objs, nil)
 	if err != nil {
@@ -119,10 +117,10 @@ func TestBuildInputUnderlays(t *testing.T) {
 // the remotes and reported, so the rest of the overlay still applies.
 func TestBuildInputSkipsVTEPsOfTheOtherFamily(t *testing.T) {
 	ovl := objtest.Network("overlay", estuaryv1.NetworkTypeOverlay, 4)
-	objs := Objects{Nodes: []corev1.Node{
+	objs := Objects{Nodes: objtest.Ptrs(
 		objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12", "fd00:77::12"),
 		objtest.Node("node-3", "fd00:77::13", "0e:00:00:00:00:03", "fd00:77::13"),
-	}}
+	)}
 	for _, c := range []struct {
 		local, keep, skip string
 	}{{"10.77.0.11", "node-2", "node-3"}, {"fd00:77::11", "node-3", "node-2"}} {

@@ -64,7 +64,7 @@ type PolicyInput struct {
 	Endpoints       []PolicyEndpoint
 	Namespaces      []corev1.Namespace
 	Pods            []corev1.Pod
-	Nodes           []corev1.Node // peers of admin egress rules' nodes
+	Nodes           []*corev1.Node // peers of admin egress rules' nodes
 	NetworkPolicies []networkingv1.NetworkPolicy
 	ClusterPolicies []npv1beta1.ClusterNetworkPolicy
 }

@@ -79,3 +79,13 @@ func Addrs(s ...string) []netip.Addr {
 	}
 	return out
 }
+
+// Ptrs are pointers to copies of vs, as Objects holds Nodes and
+// IPInstances.
+func Ptrs[T any](vs ...T) []*T {
+	out := make([]*T, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}
