@@ -4,8 +4,9 @@ package podipam
 // records are cluster-scoped and carry no ownerReferences, so when a pod
 // goes while the manager is down, with its namespace, or through the pod
 // garbage collector after its node was deleted, nothing but the manager
-// releases its addresses. Every AuditInterval the leader lists the records
-// live and
+// releases its addresses. Every AuditInterval the leader reads the records
+// as the API server holds them (the cache, fenced by a live list of their
+// versions, as the rebuild reads them: fence.go) and
 //
 //   - hands every record this manager does not hold to the pod controller
 //     as an adoption (a record written by another manager during a split
@@ -27,7 +28,6 @@ package podipam
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -71,13 +71,13 @@ func (a *auditor) Start(ctx context.Context) error {
 }
 
 func (a *auditor) run(ctx context.Context) error {
-	var list estuaryv1.IPInstanceList
-	if err := a.r.APIReader.List(ctx, &list); err != nil {
-		return fmt.Errorf("list ipinstances: %w", err)
+	read, err := a.r.readRecords(ctx)
+	if err != nil {
+		return err
 	}
 	keys := map[string]bool{}
 	adopted := 0
-	for key, hs := range fromInstances(list.Items) {
+	for key, hs := range fromInstances(read.items) {
 		keys[key] = true
 		for _, hd := range hs {
 			if !a.r.held.holds(key, hd.name) && a.r.pending.add(key, hd) {
@@ -88,7 +88,7 @@ func (a *auditor) run(ctx context.Context) error {
 	for _, key := range a.r.held.keys() {
 		keys[key] = true
 	}
-	freed := a.freeStrays(ctx, list.Items)
+	freed := a.freeStrays(ctx, read.items)
 	for key := range keys {
 		ns, name := splitKey(key)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -101,7 +101,7 @@ func (a *auditor) run(ctx context.Context) error {
 	a.r.Metrics.auditRuns.Inc()
 	a.r.Metrics.auditAdopted.Add(float64(adopted))
 	a.r.Metrics.auditFreed.Add(float64(freed))
-	log.FromContext(ctx).V(1).Info("audit", "records", len(list.Items), "podNames", len(keys), "adopted", adopted, "freed", freed)
+	log.FromContext(ctx).V(1).Info("audit", "records", len(read.items), "readLive", read.live, "podNames", len(keys), "adopted", adopted, "freed", freed)
 	return nil
 }
 
