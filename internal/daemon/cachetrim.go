@@ -11,9 +11,10 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
 
-// The daemon's cache holds every IPInstance and Node of the cluster; what
-// it keeps of each is trimmed to what the node reads, so that its memory
-// grows as little as it can with the cluster. The cached objects are never
+// The daemon's cache holds every Node of the cluster and every IPInstance
+// bound to a node (onANode); what it keeps of each is trimmed to what the
+// node reads, so that its memory grows as little as it can with the
+// cluster. The cached objects are never
 // written back (the daemon patches Nodes from fresh objects) and are
 // read-only.
 
@@ -48,7 +49,7 @@ func ipInstanceTransform(node string) toolscache.TransformFunc {
 			return ipi, nil
 		}
 		out := &estuaryv1.IPInstance{TypeMeta: ipi.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: ipi.Name,
-			UID: ipi.UID, ResourceVersion: ipi.ResourceVersion, DeletionTimestamp: ipi.DeletionTimestamp}}
+			ResourceVersion: ipi.ResourceVersion, DeletionTimestamp: ipi.DeletionTimestamp}}
 		if labelled {
 			out.Labels = nodeLabels(n)
 		}

@@ -31,7 +31,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -296,9 +298,9 @@ func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statu
 	}
 }
 
-// newCache builds the cache of the API objects the node needs (every
-// IPInstance, Node, Network and Subnet: the data path routes to pods on
-// other nodes; with policy, the pods of this node, trimmed by
+// newCache builds the cache of the API objects the node needs (every Node,
+// Network and Subnet, and every IPInstance bound to a node: the data path
+// routes to pods on other nodes; with policy, the pods of this node, trimmed by
 // policyPodTransform: the others are policy's peers only, read from a
 // view of their own while a policy exists, see startPolicy; Nodes and
 // other nodes' IPInstances trimmed to what the node reads, cachetrim.go)
@@ -324,9 +326,23 @@ func cacheOptions(node string, scheme *runtime.Scheme) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:           {Transform: policyPodTransform, Field: fields.OneTermEqualSelector("spec.nodeName", node)},
 			&corev1.Node{}:          {Transform: nodeTransform},
-			&estuaryv1.IPInstance{}: {Transform: ipInstanceTransform(node)},
+			&estuaryv1.IPInstance{}: {Transform: ipInstanceTransform(node), Label: onANode},
 		}}
 }
+
+// onANode selects the IPInstances bound to a node (labelled with it): the
+// only records the daemon reads. The reservations and retained addresses
+// of fixed IPs carry no node and stay out of its cache, however many of
+// them the cluster keeps; a record enters the cache when it is bound to a
+// node and leaves it when it is released, as the API server's watch
+// reports a record entering or leaving the selector as an add or delete.
+var onANode = func() labels.Selector {
+	req, err := labels.NewRequirement(estuaryv1.LabelNode, selection.Exists, nil)
+	if err != nil {
+		panic(fmt.Sprintf("selector of the records on a node: %v", err))
+	}
+	return labels.NewSelector().Add(*req)
+}()
 
 // startCache starts c once every informer is registered, and closes
 // parts.synced when it has synced.

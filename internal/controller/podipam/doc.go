@@ -13,11 +13,15 @@
 // reserved go only to their workload.
 //
 // The allocator in memory is the source of truth while the manager leads. It
-// is rebuilt from a live list of IPInstances (never from the informer cache,
-// which may be stale after a failover) before the first pod is served, and
-// every allocation is persisted with exactly one API write, the IPInstance
-// create. The informer cache is read only for pods, namespaces, nodes and
-// StatefulSets.
+// is rebuilt from every IPInstance before the first pod is served: read from
+// the informer cache, which may be stale after a failover, and fenced by a
+// live list of the records' names and versions, every one the cache holds at
+// another version or not at all read live (fence.go). Every allocation is
+// persisted with exactly one API write, the IPInstance create. Which
+// addresses are free is decided by the allocator's memory alone, never by
+// the cache; the cached records serve the rebuild and the audit (both
+// fenced), a workload's pool, and the writes of a binding, which read the
+// record live when the cache is behind (records.go).
 //
 // Before a pod gets a new address it must pass the admission webhook's pod
 // rules, re-checked here with the same functions of package netmodel so that

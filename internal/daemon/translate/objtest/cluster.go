@@ -20,9 +20,10 @@ const ClusterNamespace = "bench"
 // Cluster is a cluster's worth of the objects a node's daemon caches, as
 // the scale runs create them: Nodes node-0… publishing tunnel endpoints,
 // and pods spread over them round-robin, each with its Bound IPInstance in
-// the overlay (10.64.0.0/10).
+// the overlay (10.64.0.0/10), and Reserved addresses of that overlay held
+// for no pod (fixed IPs reserved or retained: records with no node).
 type Cluster struct {
-	Nodes, Pods int
+	Nodes, Pods, Reserved int
 }
 
 // NodeAt is the i-th node.
@@ -49,9 +50,29 @@ func (c Cluster) PodAt(i int) corev1.Pod {
 	}
 }
 
+// addressAt is the i-th address of the overlay.
+func addressAt(i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", 64+i/65000, (i/250)%256, 1+i%250)
+}
+
+// ReservationAt is the i-th reserved record: an address after the pods',
+// held for a workload with no pod, so on no node.
+func (c Cluster) ReservationAt(i int) estuaryv1.IPInstance {
+	ip := addressAt(c.Pods + i)
+	return estuaryv1.IPInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: ip, Labels: map[string]string{
+			estuaryv1.LabelNamespace: ClusterNamespace, estuaryv1.LabelSubnet: "overlay-v4"}},
+		Spec: estuaryv1.IPInstanceSpec{Network: "overlay", Subnet: "overlay-v4", Reserved: true,
+			Address: estuaryv1.InstanceAddress{IP: ip + "/10", Version: 4},
+			Binding: estuaryv1.Binding{Namespace: ClusterNamespace,
+				Owner: estuaryv1.OwnerReference{Kind: "StatefulSet", Name: fmt.Sprintf("set-%d", i/10)}}},
+		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceReserved},
+	}
+}
+
 // InstanceAt is the i-th pod's record.
 func (c Cluster) InstanceAt(i int) estuaryv1.IPInstance {
-	ip := fmt.Sprintf("10.%d.%d.%d", 64+i/65000, (i/250)%256, 1+i%250)
+	ip := addressAt(i)
 	pod, node := fmt.Sprintf("pod-%d", i), fmt.Sprintf("node-%d", i%c.Nodes)
 	uid := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
 	ipi := Instance(ip+"/10", node, estuaryv1.IPInstanceBound)
@@ -68,7 +89,7 @@ func (c Cluster) InstanceAt(i int) estuaryv1.IPInstance {
 
 // Create creates the cluster through k8s with workers requests in flight:
 // the namespace, the nodes, and, when pods is set, the pods; the records
-// always.
+// and the reservations always.
 func (c Cluster) Create(ctx context.Context, k8s client.Client, pods bool, workers int) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClusterNamespace}}
 	if err := k8s.Create(ctx, ns); err != nil {
@@ -82,7 +103,10 @@ func (c Cluster) Create(ctx context.Context, k8s client.Client, pods bool, worke
 			return err
 		}
 	}
-	return parallel(ctx, c.Pods, workers, func(i int) client.Object { r := c.InstanceAt(i); return &r }, k8s)
+	if err := parallel(ctx, c.Pods, workers, func(i int) client.Object { r := c.InstanceAt(i); return &r }, k8s); err != nil {
+		return err
+	}
+	return parallel(ctx, c.Reserved, workers, func(i int) client.Object { r := c.ReservationAt(i); return &r }, k8s)
 }
 
 // parallel creates obj(0)…obj(n-1) with workers requests in flight.
