@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,21 @@ func TestReservationsFillSubnetsInOrder(t *testing.T) {
 	}
 	if _, _, err := reservedAt(200 * reservedPerSubnet); err == nil {
 		t.Error("reservedAt past 10.255.0.0/16: no error")
+	}
+}
+
+// TestMemoryOfSplitsTheResidentSet reads this test process's memory: its
+// resident set is its anonymous and file pages (and shared memory, none
+// here), and its peak is at least what it holds now.
+func TestMemoryOfSplitsTheResidentSet(t *testing.T) {
+	m, err := memoryOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.anon <= 0 || m.file <= 0 || m.hwm < m.rss {
+		t.Fatalf("memory %+v: want anonymous and file pages, and a peak of at least the RSS", m)
+	}
+	if d := m.rss - m.anon - m.file; d < 0 || d > 1<<20 {
+		t.Errorf("RSS %d is not anonymous %d + files %d (+ shared memory)", m.rss, m.anon, m.file)
 	}
 }

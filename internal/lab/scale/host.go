@@ -54,8 +54,11 @@ func onePid(comm string) (int, error) {
 	return pids[0], nil
 }
 
-// memory is a process's resident set now and at its peak, in bytes.
-type memory struct{ rss, hwm int64 }
+// memory is a process's resident set now and at its peak, in bytes, and
+// what is resident now of its anonymous memory (the Go heap and runtime)
+// and of files (its binary's text and read-only data, mapped from the page
+// cache, clean and reclaimable).
+type memory struct{ rss, hwm, anon, file int64 }
 
 func memoryOf(pid int) (memory, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -78,6 +81,10 @@ func memoryOf(pid int) (memory, error) {
 			m.rss = kb * 1024
 		case "VmHWM:":
 			m.hwm = kb * 1024
+		case "RssAnon:":
+			m.anon = kb * 1024
+		case "RssFile:":
+			m.file = kb * 1024
 		}
 	}
 	return m, nil

@@ -230,17 +230,23 @@ func (r *run) daemon(ctx context.Context, rep *report) error {
 	if d.kernel, err = readKernel(ctx, r.cfg.NodeNetns, dev); err != nil {
 		return err
 	}
+	d.mem, err = r.daemonMemory()
+	return err
+}
+
+// daemonMemory is the real node's daemon's memory now.
+func (r *run) daemonMemory() (memory, error) {
 	pid, err := onePid(daemonName)
 	if err != nil {
-		return err
+		return memory{}, err
 	}
-	d.mem, err = memoryOf(pid)
-	return err
+	return memoryOf(pid)
 }
 
 // coldRun is the manager's restart with every record in place.
 type coldRun struct {
 	stormPeak  memory // the manager that ran the storms, before it was killed
+	daemon     memory // the real node's daemon with every record in place
 	records    int
 	toReady    time.Duration      // process start to elected and ready
 	killToUp   time.Duration      // kill to the new process's start (kubelet's restart)
@@ -257,6 +263,9 @@ func (r *run) coldStart(ctx context.Context, rep *report) error {
 	c := &rep.cold
 	var err error
 	if c.records, err = r.countRecords(ctx); err != nil {
+		return err
+	}
+	if c.daemon, err = r.daemonMemory(); err != nil {
 		return err
 	}
 	old, err := onePid(managerName)

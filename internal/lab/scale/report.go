@@ -91,7 +91,8 @@ func (rep *report) print(out io.Writer, cfg Config) {
 		return
 	}
 	p("-- the real node's daemon, %d fake nodes' VTEPs and %d remote addresses --", cfg.Nodes+probeNodes, cfg.Pods)
-	p("  RSS %s, peak %s", mib(d.mem.rss), mib(d.mem.hwm))
+	p("  RSS %s, peak %s; of the RSS, anonymous %s, files %s (the binary's pages)", mib(d.mem.rss), mib(d.mem.hwm),
+		mib(d.mem.anon), mib(d.mem.file))
 	if d.pass.count > 0 {
 		p("  data-path passes: %g in the window, mean %s, p99 %s, all under %s; %g failed",
 			d.pass.count, ms(d.pass.sum/d.pass.count), ms(d.pass.quantile(0.99)), ms(d.pass.upperBoundOfMax()), d.passFailures)
@@ -115,6 +116,8 @@ func (rep *report) print(out io.Writer, cfg Config) {
 		p("  process start to leading and ready: %s (kill to the new process: %s, kubelet's restart)", round(c.toReady), round(c.killToUp))
 		p("  peak RSS: %s during the storms; %s after the restart (RSS %s)", mib(c.stormPeak.hwm), mib(c.after.hwm), mib(c.after.rss))
 		p("  CPU from the kill to ready: %s", cpuByProcess(c.cpu))
+		p("  the real node's daemon with the %d records: RSS %s, peak %s; anonymous %s, files %s", c.records,
+			mib(c.daemon.rss), mib(c.daemon.hwm), mib(c.daemon.anon), mib(c.daemon.file))
 		for _, l := range []string{c.leaseLog, c.rebuiltLog} {
 			if l != "" {
 				p("  log: %s", l)
