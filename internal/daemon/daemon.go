@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +42,7 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
@@ -128,12 +128,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	records, err := remote.NewCache(cfg.Kube, cfg.NodeName)
+	if err != nil {
+		return err
+	}
 	pol, err := startPolicy(ctx, cfg, scheme, live, c, trigger)
 	if err != nil {
 		return err
 	}
 	defer pol.Close()
-	startCache(ctx, c, parts)
+	startCaches(ctx, parts, c, records)
 	metrics := newDaemonMetrics()
 	plumber := podnet.NewPlumber(cfg.HostNetns)
 	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni)
@@ -151,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer table.Close()
 	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
 	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
-		local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath})
+		records: records, local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath})
 	if err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
@@ -214,6 +218,7 @@ func newBGPPart(cfg Config, w client.Client, events netsync.Events, t *netsync.T
 
 // loopParts are the loop's parts built before it, and its metrics.
 type loopParts struct {
+	records  cache.Cache // other nodes' records (remote.NewCache)
 	local    netsync.LocalPods
 	bgp      *netsync.BGPPart
 	fastPath *fastPath   // nil: none
@@ -250,7 +255,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 		BeforeRead: []netsync.Part{netsync.NewLocalPodsPart(lp.local, l)},
 		Parts:      parts,
 	}
-	s, err := netsync.New(ctx, opts, c, eps, t)
+	s, err := netsync.New(ctx, opts, c, lp.records, eps, t)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
 	}
@@ -299,16 +304,20 @@ func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statu
 }
 
 // newCache builds the cache of the API objects the node needs (every Node,
-// Network and Subnet, and every IPInstance bound to a node: the data path
-// routes to pods on other nodes; with policy, the pods of this node, trimmed by
-// policyPodTransform: the others are policy's peers only, read from a
-// view of their own while a policy exists, see startPolicy; Nodes and
-// other nodes' IPInstances trimmed to what the node reads, cachetrim.go)
-// and registers the address waiter with it, gated by the node's BGP
-// sessions. startCache starts it once the other informers are registered.
+// Network and Subnet, and this node's IPInstances; other nodes' records
+// live in a cache of their own, remote.NewCache; with policy, the pods of
+// this node, trimmed by policyPodTransform: the others are policy's peers
+// only, read from a view of their own while a policy exists, see
+// startPolicy; Nodes trimmed to what the node reads, cachetrim.go) and
+// registers the address waiter with it, gated by the node's BGP sessions.
+// startCaches starts it once the other informers are registered.
 func newCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Reader,
 	sessions ipwait.BGPSessions) (cache.Cache, *ipwait.Waiter, error) {
-	c, err := cache.New(cfg.Kube, cacheOptions(cfg.NodeName, scheme))
+	opts, err := cacheOptions(cfg.NodeName, scheme)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := cache.New(cfg.Kube, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("api cache: %w", err)
 	}
@@ -320,39 +329,35 @@ func newCache(ctx context.Context, cfg Config, scheme *runtime.Scheme, live clie
 	return c, w, nil
 }
 
-// cacheOptions are the options of node's cache (newCache).
-func cacheOptions(node string, scheme *runtime.Scheme) cache.Options {
+// cacheOptions are the options of node's cache (newCache): of the
+// IPInstances, the API server sends it node's alone (its node label).
+func cacheOptions(node string, scheme *runtime.Scheme) (cache.Options, error) {
+	own, err := labels.ValidatedSelectorFromSet(labels.Set{estuaryv1.LabelNode: node})
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("selector of node %q's records: %w", node, err)
+	}
 	return cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:           {Transform: policyPodTransform, Field: fields.OneTermEqualSelector("spec.nodeName", node)},
 			&corev1.Node{}:          {Transform: nodeTransform},
-			&estuaryv1.IPInstance{}: {Transform: ipInstanceTransform(node), Label: onANode},
-		}}
+			&estuaryv1.IPInstance{}: {Label: own},
+		}}, nil
 }
 
-// onANode selects the IPInstances bound to a node (labelled with it): the
-// only records the daemon reads. The reservations and retained addresses
-// of fixed IPs carry no node and stay out of its cache, however many of
-// them the cluster keeps; a record enters the cache when it is bound to a
-// node and leaves it when it is released, as the API server's watch
-// reports a record entering or leaving the selector as an add or delete.
-var onANode = func() labels.Selector {
-	req, err := labels.NewRequirement(estuaryv1.LabelNode, selection.Exists, nil)
-	if err != nil {
-		panic(fmt.Sprintf("selector of the records on a node: %v", err))
+// startCaches starts caches once every informer is registered, and closes
+// parts.synced when every one has synced.
+func startCaches(ctx context.Context, parts *running, caches ...cache.Cache) {
+	for _, c := range caches {
+		parts.goFunc("api cache", func() error { return c.Start(ctx) })
 	}
-	return labels.NewSelector().Add(*req)
-}()
-
-// startCache starts c once every informer is registered, and closes
-// parts.synced when it has synced.
-func startCache(ctx context.Context, c cache.Cache, parts *running) {
-	parts.goFunc("api cache", func() error { return c.Start(ctx) })
 	go func() {
-		if c.WaitForCacheSync(ctx) {
-			log.Info("api cache synced")
-			close(parts.synced)
+		for _, c := range caches {
+			if !c.WaitForCacheSync(ctx) {
+				return
+			}
 		}
+		log.Info("api cache synced")
+		close(parts.synced)
 	}()
 }
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
@@ -111,7 +112,12 @@ func TestWatchKernelRepairsTheTunnel(t *testing.T) {
 	trigger := NewTrigger()
 	opts, _, _ := testParts(testOptions{Node: "node-1", Port: 8472, Parent: overlay.ParentSpec{Name: "eth0"}, Resync: time.Hour,
 		Log: logr.Discard()}, dp, c, trigger)
-	s := &Syncer{opts: withDefaults(opts), reader: c, eps: &fakeEndpoints{}, trigger: trigger}
+	recordScheme := runtime.NewScheme()
+	if err := remote.AddToScheme(recordScheme); err != nil {
+		t.Fatal(err)
+	}
+	records := fake.NewClientBuilder().WithScheme(recordScheme).Build()
+	s := &Syncer{opts: withDefaults(opts), reader: c, records: records, eps: &fakeEndpoints{}, trigger: trigger}
 	watch := KernelWatch{Netns: ns, Parent: overlay.ParentSpec{Name: "eth0"}, Links: dp, Log: logr.Discard()}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran, watched := make(chan error, 1), make(chan error, 1)

@@ -33,9 +33,9 @@
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
 //
-// One read per pass. The loop reads the networks, subnets, Nodes and
-// IPInstances from the cache (the Nodes and IPInstances as the informers
-// store them, not copied) and the attachments from the endpoint store
+// One read per pass. The loop reads the networks, subnets and Nodes from
+// the cache and other nodes' address records from theirs (remote.Record;
+// the Nodes and records as the informers store them, not copied) and the attachments from the endpoint store
 // into one Snapshot that every part receives; values one part hands a later
 // one (the tunnel the VTEP part published, the overlay's input) travel in
 // it too, never through a part reaching into another. The parts of
@@ -65,6 +65,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/node/store"
@@ -134,18 +135,20 @@ const (
 type Syncer struct {
 	opts    Options
 	reader  client.Reader
+	records client.Reader
 	eps     Endpoints
 	trigger *Trigger
 }
 
-// New returns a Syncer reading c (which must cache Nodes, Networks, Subnets
-// and IPInstances and be started by the caller) and eps, woken by t. It
-// registers t with c's informers.
-func New(ctx context.Context, opts Options, c cache.Cache, eps Endpoints, t *Trigger) (*Syncer, error) {
-	if err := t.watch(ctx, c); err != nil {
+// New returns a Syncer reading c (which must cache Nodes, Networks,
+// Subnets and IPInstances), records (the records bound to other nodes, as
+// remote.Records: remote.NewCache) and eps, woken by t; the caller starts
+// both caches. It registers t with their informers.
+func New(ctx context.Context, opts Options, c, records cache.Cache, eps Endpoints, t *Trigger) (*Syncer, error) {
+	if err := t.watch(ctx, c, records); err != nil {
 		return nil, err
 	}
-	return &Syncer{opts: withDefaults(opts), reader: c, eps: eps, trigger: t}, nil
+	return &Syncer{opts: withDefaults(opts), reader: c, records: records, eps: eps, trigger: t}, nil
 }
 
 func withDefaults(opts Options) Options {
@@ -289,7 +292,7 @@ func (s *Syncer) pass(ctx context.Context) error {
 // read lists everything the parts work from: the cache's objects and the
 // endpoint store's attachments. The objects are the cache's own, not
 // copies: every part only reads them, and nothing may write to them. The
-// Nodes and IPInstances (the cluster's size) are the informers' stored
+// Nodes and other nodes' records (the cluster's size) are the informers' stored
 // pointers, so a pass allocates one slice of pointers for them instead of
 // a copy of every object; the networks and subnets, a few, are listed.
 func (s *Syncer) read(ctx context.Context) (*Snapshot, error) {
@@ -306,11 +309,11 @@ func (s *Syncer) read(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the cache: %w", err)
 	}
-	ipis, err := Stored[estuaryv1.IPInstance](ctx, s.reader, &estuaryv1.IPInstanceList{})
+	records, err := Stored[remote.Record](ctx, s.records, &remote.RecordList{})
 	if err != nil {
-		return nil, fmt.Errorf("read the cache: %w", err)
+		return nil, fmt.Errorf("read other nodes' records: %w", err)
 	}
-	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes, IPInstances: ipis}
+	objs := translate.Objects{Networks: nets.Items, Subnets: subs.Items, Nodes: nodes, Records: records}
 	eps, err := s.eps.List()
 	if err != nil {
 		return nil, fmt.Errorf("list local endpoints: %w", err)

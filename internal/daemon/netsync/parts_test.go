@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
@@ -55,12 +54,13 @@ func testParts(o testOptions, dp Dataplane, w client.Client, t *Trigger) (Option
 }
 
 // newTestLoop builds the loop of o over the cache c, as the daemon does.
-func newTestLoop(ctx context.Context, t *testing.T, o testOptions, dp Dataplane, c cache.Cache, w client.Client,
+func newTestLoop(ctx context.Context, t *testing.T, o testOptions, dp Dataplane, c *testCaches, w client.Client,
 	eps Endpoints) *testLoop {
 	t.Helper()
 	trigger := NewTrigger()
 	opts, ovl, speakers := testParts(o, dp, w, trigger)
-	s, err := New(ctx, opts, c, eps, trigger)
+	c.records = recordsCache(t, c.cfg, o.Node)
+	s, err := New(ctx, opts, c.Cache, c.records, eps, trigger)
 	if err != nil {
 		t.Fatal(err)
 	}

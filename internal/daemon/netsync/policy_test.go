@@ -82,11 +82,13 @@ func startPolicyLoop(t *testing.T, admin bool) (context.Context, client.Client, 
 	eps := &fakeEndpoints{}
 	eps.set(store.Endpoint{Key: store.Key{ContainerID: "srv", IfName: "eth0"}, PodNamespace: "tenant", PodName: "server",
 		IPs: []string{"10.78.0.5/32"}})
-	s, err := New(ctx, Options{Node: "node-a", Log: logr.Discard(), Parts: []Part{part}}, c, eps, trigger)
+	records := recordsCache(t, cfg, "node-a")
+	s, err := New(ctx, Options{Node: "node-a", Log: logr.Discard(), Parts: []Part{part}}, c, records, eps, trigger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
+	go func() { _ = records.Start(ctx) }()
 	go func() { _ = s.Run(ctx) }()
 	return ctx, k8s, table
 }

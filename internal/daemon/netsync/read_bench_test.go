@@ -31,12 +31,14 @@ func BenchmarkReadPass50k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(ctx, Options{Node: "node-0", Log: logr.Discard()}, c, &fakeEndpoints{}, NewTrigger())
+	records := recordsCache(b, cfg, "node-0")
+	s, err := New(ctx, Options{Node: "node-0", Log: logr.Discard()}, c, records, &fakeEndpoints{}, NewTrigger())
 	if err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
+	go func() { _ = records.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) || !records.WaitForCacheSync(ctx) {
 		b.Fatal("cache not synced")
 	}
 	heap := float64(objtest.LiveHeap()-before) / float64(cl.Pods)

@@ -16,7 +16,8 @@ import (
 // and the endpoint store, what follows from it, and the values a part hands
 // the parts after it. The objects are the cache's own: read-only.
 type Snapshot struct {
-	// Objects are the cached networks, subnets, Nodes and IPInstances.
+	// Objects are the cached networks, subnets, Nodes and other nodes'
+	// records.
 	Objects translate.Objects
 	// Endpoints are the attachments of the endpoint store; Pods their
 	// addresses (translate.LocalPods).

@@ -22,6 +22,7 @@ import (
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -107,10 +108,38 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
-func startEnv(t testing.TB) (client.Client, cache.Cache, *runtime.Scheme) {
+func startEnv(t testing.TB) (client.Client, *testCaches, *runtime.Scheme) {
 	t.Helper()
-	_, k8s, c, scheme := startEnvConfig(t)
-	return k8s, c, scheme
+	cfg, k8s, c, scheme := startEnvConfig(t)
+	return k8s, &testCaches{Cache: c, cfg: cfg}, scheme
+}
+
+// testCaches are a loop's two caches over one API server, as the daemon's:
+// the objects (the embedded cache) and the records of nodes other than the
+// loop's (remote.NewCache), which newTestLoop makes for the loop's node.
+// Start starts both.
+type testCaches struct {
+	cache.Cache
+	cfg     *rest.Config
+	records cache.Cache
+}
+
+func (c *testCaches) Start(ctx context.Context) error {
+	if c.records != nil {
+		go func() { _ = c.records.Start(ctx) }()
+	}
+	return c.Cache.Start(ctx)
+}
+
+// recordsCache is remote.NewCache's cache of the records of nodes other
+// than node, not started.
+func recordsCache(t testing.TB, cfg *rest.Config, node string) cache.Cache {
+	t.Helper()
+	c, err := remote.NewCache(cfg, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // startEnvConfig starts envtest with the CRDs of config/crd and returns its

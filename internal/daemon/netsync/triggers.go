@@ -14,6 +14,7 @@ import (
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 )
 
 // Trigger asks the loop for a pass. It holds one slot for each kind of
@@ -48,18 +49,22 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// watch pokes t (PokeCluster) on every add and delete of a cached Node,
-// Network, Subnet or IPInstance, and on every update of one that
-// changesDataPath.
-func (t *Trigger) watch(ctx context.Context, c cache.Cache) error {
+// watch pokes t (PokeCluster) on every add and delete of a Node, Network,
+// Subnet or IPInstance cached in c or a record cached in records, and on
+// every update of one that changesDataPath.
+func (t *Trigger) watch(ctx context.Context, c, records cache.Cache) error {
 	h := t.handler(changesDataPath)
-	for _, obj := range []client.Object{&corev1.Node{}, &estuaryv1.Network{}, &estuaryv1.Subnet{}, &estuaryv1.IPInstance{}} {
-		inf, err := c.GetInformer(ctx, obj)
+	for _, w := range []struct {
+		c   cache.Cache
+		obj client.Object
+	}{{c, &corev1.Node{}}, {c, &estuaryv1.Network{}}, {c, &estuaryv1.Subnet{}}, {c, &estuaryv1.IPInstance{}},
+		{records, &remote.Record{}}} {
+		inf, err := w.c.GetInformer(ctx, w.obj)
 		if err != nil {
-			return fmt.Errorf("informer for %T: %w", obj, err)
+			return fmt.Errorf("informer for %T: %w", w.obj, err)
 		}
 		if _, err := inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("watch %T: %w", obj, err)
+			return fmt.Errorf("watch %T: %w", w.obj, err)
 		}
 	}
 	return nil
@@ -77,8 +82,8 @@ func (t *Trigger) watch(ctx context.Context, c cache.Cache) error {
 //   - Network, Subnet: metadata.generation (their spec; status is a
 //     subresource and never read), labels, annotations and whether they
 //     are being deleted;
-//   - IPInstance: the address, the node label and whether it is Bound,
-//     which is all translate.NeighTable reads.
+//   - IPInstance, remote.Record: the address, the node label and whether
+//     it is Bound, which is all translate.NeighTable reads.
 //
 // Any other type, or a pair of different types, counts as a change.
 // Adds and deletes always trigger; so does every resync.
@@ -94,6 +99,9 @@ func changesDataPath(old, updated any) bool {
 	case *estuaryv1.Subnet:
 		o, ok := old.(*estuaryv1.Subnet)
 		return !ok || specChanged(o, n)
+	case *remote.Record:
+		o, ok := old.(*remote.Record)
+		return !ok || o.Spec.Address.IP != n.Spec.Address.IP || o.Node() != n.Node() || o.Bound() != n.Bound()
 	case *estuaryv1.IPInstance:
 		o, ok := old.(*estuaryv1.IPInstance)
 		return !ok || o.Spec.Address.IP != n.Spec.Address.IP ||

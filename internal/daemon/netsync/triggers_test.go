@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 )
 
 func TestChangesDataPath(t *testing.T) {
@@ -23,6 +24,7 @@ func TestChangesDataPath(t *testing.T) {
 		Spec:       estuaryv1.IPInstanceSpec{Address: estuaryv1.InstanceAddress{IP: "10.0.0.5/24"}},
 		Status:     estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceBound},
 	}
+	rec := remote.FromInstance(ipi)
 	for _, c := range []struct {
 		name string
 		old  any
@@ -59,6 +61,14 @@ func TestChangesDataPath(t *testing.T) {
 		{"ipinstance kept", ipi, func() any { i := ipi.DeepCopy(); i.Status.Phase = estuaryv1.IPInstanceRetained; return i }, true},
 		{"ipinstance moved", ipi, func() any { i := ipi.DeepCopy(); i.Labels[estuaryv1.LabelNode] = "n2"; return i }, true},
 		{"ipinstance address", ipi, func() any { i := ipi.DeepCopy(); i.Spec.Address.IP = "10.0.0.6/24"; return i }, true},
+		{"record version", rec, func() any { r := *rec; r.ResourceVersion = "8"; return &r }, false},
+		{"record kept", rec, func() any { r := *rec; r.Status.Phase = estuaryv1.IPInstanceRetained; return &r }, true},
+		{"record moved", rec, func() any {
+			r := *rec
+			r.Labels = map[string]string{estuaryv1.LabelNode: "n2"}
+			return &r
+		}, true},
+		{"record address", rec, func() any { r := *rec; r.Spec.Address.IP = "10.0.0.6/24"; return &r }, true},
 		{"type changed", node, func() any { return subnet }, true},
 		{"other type", &corev1.Pod{}, func() any { return &corev1.Pod{} }, true},
 	} {

@@ -1,5 +1,5 @@
 // Package translate turns what the API says (Networks, Subnets, Nodes,
-// IPInstances) and what the node's endpoint store says (the pods plumbed
+// other nodes' IPInstances as remote.Records) and what the node's endpoint store says (the pods plumbed
 // here) into the data plane's inputs: the overlay's Input (BuildInput), the
 // tunnel's neighbour table (NeighTable), the underlay's Input
 // (BuildUnderlayInput), the BGP networks a node announces and their

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkNeighTable50k(b *testing.B) {
 	for i := range 50000 {
 		r := objtest.Instance(fmt.Sprintf("10.%d.%d.%d/16", 78+i/65000, (i/250)%256, 1+i%250),
 			fmt.Sprintf("node-%d", i%1000), estuaryv1.IPInstanceBound)
-		objs.IPInstances = append(objs.IPInstances, &r)
+		objs.Records = append(objs.Records, remote.FromInstance(&r))
 	}
 	b.ReportAllocs()
 	for b.Loop() {

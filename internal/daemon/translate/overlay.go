@@ -10,18 +10,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
-// Objects is what the API says that the data path depends on.
+// Objects is what the API says that the data path depends on. Records are
+// the IPInstances bound to other nodes (the addresses it routes to); this
+// node's own are not read.
 type Objects struct {
-	Networks    []estuaryv1.Network
-	Subnets     []estuaryv1.Subnet
-	Nodes       []*corev1.Node
-	IPInstances []*estuaryv1.IPInstance
+	Networks []estuaryv1.Network
+	Subnets  []estuaryv1.Subnet
+	Nodes    []*corev1.Node
+	Records  []*remote.Record
 }
 
 // BuildInput computes the overlay's desired input for node self: cfg is the
@@ -144,7 +147,7 @@ func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
 	// Sized for every record at once: growing it step by step allocated
 	// twice as much in each pass (BenchmarkNeighTable50k: 5.4 against
 	// 2.7 MB at 50,000 records).
-	out := make(map[netip.Addr]state.MAC, len(objs.Nodes)+len(objs.IPInstances))
+	out := make(map[netip.Addr]state.MAC, len(objs.Nodes)+len(objs.Records))
 	for _, n := range objs.Nodes {
 		r, ok, err := remoteOf(n)
 		if err != nil || !ok || n.Name == self {
@@ -155,12 +158,12 @@ func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
 			out[ip] = r.MAC
 		}
 	}
-	for _, ipi := range objs.IPInstances {
-		mac, ok := macs[ipi.Labels[estuaryv1.LabelNode]]
-		if !ok || ipi.Status.Phase != estuaryv1.IPInstanceBound {
+	for _, r := range objs.Records {
+		mac, ok := macs[r.Node()]
+		if !ok || !r.Bound() {
 			continue
 		}
-		if p, err := netip.ParsePrefix(ipi.Spec.Address.IP); err == nil {
+		if p, err := netip.ParsePrefix(r.Spec.Address.IP); err == nil {
 			out[p.Addr()] = mac
 		}
 	}

@@ -59,7 +59,7 @@ func TestNeighTable(t *testing.T) {
 	objs := Objects{
 		Nodes: objtest.Ptrs(objtest.Node("node-1", "10.77.0.11", "0e:00:00:00:00:01", "10.77.0.11"),
 			objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12")),
-		IPInstances: objtest.Ptrs(objtest.Instance("10.78.0.2/32", "node-2", estuaryv1.IPInstanceBound),
+		Records: objtest.Records(objtest.Instance("10.78.0.2/32", "node-2", estuaryv1.IPInstanceBound),
 			objtest.Instance("10.78.0.3/32", "node-1", estuaryv1.IPInstanceBound),
 			objtest.Instance("10.78.0.4/32", "node-2", estuaryv1.IPInstanceRetained),
 			objtest.Instance("10.78.0.5/32", "node-9", estuaryv1.IPInstanceBound)),
@@ -88,7 +88,7 @@ func TestBuildInputUnderlays(t *testing.T) {
 		Subnets: []estuaryv1.Subnet{objtest.Subnet("fabric-a", "fabric", "10.90.0.0/24", nil), vlanA,
 			objtest.Subnet("ov4", "overlay", "10.78.0.0/16", nil), objtest.Subnet("stray", "nowhere", "10.99.0.0/24", nil)},
 		Nodes: objtest.Ptrs(objtest.Node("node-2", "10.77.0.12", "02:00:00:00:00:02", "10.77.0.12")),
-		IPInstances: objtest.Ptrs(objtest.Instance("192.168.10.7/24", "node-2", estuaryv1.IPInstanceBound),
+		Records: objtest.Records(objtest.Instance("192.168.10.7/24", "node-2", estuaryv1.IPInstanceBound),
 			objtest.Instance("10.90.0.9/32", "node-2", estuaryv1.IPInstanceBound)),
 	}
 	in, err := BuildInput("node-1", overlay.Config{Device: "estvx4"}, objs.Networks[0], objs, nil)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/daemon/remote"
 )
 
 // Network is a Network of type typ with netID.
@@ -80,12 +81,20 @@ func Addrs(s ...string) []netip.Addr {
 	return out
 }
 
-// Ptrs are pointers to copies of vs, as Objects holds Nodes and
-// IPInstances.
+// Ptrs are pointers to copies of vs, as Objects holds Nodes.
 func Ptrs[T any](vs ...T) []*T {
 	out := make([]*T, len(vs))
 	for i := range vs {
 		out[i] = &vs[i]
+	}
+	return out
+}
+
+// Records are what the node's cache keeps of ipis, records of other nodes.
+func Records(ipis ...estuaryv1.IPInstance) []*remote.Record {
+	out := make([]*remote.Record, len(ipis))
+	for i := range ipis {
+		out[i] = remote.FromInstance(&ipis[i])
 	}
 	return out
 }
