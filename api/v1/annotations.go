@@ -80,6 +80,12 @@ const (
 // waiting for the records knows when it has all of them.
 const AnnotationAddresses = "networking.estuary.io/addresses"
 
+// AnnotationFence is written by the manager on one IPInstance (the first by
+// name) when it reads every record from its cache: the time of the write,
+// which the manager then waits to see in its cache before it trusts the
+// cache (see internal/controller/podipam/fence.go). It means nothing else.
+const AnnotationFence = "networking.estuary.io/fence"
+
 // Labels the manager puts on IPInstances so they can be found by namespace,
 // pod, node and subnet with a label selector.
 const (

@@ -5,8 +5,8 @@ package podipam
 // goes while the manager is down, with its namespace, or through the pod
 // garbage collector after its node was deleted, nothing but the manager
 // releases its addresses. Every AuditInterval the leader reads the records
-// as the API server holds them (the cache, fenced by a live list of their
-// versions, as the rebuild reads them: fence.go) and
+// as the API server holds them (the cache, fenced by a write or a live
+// list of their versions, as the rebuild reads them: fence.go) and
 //
 //   - hands every record this manager does not hold to the pod controller
 //     as an adoption (a record written by another manager during a split

@@ -14,9 +14,10 @@
 //
 // The allocator in memory is the source of truth while the manager leads. It
 // is rebuilt from every IPInstance before the first pod is served: read from
-// the informer cache, which may be stale after a failover, and fenced by a
-// live list of the records' names and versions, every one the cache holds at
-// another version or not at all read live (fence.go). Every allocation is
+// the informer cache, which may be stale after a failover, once a fence has
+// proved it current: a write the cache must show, or a live list of the
+// records' names and versions, every one the cache holds at another version
+// or not at all read live (fence.go). Every allocation is
 // persisted with exactly one API write, the IPInstance create. Which
 // addresses are free is decided by the allocator's memory alone, never by
 // the cache; the cached records serve the rebuild and the audit (both

@@ -10,9 +10,21 @@ package podipam
 // JSON is most of a cold start: a custom resource has no protobuf.
 //
 // So the rebuild reads the records once, from the informer cache, and fences
-// the cache with a live read that is cheap: the names and resource versions
-// of every IPInstance (metav1.PartialObjectMetadataList, which the API
-// server serves as protobuf even for a custom resource). A cached record is
+// the cache first with a write. It patches one record (the first by name)
+// with AnnotationFence and waits until its cache holds that record at the
+// version the write returned, or a later one. An informer applies a
+// resource's changes in the order of their versions, so a cache that holds
+// the write holds every change made to IPInstances before it: what a live
+// list would have returned at the write, or newer. One write and a wait of
+// a watch event's latency, whatever the number of records.
+//
+// When that cannot be done (the cache holds no record to write, the write
+// fails, or the cache does not show it within fenceWait), the cache is
+// fenced with a live read that is cheap for the manager: the names and
+// resource versions of every IPInstance (metav1.PartialObjectMetadataList,
+// which the API server serves as protobuf even for a custom resource; it
+// costs the API server most of what a list of the records does, the
+// records' managed fields converted one by one). A cached record is
 // taken as it is only when the live list names it at the same resource
 // version. Every other name, on either side (written, created or deleted
 // while the cache was catching up), is read live with a Get, and a record
@@ -24,10 +36,17 @@ package podipam
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -39,16 +58,26 @@ const fencePage = 10000
 // list before one live list of every record is cheaper than Gets.
 var maxFenceGets = 2000
 
-// fenced is what the rebuild read: the records, and how many of them were
-// read live (by Get, or all of them when the cache was too far behind).
+// fenced is what the rebuild read: the records, how many of them were
+// read live (by Get, or all of them when the cache was too far behind),
+// and the fence ("write" or "list").
 type fenced struct {
 	items []estuaryv1.IPInstance
 	live  int
+	by    string
 }
 
+// fenceWait is how long the fence by a write waits for the cache to show
+// the write before the rebuild fences the cache with a live list instead.
+var fenceWait = 5 * time.Second
+
 // readRecords returns every IPInstance the API server holds, read from the
-// cache and fenced by a live list of versions (see the note at the top).
+// cache, fenced by a write or by a live list of versions (see the note at
+// the top).
 func (r *Reconciler) readRecords(ctx context.Context) (fenced, error) {
+	if items, ok := r.fenceByWrite(ctx); ok {
+		return fenced{items: items, by: "write"}, nil
+	}
 	versions, err := r.liveVersions(ctx)
 	if err != nil {
 		return fenced{}, err
@@ -63,7 +92,7 @@ func (r *Reconciler) readRecords(ctx context.Context) (fenced, error) {
 		if err := r.APIReader.List(ctx, &list); err != nil {
 			return fenced{}, fmt.Errorf("list ipinstances: %w", err)
 		}
-		return fenced{items: list.Items, live: len(list.Items)}, nil
+		return fenced{items: list.Items, live: len(list.Items), by: "list"}, nil
 	}
 	for _, name := range fetch {
 		ipi := estuaryv1.IPInstance{}
@@ -75,7 +104,7 @@ func (r *Reconciler) readRecords(ctx context.Context) (fenced, error) {
 		}
 		keep = append(keep, ipi)
 	}
-	return fenced{items: keep, live: len(fetch)}, nil
+	return fenced{items: keep, live: len(fetch), by: "list"}, nil
 }
 
 // liveVersions lists the name and resource version of every IPInstance
@@ -117,4 +146,46 @@ func fence(versions map[string]string, cached []estuaryv1.IPInstance) (keep []es
 		fetch = append(fetch, name)
 	}
 	return keep, fetch
+}
+
+// fenceByWrite patches the first cached record by name with AnnotationFence
+// and waits up to fenceWait for the cache to hold it at the write's version
+// or a later one (or to have seen it deleted since); then it returns every
+// cached record. It reports false, and nothing, when the cache holds no
+// record, the write fails or the wait ends first.
+func (r *Reconciler) fenceByWrite(ctx context.Context) ([]estuaryv1.IPInstance, bool) {
+	logger := log.FromContext(ctx)
+	var cached estuaryv1.IPInstanceList
+	if err := r.Client.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil || len(cached.Items) == 0 {
+		return nil, false
+	}
+	first := slices.MinFunc(cached.Items, func(a, b estuaryv1.IPInstance) int { return strings.Compare(a.Name, b.Name) }).Name
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, estuaryv1.AnnotationFence, time.Now().UTC().Format(time.RFC3339Nano))
+	marker := &estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Name: first}}
+	if err := r.Client.Patch(ctx, marker, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		logger.Info("fence by a write failed; fencing with a live list", "record", first, "error", err.Error())
+		return nil, false
+	}
+	written := marker.ResourceVersion
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fenceWait, true, func(ctx context.Context) (bool, error) {
+		var seen estuaryv1.IPInstance
+		switch err := r.Client.Get(ctx, client.ObjectKey{Name: first}, &seen); {
+		case apierrors.IsNotFound(err):
+			return true, nil // deleted after the write, and the cache has seen it
+		case err != nil:
+			return false, err
+		}
+		c, err := resourceversion.CompareResourceVersion(seen.ResourceVersion, written)
+		return err == nil && c >= 0, err
+	})
+	if err != nil {
+		logger.Info("the cache did not show the fence's write; fencing with a live list", "record", first,
+			"version", written, "error", err.Error())
+		return nil, false
+	}
+	var items estuaryv1.IPInstanceList
+	if err := r.Client.List(ctx, &items, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, false
+	}
+	return items.Items, true
 }

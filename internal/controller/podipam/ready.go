@@ -56,9 +56,10 @@ func (r *Reconciler) Ready() error {
 }
 
 // Start restores the allocator from the API server: every Network and
-// Subnet read live, then every IPInstance, read from the informer cache and
-// fenced by a live list of their versions (fence.go). It runs once this manager leads (controller-runtime starts it after
-// winning the election) and unblocks the reconcilers when done.
+// Subnet read live, then every IPInstance, read from the informer cache
+// once a fence proved it current (fence.go). It runs once this manager
+// leads (controller-runtime starts it after winning the election) and
+// unblocks the reconcilers when done.
 func (r *Reconciler) Start(ctx context.Context) error {
 	err := r.rebuild(ctx)
 	r.ready.finish(err)
@@ -125,6 +126,7 @@ func (r *Reconciler) rebuild(ctx context.Context) error {
 	for key, hs := range fromInstances(read.items) {
 		r.held.set(key, hs)
 	}
-	logger.Info("allocator rebuilt", "records", len(records), "readLive", read.live, "subnets", len(r.Alloc.Subnets()))
+	logger.Info("allocator rebuilt", "records", len(records), "fence", read.by, "readLive", read.live,
+		"subnets", len(r.Alloc.Subnets()))
 	return nil
 }
