@@ -6,7 +6,8 @@ import (
 )
 
 // The metav1.Object of a Record: the name, resource version, labels and
-// annotations it keeps; every other field reads as empty, and setting it does nothing.
+// annotations it keeps; every other field reads as empty, and setting it
+// does nothing.
 
 var _ metav1.Object = &Record{}
 

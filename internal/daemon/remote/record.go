@@ -4,15 +4,13 @@
 // resource version, node, address and phase), and the informer cache that
 // watches them (NewCache).
 //
-// The design note.
-//
 // A node routes to every pod of the cluster, so its daemon watches every
 // record bound to a node: at 50,000 pods, 50,000 records. Decoded as
 // estuaryv1.IPInstance, each costs about 650 bytes of heap however much of
 // it is trimmed (the struct alone, with its ObjectMeta, binding and
 // retention fields, is 560 bytes), and the records were most of the
-// daemon's heap. A Record keeps 80 bytes and its strings. It is a separate
-// Go type registered for the IPInstance kind in a scheme of its own, so it
+// daemon's heap. A Record is 80 bytes and its strings. It is a Go type of
+// its own, registered for the IPInstance kind in a scheme of its own, so it
 // lives in a cache of its own: the daemon's main cache keeps this node's
 // records whole (the address waiter and the restart recovery read their
 // bindings), and this one the others', selected by the API server with a
@@ -22,7 +20,7 @@
 //
 // A Record implements metav1.Object for the informer's keys and the
 // cache's reads; the metadata it does not keep reads as empty and is never
-// set. A Record is 80 bytes. Its labels map is shared by every record of a node and is
+// set. Its labels map is shared by every record of a node and is
 // read-only, as every object of an informer cache is.
 package remote
 
