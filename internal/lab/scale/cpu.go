@@ -159,6 +159,36 @@ const (
 	daemonPprof  = "127.0.0.1:9782"
 )
 
+// liveHeap is the Go heap of the process serving pprof at addr right
+// after a collection it forces: HeapAlloc as the heap profile's debug
+// output reports it. A process's RSS says what its collector let the heap
+// grow to (up to GOMEMLIMIT); this says what it holds.
+func (r *run) liveHeap(ctx context.Context, addr string) (int64, error) {
+	hc := nsClient("/var/run/netns/"+r.cfg.NodeNetns, time.Minute)
+	code, body, err := get(ctx, hc, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1", "")
+	if err == nil && code != 200 {
+		err = fmt.Errorf("HTTP %d: %s", code, strings.TrimSpace(body))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("heap of %s: %w", addr, err)
+	}
+	return heapAlloc(body)
+}
+
+// heapAlloc reads "# HeapAlloc = N" from a heap profile's debug output.
+func heapAlloc(text string) (int64, error) {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("HeapAlloc %q: %w", v, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no HeapAlloc line in %d bytes of heap profile", len(text))
+}
+
 // saveProfile fetches http://addr/debug/pprof/<what> from inside the real
 // node's network namespace into dir/<name>.pprof, and logs the outcome.
 func (r *run) saveProfile(ctx context.Context, name, addr, what string, timeout time.Duration) {

@@ -1,7 +1,10 @@
 package scale
 
 import (
+	"net/http/httptest"
+	"net/http/pprof"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +81,38 @@ func TestMemoryOfSplitsTheResidentSet(t *testing.T) {
 	}
 	if d := m.rss - m.anon - m.file; d < 0 || d > 1<<20 {
 		t.Errorf("RSS %d is not anonymous %d + files %d (+ shared memory)", m.rss, m.anon, m.file)
+	}
+}
+
+// TestHeapAllocReadsTheRuntimesHeapProfile reads the live heap from this
+// process's own heap profile, as net/http/pprof serves it with gc=1 and
+// debug=1, while it holds 64 MiB it allocated: the figure includes them and
+// is no larger than what the runtime maps for its heap.
+func TestHeapAllocReadsTheRuntimesHeapProfile(t *testing.T) {
+	held := make([]byte, 64<<20)
+	for i := range held {
+		held[i] = byte(i)
+	}
+	srv := httptest.NewServer(pprof.Handler("heap"))
+	defer srv.Close()
+	code, body, err := get(t.Context(), srv.Client(), srv.URL+"?gc=1&debug=1", "")
+	if err != nil || code != 200 {
+		t.Fatalf("heap profile: HTTP %d, %v", code, err)
+	}
+	n, err := heapAlloc(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if n < int64(len(held)) || uint64(n) > ms.HeapSys {
+		t.Errorf("HeapAlloc %d: want at least the %d bytes held and at most HeapSys %d", n, len(held), ms.HeapSys)
+	}
+	runtime.KeepAlive(held)
+	if _, err := heapAlloc("heap profile: 0: 0 [0: 0] @ heap/1048576\n"); err == nil {
+		t.Error("a profile without MemStats: no error")
+	}
+	if _, err := heapAlloc("# HeapAlloc = many\n"); err == nil || !strings.Contains(err.Error(), "many") {
+		t.Errorf("a HeapAlloc that is no number: error %v, want it named", err)
 	}
 }

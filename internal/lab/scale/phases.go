@@ -155,11 +155,14 @@ func minus(a, b map[string]float64) map[string]float64 {
 
 // daemonRun is what was measured of the real node's daemon.
 type daemonRun struct {
-	mem          memory
-	kernel       kernel
-	pass         histogram // passes between two scrapes, periodic resync included
-	vtepToFDB    []time.Duration
-	passFailures float64
+	mem memory
+	// live heaps after a forced collection, of the daemon and the manager,
+	// once the storms are over (profiling on only)
+	daemonLive, managerLive int64
+	kernel                  kernel
+	pass                    histogram // passes between two scrapes, periodic resync included
+	vtepToFDB               []time.Duration
+	passFailures            float64
 }
 
 // daemon measures the real node's daemon with every fake node and pod in
@@ -222,8 +225,14 @@ func (r *run) daemon(ctx context.Context, rep *report) error {
 	}
 	<-profiled
 	if r.cfg.ProfileDir != "" {
-		r.saveProfile(ctx, "daemon-heap", daemonPprof, "heap", time.Minute)
-		r.saveProfile(ctx, "manager-heap", managerPprof, "heap", time.Minute)
+		r.saveProfile(ctx, "daemon-heap", daemonPprof, "heap?gc=1", time.Minute)
+		r.saveProfile(ctx, "manager-heap", managerPprof, "heap?gc=1", time.Minute)
+		if d.daemonLive, err = r.liveHeap(ctx, daemonPprof); err != nil {
+			r.logf("daemon's live heap: %v", err)
+		}
+		if d.managerLive, err = r.liveHeap(ctx, managerPprof); err != nil {
+			r.logf("manager's live heap: %v", err)
+		}
 	}
 	d.pass = s1.histogramOf(hist, map[string]string{"result": "success"}).minus(s0.histogramOf(hist, map[string]string{"result": "success"}))
 	d.passFailures = s1.histogramOf(hist, map[string]string{"result": "error"}).count - s0.histogramOf(hist, map[string]string{"result": "error"}).count

@@ -93,6 +93,10 @@ func (rep *report) print(out io.Writer, cfg Config) {
 	p("-- the real node's daemon, %d fake nodes' VTEPs and %d remote addresses --", cfg.Nodes+probeNodes, cfg.Pods)
 	p("  RSS %s, peak %s; of the RSS, anonymous %s, files %s (the binary's pages)", mib(d.mem.rss), mib(d.mem.hwm),
 		mib(d.mem.anon), mib(d.mem.file))
+	if d.daemonLive > 0 && d.managerLive > 0 {
+		p("  Go heap live after a forced collection: the daemon %s, the manager %s (%.1f KiB per pod)",
+			mib(d.daemonLive), mib(d.managerLive), float64(d.managerLive)/1024/float64(max(cfg.Pods, 1)))
+	}
 	if d.pass.count > 0 {
 		p("  data-path passes: %g in the window, mean %s, p99 %s, all under %s; %g failed",
 			d.pass.count, ms(d.pass.sum/d.pass.count), ms(d.pass.quantile(0.99)), ms(d.pass.upperBoundOfMax()), d.passFailures)
