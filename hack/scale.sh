@@ -16,7 +16,9 @@
 # (/var/lib/estuary-scale), MANAGER_QPS (0: the chart's API client rate of
 # the manager, 100 and burst 200; N sets N and burst 2N), MANAGER_WORKERS (0: the
 # chart's 16 pods allocated in parallel), MANAGER_MEMORY (empty: the chart's
-# limit, 1Gi; e.g. 2Gi to measure a footprint above it), RECORDS (100000:
+# limit, 1Gi; e.g. 2Gi to measure a footprint above it), MANAGER_WATCH_LIST
+# (false: true streams the manager's informers' initial state, client-go's
+# WatchListClient, instead of the one list it reads), RECORDS (100000:
 # the IPInstances the manager's cold start rebuilds; reservations top up
 # what the storms leave), API_PORT (16447), TIMEOUT (2h), OUT
 # (_output/scale: the report, kwok's log, and the profiles with their top
@@ -49,6 +51,7 @@ report="$OUT/report-$NODES-nodes-$PODS-pods.txt"
 ./bin/estuary-scale --kubeconfig "$STATE/kubeconfig" --nodes "$NODES" --pods "$PODS" \
   --pods-per-deployment "${PODS_PER_DEPLOYMENT:-100}" --timeout "${TIMEOUT:-2h}" --manager-qps "${MANAGER_QPS:-0}" \
   --manager-workers "${MANAGER_WORKERS:-0}" --records "${RECORDS:-100000}" --manager-memory "${MANAGER_MEMORY:-}" --profile-dir "$OUT" \
+  --manager-watch-list="${MANAGER_WATCH_LIST:-false}" \
   --kwok "$KWOK" --kwok-stages "$(dirname "$KWOK")/stages.yaml" --kwok-log "$OUT/kwok.log" | tee "$report"
 for p in "$OUT"/*.pprof; do
   [ -e "$p" ] || continue

@@ -37,6 +37,7 @@ func main() {
 	fs.IntVar(&cfg.ManagerQPS, "manager-qps", 0, "the manager's API client rate, burst twice that (0: the chart's)")
 	fs.IntVar(&cfg.ManagerWorkers, "manager-workers", 0, "the manager's --workers (0: the chart's)")
 	fs.StringVar(&cfg.ManagerMemory, "manager-memory", "", "the manager's memory limit, e.g. 1Gi (empty: the chart's)")
+	fs.BoolVar(&cfg.ManagerWatchList, "manager-watch-list", false, "stream the manager's informers' initial state (client-go's WatchListClient) instead of one list")
 	fs.IntVar(&cfg.Records, "records", 0, "IPInstances for the manager's cold start: reservations top up what the storms leave (0: none added)")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "where a CPU profile of kube-apiserver taken in each large wave is written (empty: none)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Hour, "give up after this long")

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/clientgates"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 )
 
@@ -97,6 +98,17 @@ func TestSetFlagReplacesOrAppends(t *testing.T) {
 		t.Errorf("replace: %v", got)
 	}
 	if got := setFlag([]string{"--a=1"}, "--b", "2"); len(got) != 2 || got[1] != "--b=2" {
+		t.Errorf("append: %v", got)
+	}
+}
+
+func TestSetEnvReplacesOrAppends(t *testing.T) {
+	env := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: clientgates.EnvWatchList, Value: "false"}}
+	got := setEnv(env, clientgates.EnvWatchList, "true")
+	if len(got) != 2 || got[1].Value != "true" || got[0].Value != "1" {
+		t.Errorf("replace: %v", got)
+	}
+	if got := setEnv(nil, "B", "2"); len(got) != 1 || got[0] != (corev1.EnvVar{Name: "B", Value: "2"}) {
 		t.Errorf("append: %v", got)
 	}
 }

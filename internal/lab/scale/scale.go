@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/clientgates"
 	"github.com/estuary-cni/estuary/internal/testenv"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// ManagerMemory, when set, replaces the manager's memory limit (the
 	// chart's 1Gi), so that a run can measure a footprint above it.
 	ManagerMemory string
+	// ManagerWatchList streams the manager's informers' initial state
+	// (KUBE_FEATURE_WatchListClient=true in its container) instead of the
+	// one list estuary's processes read by default.
+	ManagerWatchList bool
 	// Records, when above the IPInstances the storms leave, is topped up
 	// with reservations before the manager's cold start.
 	Records int
@@ -206,6 +211,9 @@ func (r *run) prepare(ctx context.Context) error {
 		if r.cfg.ProfileDir != "" {
 			ct.Args = setFlag(ct.Args, "--pprof-bind-address", managerPprof)
 		}
+		if r.cfg.ManagerWatchList {
+			ct.Env = setEnv(ct.Env, clientgates.EnvWatchList, "true")
+		}
 		if w := r.cfg.ManagerWorkers; w > 0 {
 			ct.Args = setFlag(ct.Args, "--workers", strconv.Itoa(w))
 		}
@@ -271,6 +279,18 @@ func setFlag(args []string, name, value string) []string {
 		}
 	}
 	return append(args, name+"="+value)
+}
+
+// setEnv sets name to value in a container's environment, in place if it
+// is there.
+func setEnv(env []corev1.EnvVar, name, value string) []corev1.EnvVar {
+	for i := range env {
+		if env[i].Name == name {
+			env[i] = corev1.EnvVar{Name: name, Value: value}
+			return env
+		}
+	}
+	return append(env, corev1.EnvVar{Name: name, Value: value})
 }
 
 func ptrOr(p *int32, def int32) int32 {
