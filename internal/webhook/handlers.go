@@ -260,7 +260,7 @@ func (d *PodDefaulter) needsFree(ctx context.Context, namespace string, pod *cor
 	if err != nil || held {
 		return !held, err
 	}
-	kept, err := keptForWorkload(ctx, d.Reader, namespace, pod, fams)
+	kept, err := keptForWorkload(ctx, d.Reader, d.Live, namespace, pod, fams)
 	return !kept, err
 }
 
@@ -299,14 +299,21 @@ func holdsAddresses(ctx context.Context, r client.Reader, namespace string, pod 
 
 // keptForWorkload reports whether the pod's workload has an address of
 // each family of fams in its pool (Retained for it, or Reserved): its next
-// pod takes those before any free one.
-func keptForWorkload(ctx context.Context, r client.Reader, namespace string, pod *corev1.Pod, fams []family.Family) (bool, error) {
+// pod takes those before any free one. When the cache confirms none of the
+// pod's controller (a ReplicaSet created a moment before its first pod),
+// the owners are read again from live: a pod admitted as its own workload
+// would wait for free capacity that its workload's kept addresses make
+// unnecessary, and its affinity cannot change after admission.
+func keptForWorkload(ctx context.Context, r, live client.Reader, namespace string, pod *corev1.Pod, fams []family.Family) (bool, error) {
 	if metav1.GetControllerOf(pod) == nil || len(fams) == 0 {
 		return false, nil
 	}
 	p := pod.DeepCopy()
 	p.Namespace = namespace
 	owner, err := workload.Of(ctx, r, p)
+	if err == nil && owner.Kind == workload.KindPod && live != nil {
+		owner, err = workload.Of(ctx, live, p)
+	}
 	if err != nil {
 		return false, internal("find the pod's workload", err)
 	}
