@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +21,7 @@ import (
 func stale(t *testing.T, objs ...client.Object) client.Reader {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	if err := errors.Join(estuaryv1.AddToScheme(scheme), corev1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(estuaryv1.AddToScheme(scheme), corev1.AddToScheme(scheme), appsv1.AddToScheme(scheme)); err != nil {
 		t.Fatal(err)
 	}
 	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)

@@ -1,34 +1,17 @@
 package webhook
 
 import (
-	"errors"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
-
-// readerOf is a reader holding objs, with the handlers' indexes.
-func readerOf(t *testing.T, objs ...client.Object) client.Reader {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := errors.Join(estuaryv1.AddToScheme(scheme), corev1.AddToScheme(scheme), appsv1.AddToScheme(scheme)); err != nil {
-		t.Fatal(err)
-	}
-	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)
-	for _, ix := range fieldIndexes {
-		b = b.WithIndex(ix.obj, ix.field, ix.extract)
-	}
-	return b.Build()
-}
 
 // TestKeptForWorkloadReadsALaggingCacheAgainLive: the first pod of a
 // re-created Deployment names a ReplicaSet the cache has not seen yet. The
@@ -46,8 +29,8 @@ func TestKeptForWorkloadReadsALaggingCacheAgainLive(t *testing.T) {
 		Status: estuaryv1.IPInstanceStatus{Phase: estuaryv1.IPInstanceRetained}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "keep-1-a",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "keep-1", UID: "u-rs", Controller: ptr.To(true)}}}}
-	lagging := readerOf(t, deploy, kept)
-	live := readerOf(t, deploy, rs, kept)
+	lagging := stale(t, deploy, kept)
+	live := stale(t, deploy, rs, kept)
 	v4 := []family.Family{family.IPv4}
 	for _, c := range []struct {
 		name         string
