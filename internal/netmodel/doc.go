@@ -27,6 +27,8 @@
 //     namespace selectors allow), and MaxPoolEntries.
 //   - Denial, the error that names the refused object, the field at fault
 //     and the reason.
+//   - The BGP session states a node's daemon publishes on its Node
+//     (ParseBGPPeers), read by the manager's BGPPeersEstablished condition.
 //
 // The webhook, the manager's controllers and the node daemon all call this
 // package; none of them re-implements a rule, and none of them imports

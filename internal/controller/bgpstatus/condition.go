@@ -1,7 +1,6 @@
 package bgpstatus
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,8 +32,8 @@ func DecodePeers(node *corev1.Node) (map[string][]estuaryv1.NodeBGPPeer, error) 
 	if !ok {
 		return map[string][]estuaryv1.NodeBGPPeer{}, nil
 	}
-	var out map[string][]estuaryv1.NodeBGPPeer
-	if err := json.Unmarshal([]byte(v), &out); err != nil {
+	out, err := netmodel.ParseBGPPeers(v)
+	if err != nil {
 		return nil, fmt.Errorf("node %s: annotation %s: %w", node.Name, estuaryv1.AnnotationBGPPeers, err)
 	}
 	return out, nil

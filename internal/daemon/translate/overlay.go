@@ -91,14 +91,32 @@ func remoteOf(n *corev1.Node) (overlay.Remote, bool, error) {
 		return overlay.Remote{}, false, nil
 	}
 	ip, err := netip.ParseAddr(ipS)
+	if err == nil {
+		ip = ip.Unmap()
+		err = tunnelEndpoint(ip)
+	}
 	if err != nil {
 		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPIP, err)
 	}
 	mac, err := state.ParseMAC(macS)
+	if err == nil && (mac.IsZero() || mac.IsMulticast()) {
+		err = fmt.Errorf("%s is not a unicast MAC address", mac)
+	}
 	if err != nil {
 		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPMAC, err)
 	}
-	return overlay.Remote{Node: n.Name, VTEP: ip.Unmap(), MAC: mac, NodeIPs: NodeIPs(n)}, true, nil
+	return overlay.Remote{Node: n.Name, VTEP: ip, MAC: mac, NodeIPs: NodeIPs(n)}, true, nil
+}
+
+// tunnelEndpoint refuses an address no node's tunnel endpoint can have: one
+// with a zone, unspecified, loopback, multicast or the broadcast address. A
+// node's forwarding entries for such an address would send the overlay's
+// traffic nowhere, or everywhere.
+func tunnelEndpoint(ip netip.Addr) error {
+	if ip.Zone() != "" || ip.IsUnspecified() || ip.IsLoopback() || ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return fmt.Errorf("%s is not a unicast address a tunnel can reach", ip)
+	}
+	return nil
 }
 
 // NodeIPs returns a node's internal addresses, sorted.

@@ -17,9 +17,10 @@ import (
 
 // ARP opcodes and frame layout (RFC 826 over Ethernet).
 const (
-	arpRequest = 1
-	arpLen     = 28
-	etherLen   = 14
+	arpRequest  = 1
+	arpEthernet = 1 // hardware type
+	arpLen      = 28
+	etherLen    = 14
 )
 
 var broadcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
@@ -193,7 +194,7 @@ func (s *arpSock) send(op uint16, sender, target netip.Addr) error {
 	copy(f[6:12], s.mac)
 	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_ARP)
 	a := f[etherLen:]
-	binary.BigEndian.PutUint16(a[0:2], 1) // Ethernet
+	binary.BigEndian.PutUint16(a[0:2], arpEthernet)
 	binary.BigEndian.PutUint16(a[2:4], unix.ETH_P_IP)
 	a[4], a[5] = 6, 4
 	binary.BigEndian.PutUint16(a[6:8], op)
@@ -230,13 +231,20 @@ func (s *arpSock) recv(d time.Duration) (arpPacket, bool, error) {
 	return p, ok, nil
 }
 
-// parseARP reads an Ethernet frame carrying IPv4-over-Ethernet ARP.
+// parseARP reads an Ethernet frame carrying IPv4-over-Ethernet ARP
+// (hardware type Ethernet, protocol IPv4). A frame whose sender hardware
+// address is a group (multicast, broadcast) or the all-zero address is
+// refused: no station has it, and a host must not believe one (RFC 1812,
+// section 3.3.2), so it is nobody's answer.
 func parseARP(f []byte) (arpPacket, bool) {
 	if len(f) < etherLen+arpLen || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP {
 		return arpPacket{}, false
 	}
 	a := f[etherLen:]
-	if binary.BigEndian.Uint16(a[2:4]) != unix.ETH_P_IP || a[4] != 6 || a[5] != 4 {
+	if binary.BigEndian.Uint16(a[0:2]) != arpEthernet || binary.BigEndian.Uint16(a[2:4]) != unix.ETH_P_IP || a[4] != 6 || a[5] != 4 {
+		return arpPacket{}, false
+	}
+	if a[8]&1 == 1 || bytes.Equal(a[8:14], make([]byte, 6)) {
 		return arpPacket{}, false
 	}
 	return arpPacket{

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
@@ -29,15 +30,17 @@ const maxAlias = 255
 
 // endpointAlias is the alias of an attachment's host veth:
 // "estuary <container ID>/<ifname> [<netns>] [mac=<pinned MAC>]". The netns
-// is left out when it would not fit; the key and the MAC never are (they
-// always fit: a container ID the CNI server accepts is at most 128 bytes).
+// is left out when it would not fit, or when it holds white space (which
+// separates the fields); the key and the MAC never are (they always fit: a
+// container ID the CNI server accepts is at most 128 bytes, and neither it
+// nor an interface name holds white space).
 func endpointAlias(sp Spec) string {
 	s := aliasTag + " " + sp.ContainerID + "/" + sp.IfName
 	var tail string
 	if !sp.MAC.IsZero() {
 		tail = " " + aliasMAC + sp.MAC.String()
 	}
-	if len(s)+1+len(sp.Netns)+len(tail) <= maxAlias {
+	if len(s)+1+len(sp.Netns)+len(tail) <= maxAlias && !strings.ContainsFunc(sp.Netns, unicode.IsSpace) {
 		s += " " + sp.Netns
 	}
 	return s + tail

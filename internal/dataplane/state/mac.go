@@ -16,7 +16,11 @@ func ParseMAC(s string) (MAC, error) {
 	if err != nil {
 		return MAC{}, fmt.Errorf("parse MAC %q: %w", s, err)
 	}
-	return MACFrom(hw)
+	m, err := MACFrom(hw)
+	if err != nil {
+		return MAC{}, fmt.Errorf("parse MAC %q: %w", s, err)
+	}
+	return m, nil
 }
 
 // MustParseMAC is ParseMAC for constants; it panics on error.
