@@ -7,7 +7,9 @@
 #
 # Usage: hack/bench-cni.sh [extra go test flags]
 # Environment: COUNT (3), the number of runs of each sub-benchmark;
-#              BENCH_OUT, a file that keeps the raw go test output.
+#              BENCH_OUT, a file that keeps the raw go test output;
+#              BENCH_POLICY=1, the daemon enforces network policy and every
+#              pod's namespace has an ingress default-deny NetworkPolicy.
 # Prints the go test output, then the median (min-max) of each metric over the
 # runs. Docs: docs/benchmarks.md, "CNI ADD latency".
 set -euo pipefail

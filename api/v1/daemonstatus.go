@@ -16,6 +16,23 @@ type NodeDaemonStatus struct {
 	Conflist NodeConflistStatus `json:"conflist"`
 	// FastPath is the state of the tc BPF forwarding fast path.
 	FastPath NodeFastPathStatus `json:"fastPath"`
+	// Policy is the state of NetworkPolicy enforcement on the node; absent
+	// when the daemon enforces no policy.
+	// +optional
+	Policy *NodePolicyStatus `json:"policy,omitempty"`
+}
+
+// NodePolicyStatus is what the node's daemon knows of what could keep its
+// policy from being enforced.
+type NodePolicyStatus struct {
+	// KubeProxyMode is the mode kube-proxy on the node says it runs in
+	// (iptables, nftables, ipvs); empty when it could not be learnt.
+	// +optional
+	KubeProxyMode string `json:"kubeProxyMode,omitempty"`
+	// Problem says which traffic the node's policy does not judge, and
+	// why; empty when the daemon knows of none.
+	// +optional
+	Problem string `json:"problem,omitempty"`
 }
 
 // NodeConflistStatus is the state of the conflist the daemon installs.

@@ -11,7 +11,10 @@
 // daemon pod). `estuary-daemon node-state [-o json]` prints the node's
 // links, addresses, rules, routes, neighbours, FDB, tc filters, nftables,
 // sysctls and the daemon's endpoints and BGP peers (kubectl estuary sysdump
-// runs it in each daemon pod). `estuary-daemon uninstall` takes estuary off the node it
+// runs it in each daemon pod). `estuary-daemon policy-drops [-o json]`
+// prints the packets the node's policy table dropped most recently, read
+// from the health server's /debug/policy/drops (kubectl estuary policy
+// drops runs it in each daemon pod). `estuary-daemon uninstall` takes estuary off the node it
 // runs on (the daemon must be stopped), as the daemon does itself when its
 // DaemonSet (--daemonset) is deleted. --version prints the version and
 // exits.
@@ -43,6 +46,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == daemon.NodeStateCommandName {
 		os.Exit(daemon.NodeStateMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == daemon.PolicyDropsCommandName {
+		os.Exit(daemon.PolicyDropsMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == uninstallCommand {
 		os.Exit(uninstallMain(os.Args[2:], os.Stdout, os.Stderr))
@@ -155,9 +161,11 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 		"forward established, un-NATed pod traffic with a tc BPF program instead of the kernel's forwarding path; false removes it (sets net.netfilter.nf_conntrack_tcp_be_liberal=1 while on)")
 	fs.BoolVar(&cfg.NetworkPolicy, "network-policy", true,
 		"enforce NetworkPolicy and ClusterNetworkPolicy on this node's pods with the nftables table inet estuary-policy; false removes the table")
+	fs.StringVar(&cfg.PodToNodeTraffic, "pod-to-node-traffic", "allow",
+		"what a pod sends its own node (its addresses, host-network pods): allow admits it whatever the pod's egress policy, as Kubernetes specifies; policy judges it by the pod's egress policy")
 	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
-		`address /healthz, /metrics, /bgp (the BGP peers as JSON) and /endpoints (the endpoint store as JSON) bind to ("0" disables); `+
-			`/bgp and /endpoints answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
+		`address /healthz, /metrics, /bgp (the BGP peers as JSON), /endpoints (the endpoint store as JSON) and /debug/policy/drops (the policy's recent drops as JSON) bind to ("0" disables); `+
+			`/bgp, /endpoints and /debug/policy/drops answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
 	fs.BoolVar(&cfg.Pprof, "pprof", false,
 		"serve Go's profiles (/debug/pprof/: heap, goroutines, CPU) on --health-probe-bind-address, to peers on the node's loopback only")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "",

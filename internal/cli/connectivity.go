@@ -35,7 +35,7 @@ const defaultProbeImage = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 // connFlags are connectivity-test's options.
 type connFlags struct {
 	namespace, image, external, output string
-	keep                               bool
+	keep, skipPolicy                   bool
 	readyTimeout, pathTimeout          time.Duration
 	probeTimeout, cleanupTimeout       time.Duration
 	interval                           time.Duration
@@ -57,12 +57,15 @@ checks, from inside the pods, each path a pod network must carry:
                                                   usable node, a probe on it; no NAT either way
   retained-address                                a StatefulSet's pod re-created on the other node gets
                                                   its address back and is reached
+  policy/deny-ingress, policy/allow-ingress       a default-deny ingress NetworkPolicy on a pod of the
+                                                  other node drops the client, a second one admits the
+                                                  client only (--skip-policy leaves them out)
 
 TCP probes report the handshake time curl measured in the pod, ICMP probes the
 average echo round trip. One line per path and address family: OK, FAIL with the
 reason, or SKIP with why the path does not apply. The namespace is deleted at the
 end (and waited for) unless --keep. It needs create on namespaces, pods, pods/exec,
-services and statefulsets, and patch on statefulsets.`,
+services, statefulsets and networkpolicies, and patch on statefulsets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
@@ -76,6 +79,7 @@ services and statefulsets, and patch on statefulsets.`,
 	fl.StringVar(&f.image, "image", defaultProbeImage, "probe image: agnhost (netexec, pause), with sh, curl and ping")
 	fl.StringVar(&f.external, "external-target", "", "outside the cluster: host:port to connect to, or an address to ping; empty skips the path")
 	fl.BoolVar(&f.keep, "keep", false, "leave the namespace and its probes after the test")
+	fl.BoolVar(&f.skipPolicy, "skip-policy", false, "do not check that NetworkPolicy is enforced (no NetworkPolicies are created)")
 	fl.StringVarP(&f.output, "output", "o", "text", reportFormats)
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 3*time.Minute, "how long the probe pods may take to be Ready, and the re-created StatefulSet pod")
 	fl.DurationVar(&f.pathTimeout, "path-timeout", 30*time.Second, "how long one path is retried before it fails")
@@ -145,6 +149,10 @@ type connRun struct {
 	notReady map[string]string
 	svc      *corev1.Service
 	report   connReport
+	// policy is the policy step in place; policyErr why the next could
+	// not be put in place.
+	policy    policyStep
+	policyErr error
 }
 
 func runConnectivity(ctx context.Context, o *options, f *connFlags) error {
@@ -174,7 +182,7 @@ func runConnectivity(ctx context.Context, o *options, f *connFlags) error {
 
 // readPlanInput reads the nodes, Networks and Subnets the plan is made of.
 func readPlanInput(ctx context.Context, k client.Client, f *connFlags) (planInput, error) {
-	in := planInput{Namespace: f.namespace, External: f.external}
+	in := planInput{Namespace: f.namespace, External: f.external, SkipPolicy: f.skipPolicy}
 	var nodes corev1.NodeList
 	if err := k.List(ctx, &nodes); err != nil {
 		return in, fmt.Errorf("list nodes: %w", err)
@@ -335,6 +343,8 @@ func (r *connRun) check(ctx context.Context, path probePath) []connResult {
 		return r.retained(ctx, base, src, path)
 	case path.Service:
 		return r.service(ctx, base, src)
+	case path.Policy != policyNone:
+		return r.policyPath(ctx, base, src, path)
 	}
 	dst, why := r.pod(path.To)
 	if dst == nil {
@@ -458,6 +468,9 @@ func (r *connRun) probe(ctx context.Context, res connResult, src *corev1.Pod, t 
 	}
 	res.Status = statusOK
 	res.TCPMillis, res.ICMPMillis = millis(m.TCP), millis(m.ICMP)
+	if m.Denied != "" {
+		res.Reason = "denied: " + m.Denied
+	}
 	return res
 }
 

@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -140,6 +141,47 @@ func serviceObject(ns, backend string) *corev1.Service {
 			Selector: map[string]string{connNameLabel: connName, connRoleLabel: backend},
 			Ports: []corev1.ServicePort{{
 				Name: "http", Port: servicePort, TargetPort: intstr.FromInt32(netexecPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// Names of the policy paths' NetworkPolicies.
+const (
+	policyDenyName  = "deny-ingress"
+	policyAllowName = "allow-client"
+)
+
+// roleSelector selects the probe of role.
+func roleSelector(role string) metav1.LabelSelector {
+	return metav1.LabelSelector{MatchLabels: map[string]string{connNameLabel: connName, connRoleLabel: role}}
+}
+
+// denyIngressObject is the default-deny ingress NetworkPolicy of the
+// policy target: it selects the target and admits nothing.
+func denyIngressObject(ns string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: policyDenyName, Labels: connLabels(policyDenyName)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: roleSelector(probePolicyTarget),
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		},
+	}
+}
+
+// allowClientObject admits the client probe to the policy target on
+// netexec's port, and nothing else.
+func allowClientObject(ns string) *networkingv1.NetworkPolicy {
+	client := roleSelector(probeClient)
+	port := intstr.FromInt32(netexecPort)
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: policyAllowName, Labels: connLabels(policyAllowName)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: roleSelector(probePolicyTarget),
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &client}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},
 			}},
 		},
 	}

@@ -35,6 +35,9 @@ const (
 	probeHost    = "host"       // host-network pod on node A
 	probeRetain  = "retain"     // the StatefulSet whose pod is re-created
 	probeService = "backend"    // the ClusterIP Service over other-node
+	// probePolicyTarget is the overlay pod on node B that the policy
+	// paths' NetworkPolicies select.
+	probePolicyTarget = "policy-target"
 )
 
 // retainPod is the StatefulSet's only pod.
@@ -52,6 +55,24 @@ const (
 	pathUnderOver    = "underlay-to-overlay"
 	pathRetained     = "retained-address"
 	pathUnderlayNone = "overlay-underlay"
+	pathPolicyDeny   = "policy/deny-ingress"
+	pathPolicyAllow  = "policy/allow-ingress"
+	pathPolicyNone   = "policy"
+)
+
+// policyStep is the NetworkPolicies a policy path needs in place: each
+// step adds its policy to those of the steps before it.
+type policyStep int
+
+const (
+	// policyNone: the path needs no policy.
+	policyNone policyStep = iota
+	// policyDeny: the default-deny ingress policy of the target
+	// (connectivity_objects.go, denyIngressObject).
+	policyDeny
+	// policyAllow: and the policy admitting the client to it
+	// (allowClientObject).
+	policyAllow
 )
 
 // expect is what the answer of a path's TCP probe must show.
@@ -67,6 +88,8 @@ const (
 	// expectICMP: echo replies came back (an external target given as an
 	// address without a port); no TCP probe.
 	expectICMP
+	// expectDenied: no TCP connection could be made (a policy drops it).
+	expectDenied
 )
 
 // probePod is one probe pod of the plan.
@@ -94,6 +117,8 @@ type probePath struct {
 	ICMP     bool
 	// Skip says why the path is not checked; empty: it is.
 	Skip string
+	// Policy is the NetworkPolicies that must be in place first.
+	Policy policyStep
 }
 
 // connPlan is what a connectivity test deploys and checks.
@@ -123,6 +148,8 @@ type planInput struct {
 	// NetworksErr is why the Networks could not be read (no estuary CRDs).
 	NetworksErr error
 	External    string
+	// SkipPolicy leaves the policy paths out (--skip-policy).
+	SkipPolicy bool
 }
 
 // makePlan decides the pods and paths of a test.
@@ -149,7 +176,26 @@ func makePlan(in planInput) (connPlan, error) {
 		p.Pods = append(p.Pods, probePod{Name: u.Pod, Node: u.Node, Network: u.Network})
 	}
 	p.Paths = append(p.Paths, probePath{Kind: pathRetained, From: probeClient, To: retainPod, Expect: expectHostname, ICMP: true})
+	if in.SkipPolicy {
+		p.Paths = append(p.Paths, probePath{Kind: pathPolicyNone, Skip: "--skip-policy"})
+		return p, nil
+	}
+	p.Pods = append(p.Pods, probePod{Name: probePolicyTarget, Node: p.NodeB})
+	p.Paths = append(p.Paths, policyPaths()...)
 	return p, nil
+}
+
+// policyPaths check that the node of the policy target enforces
+// NetworkPolicy, last, when every other path has run: the client reaches
+// the target until a default-deny ingress policy selects it, then only
+// the client does, once a second policy admits it on netexec's port; the
+// same-node probe stays denied.
+func policyPaths() []probePath {
+	return []probePath{
+		{Kind: pathPolicyDeny, From: probeClient, To: probePolicyTarget, Policy: policyDeny, Expect: expectDenied},
+		{Kind: pathPolicyAllow, From: probeClient, To: probePolicyTarget, Policy: policyAllow, Expect: expectClientIP},
+		{Kind: pathPolicyDeny, From: probeSame, To: probePolicyTarget, Policy: policyAllow, Expect: expectDenied},
+	}
 }
 
 // overlayPaths are the paths between the overlay probes, the Service and

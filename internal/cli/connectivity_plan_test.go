@@ -127,6 +127,7 @@ func TestPlanChoosesNodesAndUnderlays(t *testing.T) {
 		{Name: probeClient, Node: "a-prefer"}, {Name: probeSame, Node: "a-prefer"},
 		{Name: probeOther, Node: "n2", Backend: true}, {Name: probeHost, Node: "a-prefer", HostNetwork: true},
 		{Name: "underlay-1", Node: "n2", Network: "rack1"}, {Name: "underlay-2", Node: "n3", Network: "rack2"},
+		{Name: probePolicyTarget, Node: "n2"},
 	}
 	if !slices.Equal(p.Pods, wantPods) {
 		t.Errorf("pods %+v, want %+v", p.Pods, wantPods)
@@ -140,10 +141,23 @@ func TestPlanChoosesNodesAndUnderlays(t *testing.T) {
 		"overlay-to-underlay client->underlay-1", "underlay-to-overlay underlay-1->client",
 		"overlay-to-underlay client->underlay-2", "underlay-to-overlay underlay-2->client",
 		"retained-address client->retain-0",
+		"policy/deny-ingress client->policy-target", "policy/allow-ingress client->policy-target",
+		"policy/deny-ingress same-node->policy-target",
 	}
 	if got := pathKinds(p); !slices.Equal(got, want) {
 		t.Errorf("paths:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// underlayNone is the plan's path saying why no Underlay network is
+// probed.
+func underlayNone(p connPlan) probePath {
+	for _, path := range p.Paths {
+		if path.Kind == pathUnderlayNone {
+			return path
+		}
+	}
+	return probePath{}
 }
 
 // With no Underlay network that can take a probe, one skipped path says
@@ -156,7 +170,7 @@ func TestPlanSaysWhyNoUnderlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	skip := p.Paths[len(p.Paths)-2]
+	skip := underlayNone(p)
 	want := "no Underlay network can take a probe: full has no public subnet with a free address; " +
 		"away has no usable node in its domain (nodes with net-away=true)"
 	if skip.Kind != pathUnderlayNone || skip.Skip != want {
@@ -168,12 +182,12 @@ func TestPlanSaysWhyNoUnderlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if skip := p.Paths[len(p.Paths)-2]; !strings.Contains(skip.Skip, `estuary Networks unreadable: no matches for kind "Network"`) {
+	if skip := underlayNone(p); !strings.Contains(skip.Skip, `estuary Networks unreadable: no matches for kind "Network"`) {
 		t.Errorf("underlay path without the CRDs: %+v", skip)
 	}
 	in.NetworksErr = nil
 	p, _ = makePlan(in)
-	if skip := p.Paths[len(p.Paths)-2]; skip.Skip != "no Underlay network" {
+	if skip := underlayNone(p); skip.Skip != "no Underlay network" {
 		t.Errorf("underlay path without networks: %+v", skip)
 	}
 }

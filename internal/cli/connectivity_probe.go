@@ -88,9 +88,11 @@ type target struct {
 	ICMP bool
 }
 
-// measure is what a probe that passed measured.
+// measure is what a probe that passed measured; Denied is how a TCP
+// connection that had to be denied failed.
 type measure struct {
 	TCP, ICMP *time.Duration
+	Denied    string
 }
 
 // tcpArgv is the curl command of a TCP probe of url; with body the answer
@@ -208,6 +210,12 @@ func firstLine(s string) string {
 
 // judgeTCP says why a curl result does not show what t expects, or "".
 func judgeTCP(t target, r curlResult) string {
+	if t.Expect == expectDenied {
+		if r.Connect > 0 {
+			return fmt.Sprintf("connected (HTTP %d): no policy dropped it", r.Code)
+		}
+		return ""
+	}
 	if r.Connect <= 0 {
 		if r.Err != "" {
 			return r.Err
@@ -270,7 +278,11 @@ func probeOnce(ctx context.Context, run podExecFunc, src *corev1.Pod, t target, 
 		if why := judgeTCP(t, r); why != "" {
 			return m, fmt.Errorf("%w: tcp %s: %s", errProbe, url, why)
 		}
-		m.TCP = &r.Connect
+		if t.Expect == expectDenied {
+			m.Denied = cmp.Or(r.Err, fmt.Sprintf("curl exit %d", r.Exit))
+		} else {
+			m.TCP = &r.Connect
+		}
 	}
 	if t.ICMP {
 		out, stderr, err := run(execCtx, src, probeContainer, pingArgv(t.Host, timeout))

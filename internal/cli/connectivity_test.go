@@ -224,8 +224,8 @@ func TestConnectivityObjectsAndCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ready) != 4 || ready[probeClient] == nil || ready[probeHost].Status.PodIP != "192.0.2.1" {
-		t.Errorf("ready pods %v, want client, same-node, other-node, host", keysOf(ready))
+	if len(ready) != 5 || ready[probeClient] == nil || ready[probePolicyTarget] == nil || ready[probeHost].Status.PodIP != "192.0.2.1" {
+		t.Errorf("ready pods %v, want client, same-node, other-node, host, policy-target", keysOf(ready))
 	}
 	wantWhy := map[string]string{
 		"underlay-1": "not Ready after 2s: Pending; ContainerCreating; event FailedCreatePodSandBox: plugin type=estuary failed (add): no address",
@@ -279,7 +279,7 @@ func checkProbePods(t *testing.T, ns string) {
 	sel := labels.SelectorFromSet(svc.Spec.Selector)
 	want := map[string]string{
 		probeClient: "conn-a netexec", probeSame: "conn-a netexec", probeOther: "conn-b netexec",
-		probeHost: "conn-a pause host", "underlay-1": "conn-b netexec conn-rack",
+		probeHost: "conn-a pause host", "underlay-1": "conn-b netexec conn-rack", probePolicyTarget: "conn-b netexec",
 	}
 	got := map[string]string{}
 	for _, p := range pods.Items {
@@ -384,13 +384,15 @@ func TestConnectivityCommandReportsFailuresAndCleansUp(t *testing.T) {
 	want := map[string]int{
 		"FAIL pod-to-pod/same-node": 2, "FAIL pod-to-pod/across-nodes": 2, "FAIL pod-to-service": 1,
 		"FAIL node-to-pod/across-nodes": 1, "FAIL node-to-pod/same-node": 1, "SKIP pod-to-external": 1,
-		"SKIP overlay-underlay": 1, "FAIL retained-address": 1,
+		"SKIP overlay-underlay": 1, "FAIL retained-address": 1, "FAIL policy/deny-ingress": 2, "FAIL policy/allow-ingress": 1,
 	}
 	if fmt.Sprint(lines) != fmt.Sprint(want) {
 		t.Errorf("lines %v\nwant %v", lines, want)
 	}
 	requireIn(t, out, `FAIL  retained-address          client (conn-cmd-a, 198.51.100.`, `-> retain-0: pod retain-0 not Ready after 3s: pods "retain-0" not found`,
-		"10 paths: 0 OK, 8 failed, 2 skipped", "deleting namespace conn-command", "namespace conn-command deleted in")
+		"FAIL  policy/deny-ingress       client (conn-cmd-a, 198.51.100.", "-> policy-target (conn-cmd-b, 198.51.100.",
+		": not reachable before any policy, so a denial would prove nothing: exec in pod conn-command/client",
+		"13 paths: 0 OK, 11 failed, 2 skipped", "deleting namespace conn-command", "namespace conn-command deleted in")
 	var gone corev1.Namespace
 	if err := k8s.Get(bg(), client.ObjectKey{Name: ns}, &gone); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace %s after the test: %v", ns, err)

@@ -5,12 +5,14 @@
 // address records with its pods, Subnet counts and what each node's daemon
 // plumbed, says whether estuary is healthy (status), collects a support
 // archive (sysdump), probes every packet path with pods of its own
-// (connectivity-test), writes estuary's objects for hybridnet's (migrate
-// hybridnet, package migrate), and prints its own version beside the
-// cluster's. It talks only to the API server, with the user's own
-// credentials, read by kubectl's cli-runtime from every kubectl global flag
-// (check and sysdump reach the daemons through pods/exec), and never takes a
-// lock: the cluster keeps serving pods while it runs.
+// (connectivity-test), shows the policies that select a pod and the rules
+// its node enforces, and the packets the nodes' policies dropped (policy),
+// writes estuary's objects for hybridnet's (migrate hybridnet, package
+// migrate), and prints its own version beside the cluster's. It talks only
+// to the API server, with the user's own credentials, read by kubectl's
+// cli-runtime from every kubectl global flag (check, sysdump and policy
+// reach the daemons through pods/exec), and never takes a lock: the
+// cluster keeps serving pods while it runs.
 package cli
 
 import (
@@ -25,6 +27,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/version"
@@ -74,7 +78,7 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		}
 		return newClient(cfg)
 	}
-	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o), connectivityCmd(o), sysdumpCmd(o), statusCmd(o), migrateCmd(o))
+	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o), connectivityCmd(o), sysdumpCmd(o), statusCmd(o), migrateCmd(o), policyCmd(o))
 	return root
 }
 
@@ -100,7 +104,7 @@ func (o *options) ns() string {
 // cliScheme holds the types the plugin reads and prints.
 var cliScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, estuaryv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, estuaryv1.AddToScheme, npv1beta1.Install, npv1alpha1.Install} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("register the plugin's types: %v", err))
 		}

@@ -192,6 +192,21 @@ func daemonStatusFacts(b *checkBuilder, ann map[string]string) {
 	default:
 		b.fact("fast path %q", st.FastPath.State)
 	}
+	policyFacts(b, st.Policy)
+}
+
+// policyFacts adds what the daemon published about its policy: kube-proxy's
+// mode, and a problem (kube-proxy's IPVS mode bypasses ingress policy).
+func policyFacts(b *checkBuilder, p *estuaryv1.NodePolicyStatus) {
+	switch {
+	case p == nil:
+	case p.Problem != "":
+		b.problem("network policy: %s", p.Problem)
+	case p.KubeProxyMode != "":
+		b.fact("kube-proxy %s mode", p.KubeProxyMode)
+	default:
+		b.fact("kube-proxy mode unknown")
+	}
 }
 
 // bgpFacts adds each BGP session the node's daemon published; one not

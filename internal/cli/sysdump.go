@@ -6,8 +6,9 @@ package cli
 // It reads, with the user's own credentials and never a Secret: estuary's
 // objects and CRDs, the chart's workloads and their configuration, Nodes,
 // Events; the logs of the manager and every daemon pod (pods/log); and each
-// node's networking state, by running `estuary-daemon node-state` in the
-// node's daemon pod (pods/exec: the image has no shell). Everything passes
+// node's networking state and the packets its policy table dropped lately,
+// by running `estuary-daemon node-state` and `estuary-daemon policy-drops`
+// in the node's daemon pod (pods/exec: the image has no shell). Everything passes
 // the redaction of package redact before it is written.
 //
 // A cluster that needs a sysdump is often broken, so no part that fails
@@ -54,7 +55,8 @@ workloads, ConfigMaps, RBAC and webhook configurations, Nodes and the Events abo
 and about estuary's objects and pod networking, as YAML; the current and previous logs of
 the estuary-manager and every estuary-daemon pod; and, from each node's daemon pod
 (pods/exec), its links, addresses, rules, routes of every table, neighbours, FDB, tc and
-BPF filters, nftables, sysctls, endpoint store and BGP peers. summary.txt says what was
+BPF filters, nftables, sysctls, endpoint store and BGP peers, and the packets its policy
+table dropped lately (nodes/<node>/policy-drops.json). summary.txt says what was
 collected and which versions run; errors.txt lists what could not be read, which never
 stops the rest.
 

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"path"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/estuary-cni/estuary/internal/nodestate"
+	"github.com/estuary-cni/estuary/internal/policydrops"
 	"github.com/estuary-cni/estuary/internal/redact"
 )
 
@@ -20,41 +20,11 @@ import (
 // daemon).
 const nodeStateCommand = "node-state"
 
-// daemonFlagsForNodeState are the daemon flags node-state takes too, by
-// the daemon's name and node-state's.
-var daemonFlagsForNodeState = [][2]string{
-	{healthFlag, "health-address"}, {"cni-conf-dir", "cni-conf-dir"}, {"state-db", "state-db"},
-}
-
-// nodeStateArgv is the command that prints a daemon pod's node state as
-// JSON: the container's own binary, told where its daemon was configured to
-// keep what node-state reads.
-func nodeStateArgv(pod *corev1.Pod, c *corev1.Container) []string {
-	bin := daemonBinary
-	if len(c.Command) > 0 {
-		bin = c.Command[0]
-	}
-	argv := []string{bin, nodeStateCommand, "-o", "json", "--node-name", pod.Spec.NodeName}
-	args := append(c.Command[min(1, len(c.Command)):], c.Args...)
-	for _, f := range daemonFlagsForNodeState {
-		if v, ok := flagValue(args, f[0]); ok {
-			argv = append(argv, "--"+f[1], v)
-		}
-	}
-	return argv
-}
-
 // collectNodes reads every node's state from its daemon pod,
 // --node-concurrency at a time. A node without a running daemon pod, or
 // whose daemon does not answer, is recorded and skipped.
 func (d *dump) collectNodes(ctx context.Context, cfg *rest.Config, fd found) {
-	daemons := map[string]*corev1.Pod{}
-	for i := range fd.pods {
-		p := &fd.pods[i]
-		if p.Labels[nameLabel] == "estuary-daemon" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			daemons[p.Spec.NodeName] = p
-		}
-	}
+	daemons := runningDaemons(fd.pods)
 	ex := &daemonEndpoints{cfg: cfg, core: d.cs.CoreV1().RESTClient()}
 	sem := make(chan struct{}, d.f.nodeConcurrency)
 	var wg sync.WaitGroup
@@ -74,19 +44,14 @@ func (d *dump) collectNodes(ctx context.Context, cfg *rest.Config, fd found) {
 }
 
 // collectNode runs node-state in pod within --exec-timeout and writes the
-// report as JSON and as text.
+// report as JSON and as text, and the node's recent policy drops.
 func (d *dump) collectNode(ctx context.Context, ex *daemonEndpoints, node string, pod *corev1.Pod) {
-	c := container(pod)
-	argv := nodeStateArgv(pod, c)
+	d.collectDrops(ctx, ex, node, pod)
 	ctx, cancel := context.WithTimeout(ctx, d.f.execTimeout)
 	defer cancel()
-	out, err := ex.exec(ctx, pod, c.Name, argv)
+	out, err := execDaemon(ctx, ex, node, pod, nodeStateCommand)
 	if err != nil {
-		hint := ""
-		if strings.Contains(err.Error(), "invalid configuration") || strings.Contains(err.Error(), "flag provided but not defined") {
-			hint = " (a daemon older than the plugin has no node-state command)"
-		}
-		d.failed("node %s: exec %q in pod %s/%s: %v%s", node, strings.Join(argv, " "), pod.Namespace, pod.Name, err, hint)
+		d.failed("%v", err)
 		return
 	}
 	var r nodestate.Report
@@ -116,4 +81,24 @@ func (d *dump) collectNode(ctx context.Context, ex *daemonEndpoints, node string
 	d.sum.Nodes = append(d.sum.Nodes, node)
 	d.sum.Daemons[node] = r.Version
 	d.mu.Unlock()
+}
+
+// collectDrops runs policy-drops in pod within --exec-timeout and writes
+// the node's recent policy drops as JSON.
+func (d *dump) collectDrops(ctx context.Context, ex *daemonEndpoints, node string, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(ctx, d.f.execTimeout)
+	defer cancel()
+	out, err := execDaemon(ctx, ex, node, pod, policyDropsCommand)
+	if err != nil {
+		d.failed("%v", err)
+		return
+	}
+	var r policydrops.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		d.failed("node %s: pod %s/%s printed no policy drops: %v", node, pod.Namespace, pod.Name, err)
+		d.addText(path.Join("nodes", node, "policy-drops.out"), string(out))
+		return
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	d.a.add(path.Join("nodes", node, "policy-drops.json"), append(b, '\n'))
 }

@@ -152,6 +152,11 @@ func TestSysdumpCollectsObjectsAndNeverASecret(t *testing.T) {
 			}
 		}
 	}
+	// The node's policy drops are read by their own command, whose failure
+	// is recorded too.
+	if want := `exec "/estuary-daemon policy-drops -o json --node-name ` + node + `"`; !strings.Contains(files["errors.txt"], want) {
+		t.Errorf("errors.txt does not contain %q:\n%s", want, files["errors.txt"])
+	}
 	for name, content := range files {
 		if strings.Contains(name, "secret") {
 			t.Errorf("archive holds %s", name)

@@ -35,7 +35,21 @@ var requestBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
+	gate     *prometheus.HistogramVec
 }
+
+// Outcomes of an ADD's policy admission (PolicyGate), the outcome label of
+// estuary_cni_add_policy_wait_seconds: a pass computed the pod's policy,
+// the pod was held pending, or the admission failed.
+const (
+	outcomeComputed = "computed"
+	outcomePending  = "pending"
+	outcomeError    = "error"
+)
+
+// gateBuckets span an admission that finds the table written (a
+// millisecond) to one that waits out its bound (a second) and holds.
+var gateBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
@@ -52,6 +66,14 @@ func NewMetrics() *Metrics {
 			Name: "estuary_cni_request_errors_total",
 			Help: "CNI requests the daemon failed, by command and reason (invalid_args, ipam_timeout, ipam_refused, bgp_session, netns, dataplane, segment_check, store, mismatch, canceled, internal).",
 		}, []string{"command", "reason"}),
+		gate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "estuary_cni_add_policy_wait_seconds",
+			Help:    "Time an ADD waited for the new pod's network policy verdicts to be in the kernel, by outcome (computed: its policy; pending: held isolated until it is computed; error).",
+			Buckets: gateBuckets,
+		}, []string{"outcome"}),
+	}
+	for _, o := range []string{outcomeComputed, outcomePending, outcomeError} {
+		m.gate.WithLabelValues(o)
 	}
 	for _, c := range commands {
 		m.duration.WithLabelValues(c, resultSuccess)
@@ -67,12 +89,14 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.duration.Describe(ch)
 	m.errors.Describe(ch)
+	m.gate.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	m.errors.Collect(ch)
+	m.gate.Collect(ch)
 }
 
 // observe records one request of command that started at start and ended
@@ -87,4 +111,17 @@ func (m *Metrics) observe(command string, start time.Time, err error) {
 		m.errors.WithLabelValues(command, string(ReasonOf(err))).Inc()
 	}
 	m.duration.WithLabelValues(command, result).Observe(time.Since(start).Seconds())
+}
+
+// observeGate records one policy admission that started at start.
+func (m *Metrics) observeGate(outcome string, start time.Time) {
+	if m == nil {
+		return
+	}
+	switch outcome {
+	case outcomeComputed, outcomePending, outcomeError:
+	default:
+		outcome = outcomeComputed
+	}
+	m.gate.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 }

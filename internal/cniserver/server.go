@@ -1,7 +1,9 @@
 // Package cniserver owns the daemon side of the CNI protocol: the gRPC
 // server on the node-local unix socket that estuary-cni talks to, request
 // validation, per-container serialisation, the endpoint store (subpackage
-// store) that is written before Add replies, and the requests' metrics:
+// store) that is written before Add replies, the admission of a new
+// endpoint to the node's network policy before Add replies (PolicyGate),
+// and the requests' metrics:
 // their duration, and their failures by a Reason of a fixed set that the
 // error paths mark (WithReason). Building the interfaces themselves is
 // delegated to a Backend, which marks its own failures.
@@ -39,6 +41,9 @@ type Config struct {
 	OnChange func()
 	// Metrics, if set, records every ADD, DEL, CHECK and GC request.
 	Metrics *Metrics
+	// PolicyGate, if set, admits every new endpoint to the node's network
+	// policy before its ADD replies.
+	PolicyGate PolicyGate
 }
 
 // Server serves the CNI service on a unix socket.
@@ -47,6 +52,7 @@ type Server struct {
 
 	backend    Backend
 	onChange   func()
+	gate       PolicyGate
 	metrics    *Metrics
 	store      *store.Store
 	locks      keyLocks
@@ -82,6 +88,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		backend:    cfg.Backend,
 		onChange:   cfg.OnChange,
+		gate:       cfg.PolicyGate,
 		metrics:    cfg.Metrics,
 		store:      st,
 		locks:      keyLocks{m: map[string]*keyLock{}},

@@ -68,7 +68,28 @@ func (s *Server) add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 		return nil, WithReason(reason, status.Errorf(codes.Internal, "add %s: %v", key, err))
 	}
 	s.changed()
+	if err := s.admit(ctx, ep); err != nil {
+		return nil, s.rollBack(ctx, a, key, err)
+	}
 	return reply, nil
+}
+
+// rollBack undoes a stored Add that failed after the store was written
+// (the interface, then its record), and returns the Add's error.
+func (s *Server) rollBack(ctx context.Context, a Attachment, key store.Key, err error) error {
+	reason := ReasonOf(err)
+	ctx = context.WithoutCancel(ctx)
+	if delErr := s.backend.Del(ctx, a); delErr != nil {
+		err = errors.Join(err, fmt.Errorf("roll back: %w", delErr))
+	} else if delErr := s.store.Delete(key); delErr != nil {
+		err = errors.Join(err, fmt.Errorf("roll back: %w", delErr))
+	}
+	s.changed()
+	code := codes.Internal
+	if reason == ReasonCanceled {
+		code = codes.DeadlineExceeded
+	}
+	return WithReason(reason, status.Errorf(code, "add %s: %v", key, err))
 }
 
 // Del removes the attachment through the backend, then its record. It

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
+	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/store"
 )
@@ -125,6 +126,11 @@ type Config struct {
 	// this node; off, the daemon removes its policy table. On, the fast path leaves every ICMP echo to netfilter,
 	// where the policy table decides it (fastpath.Options.EchoViaStack).
 	NetworkPolicy bool
+	// PodToNodeTraffic says how policy judges what a pod sends its own
+	// node: "allow" admits it whatever the pod's egress policy, as
+	// Kubernetes specifies; "policy" judges it by the pod's egress policy
+	// (--pod-to-node-traffic; policy.ParsePodToNode); "allow" if empty.
+	PodToNodeTraffic string
 }
 
 // BandwidthMode says when the conflist chains the reference bandwidth
@@ -208,6 +214,9 @@ func (c Config) withDefaults() Config {
 	if c.Bandwidth == "" {
 		c.Bandwidth = BandwidthAuto
 	}
+	if c.PodToNodeTraffic == "" {
+		c.PodToNodeTraffic = policy.PodToNodeAllow.String()
+	}
 	return c
 }
 
@@ -277,6 +286,9 @@ func (c Config) Validate() error {
 	}
 	if c.KubeProxyMasqueradeBit < AutoMasqueradeBit || c.KubeProxyMasqueradeBit > 31 {
 		errs = append(errs, fmt.Errorf("--kube-proxy-masquerade-bit: %d is neither -1 (auto) nor in 0..31", c.KubeProxyMasqueradeBit))
+	}
+	if _, err := policy.ParsePodToNode(c.PodToNodeTraffic); err != nil {
+		errs = append(errs, fmt.Errorf("--pod-to-node-traffic: %w", err))
 	}
 	if c.MTU < 0 || (c.MTU > 0 && c.MTU < 576) || c.MTU > 65535 {
 		errs = append(errs, fmt.Errorf("--mtu: %d is neither 0 nor in 576..65535", c.MTU))

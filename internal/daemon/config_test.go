@@ -56,6 +56,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"long timeout", func(c *Config) { c.AddressTimeout = time.Hour }, "--address-timeout: 1h0m0s is outside"},
 		{"bad mtu", func(c *Config) { c.MTU = 100 }, "--mtu: 100"},
 		{"metrics address", func(c *Config) { c.MetricsAddr = "9783" }, "--metrics-bind-address: address 9783: missing port"},
+		{"pod to node", func(c *Config) { c.PodToNodeTraffic = "deny" }, `--pod-to-node-traffic: "deny" is neither allow nor policy`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -140,10 +141,11 @@ func Run(ctx context.Context, cfg Config) error {
 	startCaches(ctx, parts, c, records)
 	metrics := newDaemonMetrics()
 	plumber := podnet.NewPlumber(cfg.HostNetns)
-	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni)
+	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni, pol.gate())
 	if err != nil {
 		return err
 	}
+	pol.admitFrom(srv.Store())
 	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
 	if err := recoverEndpoints(ctx, cfg, srv.Store(), plumber, c, parts); err != nil {
 		return errors.Join(err, closeServer(srv))
@@ -167,9 +169,9 @@ func Run(ctx context.Context, cfg Config) error {
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
 	rep := &statusReporter{node: cfg.NodeName, reader: c, writer: live, events: events, dir: cfg.CNIConfDir,
-		fastPath: fpStatus, interval: statusInterval}
+		fastPath: fpStatus, kubeProxyMode: proxyModeOf(cfg), interval: statusInterval}
 	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: speakers.BGPPeers, fp: fp, endpoints: srv.Store(),
-		metrics: metrics.collectors()})
+		metrics: append(metrics.collectors(), pol.collectors()...), drops: pol.drops()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
 }
@@ -265,7 +267,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme),
-		npv1beta1.Install(scheme)); err != nil {
+		npv1beta1.Install(scheme), npv1alpha1.Install(scheme)); err != nil {
 		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 	return scheme, nil
@@ -277,6 +279,8 @@ type healthSources struct {
 	fp        *fastPath
 	endpoints endpointStore
 	metrics   []prometheus.Collector
+	// drops are the policy table's logged drops; nil without policy.
+	drops *policyVerdicts
 }
 
 // run installs the plugin, starts publishing the daemon's status on its
@@ -363,9 +367,11 @@ func startCaches(ctx context.Context, parts *running, caches ...cache.Cache) {
 
 // startServer opens the CNI server over the node's backend, which plumbs
 // pods with plumber; the caller serves it. onChange is called after each
-// change of the endpoint store; m records every request.
+// change of the endpoint store; m records every request; gate, when not
+// nil, admits every new endpoint to the node's policy before its ADD
+// replies.
 func startServer(cfg Config, plumber *podnet.Plumber, addrs node.Addresses, ready node.Readiness, onChange func(),
-	m *cniserver.Metrics) (*cniserver.Server, error) {
+	m *cniserver.Metrics, gate cniserver.PolicyGate) (*cniserver.Server, error) {
 	backend, err := node.New(node.Config{
 		Plumber: plumber, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
@@ -374,7 +380,7 @@ func startServer(cfg Config, plumber *podnet.Plumber, addrs node.Addresses, read
 		return nil, fmt.Errorf("pod network backend: %w", err)
 	}
 	srv, err := cniserver.New(cniserver.Config{SocketPath: cfg.SocketPath, StatePath: cfg.StatePath, Backend: backend,
-		OnChange: onChange, Metrics: m})
+		OnChange: onChange, Metrics: m, PolicyGate: gate})
 	if err != nil {
 		return nil, fmt.Errorf("cni server: %w", err)
 	}
@@ -460,6 +466,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 		return err
 	}
 	h.bgp, h.endpoints, h.node, h.reg = src.peers, src.endpoints, cfg.NodeName, reg
+	h.drops = src.drops
 	h.metricsLoopbackOnly = cfg.servesMetrics()
 	h.pprof = cfg.Pprof
 	go func() {
@@ -478,7 +485,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 		return err
 	}
 	parts.goFunc("health probe", func() error { return <-done })
-	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/endpoints", "/metrics"})
+	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/endpoints", "/metrics", PolicyDropsPath})
 	return nil
 }
 

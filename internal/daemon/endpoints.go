@@ -115,28 +115,39 @@ func EndpointsMain(args []string, out, errOut io.Writer) int {
 // FetchEndpoints reads /endpoints from the health server bound to addr.
 func FetchEndpoints(ctx context.Context, addr string) (endpointsv1.NodeEndpointList, error) {
 	var list endpointsv1.NodeEndpointList
+	err := fetchLoopbackJSON(ctx, addr, "/endpoints", "the daemon's endpoints", &list)
+	return list, err
+}
+
+// maxServedJSON bounds what fetchLoopbackJSON reads of an answer.
+const maxServedJSON = 64 << 20
+
+// fetchLoopbackJSON decodes into v the JSON that the health server bound
+// to addr serves at path, over the node's loopback; what names the
+// document in errors.
+func fetchLoopbackJSON(ctx context.Context, addr, path, what string, v any) error {
 	host, err := loopbackFor(addr)
 	if err != nil {
-		return list, err
+		return err
 	}
-	url := "http://" + host + "/endpoints"
+	url := "http://" + host + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return list, fmt.Errorf("request %s: %w", url, err)
+		return fmt.Errorf("request %s: %w", url, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return list, fmt.Errorf("read the daemon's endpoints: %w", err)
+		return fmt.Errorf("read %s: %w", what, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return list, fmt.Errorf("get %s: %s: %s", url, resp.Status, body)
+		return fmt.Errorf("get %s: %s: %s", url, resp.Status, body)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return list, fmt.Errorf("decode %s: %w", url, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxServedJSON)).Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", url, err)
 	}
-	return list, nil
+	return nil
 }
 
 // loopbackFor is the address to dial for a server bound to addr: an

@@ -51,6 +51,9 @@ type health struct {
 	metricsLoopbackOnly bool
 	// pprof serves Go's profiles on /debug/pprof/ to the node's loopback.
 	pprof bool
+	// drops are the policy table's recent drops, served on
+	// /debug/policy/drops to the node's loopback; nil: policy is off.
+	drops *policyVerdicts
 }
 
 // fastPathProgram is the loaded fast path's program, or nil.
@@ -178,6 +181,7 @@ func (h *health) mux() *http.ServeMux {
 		metrics = loopbackOnly(metrics)
 	}
 	mux.HandleFunc("/metrics", metrics)
+	mux.HandleFunc("GET "+PolicyDropsPath, loopbackOnly(serveDrops(h.drops, h.endpoints)))
 	if h.pprof {
 		mux.HandleFunc("/debug/pprof/", loopbackOnly(pprof.Index))
 		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(pprof.Profile))

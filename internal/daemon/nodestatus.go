@@ -3,8 +3,9 @@ package daemon
 // Publishing what the daemon set up on its Node.
 //
 // `kubectl estuary status` must say for every node, in one read even at a
-// thousand nodes, whether its conflist is in place and whether its fast
-// path runs. Each daemon publishes that on its own Node, in the annotation
+// thousand nodes, whether its conflist is in place, whether its fast
+// path runs and, while it enforces policy, whether kube-proxy's mode
+// bypasses it (kubeproxymode.go). Each daemon publishes that on its own Node, in the annotation
 // networking.estuary.io/daemon-status (api/v1 NodeDaemonStatus), as it
 // publishes its BGP sessions: only that daemon writes it, so no writers
 // contend, and one list of Nodes answers for the cluster. Asking each
@@ -60,7 +61,9 @@ type statusReporter struct {
 	dir      string   // the CNI conf dir
 	list     Conflist // what the daemon installs there
 	fastPath estuaryv1.NodeFastPathStatus
-	interval time.Duration
+	// kubeProxyMode learns kube-proxy's mode; nil without policy.
+	kubeProxyMode kubeProxyModeFunc
+	interval      time.Duration
 	// last is the status of the previous pass; nil before the first.
 	last *estuaryv1.NodeDaemonStatus
 }
@@ -70,7 +73,7 @@ type statusReporter struct {
 // patched directly: the cache may not have synced) before it is returned,
 // since the daemon stops on it.
 func (r *statusReporter) installConflist(ctx context.Context) error {
-	st := r.status()
+	st := r.status(ctx)
 	if st.Conflist.Installed {
 		log.Info("conflist installed", "path", st.Conflist.Path, "bandwidth", r.list.Chains(BandwidthPluginType))
 		return nil
@@ -110,7 +113,7 @@ func (r *statusReporter) run(ctx context.Context, synced <-chan struct{}) error 
 // pass builds the status, records the Events its changes call for and
 // patches the Node when its annotation differs.
 func (r *statusReporter) pass(ctx context.Context) error {
-	st := r.status()
+	st := r.status(ctx)
 	var node corev1.Node
 	if err := r.reader.Get(ctx, client.ObjectKey{Name: r.node}, &node); err != nil {
 		r.transitions(r.last, st)
@@ -126,10 +129,11 @@ func (r *statusReporter) pass(ctx context.Context) error {
 	return r.publish(ctx, &node, st)
 }
 
-// status checks (and repairs) the conflist and returns the daemon's
-// status.
-func (r *statusReporter) status() estuaryv1.NodeDaemonStatus {
-	return estuaryv1.NodeDaemonStatus{Version: version.Version, Conflist: ensureConflist(r.dir, r.list), FastPath: r.fastPath}
+// status checks (and repairs) the conflist, asks kube-proxy's mode while
+// policy is on, and returns the daemon's status.
+func (r *statusReporter) status(ctx context.Context) estuaryv1.NodeDaemonStatus {
+	return estuaryv1.NodeDaemonStatus{Version: version.Version, Conflist: ensureConflist(r.dir, r.list), FastPath: r.fastPath,
+		Policy: r.policyStatus(ctx)}
 }
 
 // publish patches st into node's annotation unless node (nil: unknown)
@@ -178,6 +182,7 @@ func (r *statusReporter) transitions(prev *estuaryv1.NodeDaemonStatus, st estuar
 		r.events.Record(corev1.EventTypeWarning, ReasonFastPathRefused, "LoadFastPath",
 			"the kernel refused the fast path; pods' traffic takes the kernel's forwarding path: "+f.Reason)
 	}
+	r.policyTransitions(prev, r.last, st)
 }
 
 // decodeDaemonStatus parses an annotation value; nil when absent or not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/netsync"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
@@ -22,6 +24,8 @@ import (
 type policyPart struct {
 	*netsync.PolicyPart
 	table *ops.Policy
+	// verdicts sits between the part and table (policyverdicts.go).
+	verdicts *policyVerdicts
 }
 
 // clusterPolicyServed says whether the API server serves
@@ -72,19 +76,55 @@ func startPolicy(ctx context.Context, cfg Config, scheme *runtime.Scheme, live c
 		table.Close()
 		return nil, fmt.Errorf("network policy: %w", err)
 	}
-	log.Info("network policy enforced", "table", "inet "+policy.TableName, "clusterNetworkPolicy", admin)
+	anp, banp, err := adminNetworkPoliciesServed(live.RESTMapper())
+	if err == nil {
+		err = t.WatchAdminNetworkPolicies(ctx, c, anp, banp)
+	}
+	if err != nil {
+		table.Close()
+		return nil, fmt.Errorf("network policy: %w", err)
+	}
+	log.Info("v1alpha1 admin network policies", "adminNetworkPolicy", anp, "baselineAdminNetworkPolicy", banp)
+	log.Info("network policy enforced", "table", "inet "+policy.TableName, "clusterNetworkPolicy", admin,
+		"podToNodeTraffic", cfg.PodToNodeTraffic)
 	pods := netsync.NewPodView(ctx, func() (cache.Cache, error) {
 		return cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: policyPodTransform})
 	}, t)
+	toNode, err := policy.ParsePodToNode(cfg.PodToNodeTraffic)
+	if err != nil {
+		table.Close()
+		return nil, fmt.Errorf("--pod-to-node-traffic: %w", err)
+	}
+	verdicts := newPolicyVerdicts(table, cfg.NodeName)
+	dropLog, err := openDropLog(cfg.HostNetns)
+	verdicts.listen(ctx, dropLog, err)
 	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Pods: pods, Admin: admin, HostVeth: hostVeth,
-		Log: log.WithName("netsync")}, table)
-	return &policyPart{PolicyPart: part, table: table}, nil
+		AdminNetworkPolicy: anp, BaselineAdminNetworkPolicy: banp,
+		PodToNode: toNode, Log: log.WithName("netsync")}, verdicts)
+	return &policyPart{PolicyPart: part, table: table, verdicts: verdicts}, nil
+}
+
+// gate is the CNI server's policy gate: the part, or nil without policy.
+func (p *policyPart) gate() cniserver.PolicyGate {
+	if p == nil {
+		return nil
+	}
+	return p.PolicyPart
+}
+
+// admitFrom gives the part the endpoint store the CNI server writes before
+// it admits an endpoint (netsync.PolicyPart.AdmitFrom).
+func (p *policyPart) admitFrom(eps netsync.Endpoints) {
+	if p != nil {
+		p.AdmitFrom(eps)
+	}
 }
 
 // Close releases the table's namespace handle; the table stays, so pods
 // keep their policy while the daemon restarts.
 func (p *policyPart) Close() {
 	if p != nil {
+		p.verdicts.close()
 		p.table.Close()
 	}
 }
@@ -119,6 +159,32 @@ func portsOnly(cs []corev1.Container) []corev1.Container {
 		}
 	}
 	return out
+}
+
+// openDropLog opens the node's netlink log of policy drops; nil and why
+// when it cannot.
+func openDropLog(nsPath string) (dropSource, error) {
+	l, err := ops.OpenDropLog(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// collectors are the part's metrics: the table's verdict counters.
+func (p *policyPart) collectors() []prometheus.Collector {
+	if p == nil {
+		return nil
+	}
+	return []prometheus.Collector{verdictCollector{p.verdicts}}
+}
+
+// drops is what /debug/policy/drops serves: nil without policy.
+func (p *policyPart) drops() *policyVerdicts {
+	if p == nil {
+		return nil
+	}
+	return p.verdicts
 }
 
 // removePolicy deletes the policy table (uninstall).

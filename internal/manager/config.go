@@ -70,6 +70,13 @@ type Config struct {
 	// estuary's chart installed) to the manager's schema before the
 	// controllers start (--upgrade-crds; internal/crdupgrade).
 	UpgradeCRDs bool
+	// PolicyStatus reports the policy objects the nodes cannot enforce as
+	// written: Events on NetworkPolicies, the Accepted condition of
+	// ClusterNetworkPolicies and of v1alpha1 AdminNetworkPolicies and
+	// BaselineAdminNetworkPolicies (--policy-status;
+	// internal/controller/policystatus). Off where the daemons enforce no
+	// policy.
+	PolicyStatus bool
 	// BootstrapDir holds YAML objects the leader creates when absent, once
 	// the webhook serves (--bootstrap-dir); empty: none.
 	BootstrapDir string

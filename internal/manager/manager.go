@@ -18,12 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/bootstrap"
 	"github.com/estuary-cni/estuary/internal/controller/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
+	"github.com/estuary-cni/estuary/internal/controller/policystatus"
 	"github.com/estuary-cni/estuary/internal/crdupgrade"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/version"
@@ -74,6 +77,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := bgpstatus.Setup(mgr); err != nil {
 		return fmt.Errorf("set up bgp status: %w", err)
 	}
+	if cfg.PolicyStatus {
+		if err := policystatus.Setup(mgr); err != nil {
+			return fmt.Errorf("set up policy status: %w", err)
+		}
+	}
 	var serving <-chan struct{}
 	if cfg.Webhook.Port != 0 {
 		opts := webhook.Options{Bounds: netmodel.Bounds{MaxRetainTTL: cfg.MaxRetainTTL}, Scope: webhook.PodScope{Selector: selector}, Defaults: defaults}
@@ -99,7 +107,8 @@ func Run(ctx context.Context, cfg Config) error {
 // newManager builds the controller-runtime manager the controllers share.
 func newManager(cfg Config) (ctrlmanager.Manager, error) {
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), estuaryv1.AddToScheme(scheme),
+		npv1beta1.Install(scheme), npv1alpha1.Install(scheme)); err != nil {
 		return nil, fmt.Errorf("build scheme: %w", err)
 	}
 	opts := ctrl.Options{

@@ -44,6 +44,10 @@ type Options struct {
 	// local serving host, port and certificate directory a webhook server
 	// must use.
 	Webhooks *envtest.WebhookInstallOptions
+	// EtcdURL, when set, is filled in with etcd's client URL, for a test
+	// that must store what the API server would refuse (an object written
+	// before its validation tightened).
+	EtcdURL *string
 }
 
 // Start runs etcd and kube-apiserver with the CRDs installed and returns
@@ -84,6 +88,9 @@ func Start(opts Options) (cfg *rest.Config, c client.Client, stop func() error, 
 	}
 	if opts.Webhooks != nil {
 		*opts.Webhooks = env.WebhookInstallOptions
+	}
+	if opts.EtcdURL != nil && env.ControlPlane.Etcd != nil && env.ControlPlane.Etcd.URL != nil {
+		*opts.EtcdURL = env.ControlPlane.Etcd.URL.String()
 	}
 	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		_ = env.Stop()

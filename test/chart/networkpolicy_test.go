@@ -22,12 +22,23 @@ func daemonArgs(t *testing.T, args ...string) []string {
 	return nil
 }
 
+// managerArgs are the args of the rendered estuary-manager container.
+func managerArgs(t *testing.T, args ...string) []string {
+	t.Helper()
+	var d appsv1.Deployment
+	convert(t, find(t, render(t, args...), "Deployment", "estuary-manager"), &d)
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
 // TestNetworkPolicyOnByDefault: every render has the daemons enforce
 // policy, and none renders another enforcer (kube-network-policies is no
 // longer part of the chart).
 func TestNetworkPolicyOnByDefault(t *testing.T) {
 	if args := daemonArgs(t); !slices.Contains(args, "--network-policy=true") {
 		t.Errorf("daemon args %v lack --network-policy=true", args)
+	}
+	if args := managerArgs(t); !slices.Contains(args, "--policy-status=true") {
+		t.Errorf("manager args %v lack --policy-status=true", args)
 	}
 	for name, objs := range renders(t) {
 		for _, o := range objs {
@@ -39,10 +50,14 @@ func TestNetworkPolicyOnByDefault(t *testing.T) {
 }
 
 // TestNetworkPolicyOff: networkPolicy.enabled=false has the daemons remove
-// their policy table.
+// their policy table and the manager report no policy status.
 func TestNetworkPolicyOff(t *testing.T) {
 	if args := daemonArgs(t, "--set", "networkPolicy.enabled=false"); !slices.Contains(args, "--network-policy=false") {
 		t.Errorf("daemon args %v lack --network-policy=false", args)
+	}
+	// Nothing enforces policy: the manager reports no status either.
+	if args := managerArgs(t, "--set", "networkPolicy.enabled=false"); !slices.Contains(args, "--policy-status=false") {
+		t.Errorf("manager args %v lack --policy-status=false", args)
 	}
 }
 

@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,9 +29,12 @@ const connTestNamespace = "e2e-connectivity-cmd"
 // lab, with the untagged underlay network rack1 on node-1 and node-2 and
 // the external host serving TCP, prints an OK line for every path (pod to
 // pod on one node and across nodes both ways, the Service, node to pod,
-// the external host, overlay to underlay both ways, and the StatefulSet
-// address kept from node-2 to node-1), none FAIL or SKIP, exits 0, and its
-// namespace is gone when it returns.
+// the external host, overlay to underlay both ways, the StatefulSet
+// address kept from node-2 to node-1, and NetworkPolicy: the client denied
+// by a default-deny ingress policy on node-2's target, then admitted by an
+// allow policy while the same-node probe stays denied), none FAIL or SKIP,
+// exits 0, and its namespace is gone when it returns; then `kubectl
+// estuary policy drops` lists node-2's drop of a denied probe.
 func TestConnectivityTestCommand(t *testing.T) {
 	e := needLab(t)
 	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
@@ -60,17 +64,52 @@ func TestConnectivityTestCommand(t *testing.T) {
 		"pod-to-pod/same-node": 2, "pod-to-pod/across-nodes": 2, "pod-to-service": 1,
 		"node-to-pod/across-nodes": 1, "node-to-pod/same-node": 1, "pod-to-external": 1,
 		"overlay-to-underlay": 1, "underlay-to-overlay": 1, "retained-address": 1,
+		"policy/deny-ingress": 2, "policy/allow-ingress": 1,
 	}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("path lines %v\nwant %v", seen, want)
 	}
-	for _, w := range []string{"11 paths: 11 OK, 0 failed, 0 skipped",
+	for _, w := range []string{"14 paths: 14 OK, 0 failed, 0 skipped",
+		"policy/deny-ingress       client (node-1, ", "policy/deny-ingress       same-node (node-1, ",
+		"-> policy-target (node-2, ", ": denied: curl: (28) ", "policy/allow-ingress      client (node-1, ",
 		"retained-address          client (node-1, ", "-> retain-0 (node-2 -> node-1, ",
 		"overlay-to-underlay       client (node-1, ", "-> underlay-1 (node-2, 10.77.100."} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q", w)
 		}
 	}
+	e.requireTargetDrop(t, plugin)
+}
+
+// requireTargetDrop: `kubectl estuary policy drops` lists, from node-2's
+// daemon, a TCP packet to the policy target's port 8080 that its isolation
+// dropped on ingress (the denied probes of the policy paths).
+func (e *labEnv) requireTargetDrop(t *testing.T, plugin string) {
+	t.Helper()
+	cmd := exec.Command(plugin, "policy", "drops", "--since", "10m", "--node", "node-2", "-o", "json")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl estuary policy drops: %v\n%s", err, out)
+	}
+	var r struct {
+		Drops []struct {
+			Node, Direction, Pod, Policy, Protocol string
+			DstPort                                int
+		}
+		Nodes []struct{ Node, Error string }
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("policy drops -o json: %v\n%s", err, out)
+	}
+	for _, d := range r.Drops {
+		if d.Node == "node-2" && d.Direction == "ingress" && d.Policy == "" && d.Protocol == "tcp" && d.DstPort == 8080 &&
+			(d.Pod == "" || d.Pod == connTestNamespace+"/policy-target") {
+			t.Logf("policy drops lists %+v", d)
+			return
+		}
+	}
+	t.Errorf("policy drops lists no isolation drop of TCP to port 8080 on node-2:\n%s", out)
 }
 
 // TestConnectivityTestCommandFailsAPath: with an external target where

@@ -20,6 +20,9 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
@@ -131,6 +134,8 @@ func newCNIBench(b *testing.B) *cniBench {
 		HostNetns:       cb.host,
 		HealthAddr:      "0",
 	}
+	policy := os.Getenv("BENCH_POLICY") == "1"
+	dcfg.NetworkPolicy = policy
 	benchDaemon(b, dcfg)
 	raw, err := os.ReadFile(filepath.Join(dcfg.CNIConfDir, daemon.ConflistName))
 	if err != nil {
@@ -152,6 +157,9 @@ func newCNIBench(b *testing.B) *cniBench {
 	pods := make([]*corev1.Pod, benchSeq+benchConc)
 	for i := range pods {
 		pods[i] = newPod(b, k8s, fmt.Sprintf("bench-%d", i))
+		if policy {
+			denyIngress(b, k8s, pods[i].Namespace)
+		}
 	}
 	for _, p := range pods {
 		ipi := boundAddress(b, k8s, p)
@@ -165,6 +173,9 @@ func newCNIBench(b *testing.B) *cniBench {
 	// serves it, its cache holds every other pod's IPInstance too. The
 	// warm-up also brings both plugins' binaries into the page cache.
 	wp := newPod(b, k8s, "bench-warmup")
+	if policy {
+		denyIngress(b, k8s, wp.Namespace)
+	}
 	ipi := boundAddress(b, k8s, wp)
 	warm := attachment{pod: wp, want: netip.MustParsePrefix(ipi.Spec.Address.IP).Addr()}
 	for _, p := range []cniPlugin{cb.est, cb.ref} {
@@ -508,4 +519,16 @@ func ratioOrDash(x, y []time.Duration, q float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", ms(percentile(x, q))/ms(percentile(y, q)))
+}
+
+// denyIngress creates an ingress default-deny NetworkPolicy in ns (with
+// BENCH_POLICY=1, every benchmark pod is selected by one, so each ADD's
+// policy admission computes a chain).
+func denyIngress(tb testing.TB, k8s client.Client, ns string) {
+	tb.Helper()
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deny-ingress"},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	if err := k8s.Create(bg(), np); err != nil {
+		tb.Fatalf("networkpolicy %s/deny-ingress: %v", ns, err)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
 )
 
 // The parts of a reconcile pass, the part label of
@@ -34,7 +36,14 @@ var reconcileBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	failures *prometheus.CounterVec
+	// notEnforced and closed are the policy part's: see policyProblems.
+	notEnforced *prometheus.GaugeVec
+	closed      prometheus.Gauge
 }
+
+// policyKinds are the kind label's values of
+// estuary_policy_node_objects_not_enforced.
+var policyKinds = []string{translate.KindNetworkPolicy, translate.KindClusterNetworkPolicy, "AdminNetworkPolicy", "BaselineAdminNetworkPolicy"}
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
@@ -50,6 +59,17 @@ func NewMetrics() *Metrics {
 			Name: "estuary_datapath_reconcile_failures_total",
 			Help: "Parts of data-path reconcile passes that failed (local_pods, read, overlay, underlay, bgp, fastpath, other); a failed pass is retried with backoff.",
 		}, []string{"part"}),
+		notEnforced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "estuary_policy_node_objects_not_enforced",
+			Help: "Policy objects the node's last policy computation enforced only in part or not at all (rules dropped or denying all, policies skipped), by kind; each is logged with its fields.",
+		}, []string{"kind"}),
+		closed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "estuary_policy_compile_problems",
+			Help: "Problems the node's last policy compilation met, each costing one endpoint alone (its chain, or both, then drop everything); 0 unless an invalid rule got through translation.",
+		}),
+	}
+	for _, k := range policyKinds {
+		m.notEnforced.WithLabelValues(k)
 	}
 	m.duration.WithLabelValues("success")
 	m.duration.WithLabelValues("error")
@@ -63,12 +83,44 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.duration.Describe(ch)
 	m.failures.Describe(ch)
+	m.notEnforced.Describe(ch)
+	m.closed.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	m.failures.Collect(ch)
+	m.notEnforced.Collect(ch)
+	m.closed.Collect(ch)
+}
+
+// policyProblems records a policy computation's problems: translate's
+// error (one ObjectError per object not enforced as written) and
+// Compile's (one error per endpoint or direction it closed).
+func (m *Metrics) policyProblems(translateErr, compileErr error) {
+	if m == nil {
+		return
+	}
+	count := map[string]int{}
+	for _, e := range translate.ObjectErrors(translateErr) {
+		count[e.Kind]++
+	}
+	for _, k := range policyKinds {
+		m.notEnforced.WithLabelValues(k).Set(float64(count[k]))
+	}
+	m.closed.Set(float64(len(joined(compileErr))))
+}
+
+// joined is the errors err joins (itself alone when it joins none).
+func joined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the join itself, not a wrapped one
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // observe records one pass that started at start and ended with err.

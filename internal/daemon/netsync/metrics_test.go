@@ -23,6 +23,9 @@ func reconcileCounts(t *testing.T, m *Metrics) (passes map[string]uint64, failur
 	passes, failures = map[string]uint64{}, map[string]float64{}
 	for _, mf := range families {
 		for _, s := range mf.GetMetric() {
+			if len(s.GetLabel()) == 0 {
+				continue
+			}
 			label := s.GetLabel()[0].GetValue()
 			switch mf.GetName() {
 			case "estuary_datapath_reconcile_duration_seconds":

@@ -148,8 +148,17 @@ func New(ctx context.Context, opts Options, c, records cache.Cache, eps Endpoint
 	if err := t.watch(ctx, c, records); err != nil {
 		return nil, err
 	}
+	for _, p := range slices.Concat(opts.BeforeRead, opts.Parts) {
+		if r, ok := p.(metricsRecorder); ok {
+			r.recordTo(opts.Metrics)
+		}
+	}
 	return &Syncer{opts: withDefaults(opts), reader: c, records: records, eps: eps, trigger: t}, nil
 }
+
+// metricsRecorder is a part that records metrics of its own in the loop's
+// Metrics.
+type metricsRecorder interface{ recordTo(m *Metrics) }
 
 func withDefaults(opts Options) Options {
 	if opts.Resync <= 0 {

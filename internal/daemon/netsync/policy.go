@@ -2,6 +2,7 @@ package netsync
 
 // Policy. Each pass computes what this node enforces for its pods
 // (translate.Policy over the cached NetworkPolicies, ClusterNetworkPolicies,
+// AdminNetworkPolicies and BaselineAdminNetworkPolicies when served,
 // Namespaces, Pods and Nodes, for the
 // endpoints of the pass's snapshot), compiles it into the nftables ruleset
 // of package policy and has the table made equal to it in one batch
@@ -18,8 +19,12 @@ package netsync
 // failed read of the cache or a failed write of the table: both retry with
 // the loop's backoff.
 //
-// An endpoint whose Pod is not cached yet gets no chain and is reported;
-// the pod's Add event triggers the pass that gives it one.
+// An endpoint whose Pod is not cached yet is reported and, while any
+// policy exists, pending (policy.PendingChain: isolated, since a policy
+// may select it); the pod's Add event triggers the pass that gives it its
+// chains. The CNI server's ADD waits for a pass that includes its new
+// endpoint, or holds the endpoint pending, before it replies
+// (policygate.go).
 
 import (
 	"context"
@@ -33,6 +38,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
@@ -44,6 +50,8 @@ import (
 // one.
 type PolicyTable interface {
 	Ensure(want policy.Ruleset) (policy.Ops, error)
+	Read() (policy.Table, error)
+	Apply(o policy.Ops) error
 }
 
 // PolicyConfig configures the policy part.
@@ -58,16 +66,30 @@ type PolicyConfig struct {
 	// Admin lists ClusterNetworkPolicies too; off when the API server does
 	// not serve them.
 	Admin bool
+	// AdminNetworkPolicy and BaselineAdminNetworkPolicy list those
+	// (v1alpha1) too; each off when the API server does not serve it.
+	AdminNetworkPolicy, BaselineAdminNetworkPolicy bool
 	// HostVeth names the host side of an endpoint's veth.
 	HostVeth func(store.Key) string
-	Log      logr.Logger
+	// PodToNode says whether a pod's egress policy judges what it sends
+	// its own node (the table's skeleton).
+	PodToNode policy.PodToNode
+	// AdmitWait bounds how long Admit waits for a pass that includes the
+	// new endpoint before it holds it pending (DefaultAdmitWait).
+	AdmitWait time.Duration
+	Log       logr.Logger
 }
 
 // PolicyPart keeps the node's policy table in line with the cluster's
 // policies.
 type PolicyPart struct {
-	cfg   PolicyConfig
-	table PolicyTable
+	cfg     PolicyConfig
+	table   PolicyTable
+	metrics *Metrics
+	gate    gate
+	// eps, when set (AdmitFrom), is the endpoint store, which every pass
+	// lists afresh instead of taking its snapshot's attachments.
+	eps Endpoints
 }
 
 var (
@@ -77,39 +99,73 @@ var (
 
 // NewPolicyPart returns the part enforcing policy through table.
 func NewPolicyPart(cfg PolicyConfig, table PolicyTable) *PolicyPart {
-	return &PolicyPart{cfg: cfg, table: table}
+	if cfg.AdmitWait <= 0 {
+		cfg.AdmitWait = DefaultAdmitWait
+	}
+	return &PolicyPart{cfg: cfg, table: table, gate: gate{held: map[string]chan struct{}{}}}
 }
 
 // Name implements Part.
 func (*PolicyPart) Name() string { return PartPolicy }
 
+// recordTo implements metricsRecorder.
+func (p *PolicyPart) recordTo(m *Metrics) { p.metrics = m }
+
 // Sync computes the node's policy from snap and the cached policy objects
 // and applies the difference to the table.
 func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
-	eps := PolicyEndpoints(snap.Endpoints, p.cfg.HostVeth)
+	return p.sync(ctx, snap.Objects.Nodes, snap.Endpoints)
+}
+
+// compute is the ruleset of the node's policy for eps: their chains, and
+// PendingChain for an endpoint whose pod is not cached yet while any
+// policy exists.
+func (p *PolicyPart) compute(ctx context.Context, nodes []*corev1.Node, all []store.Endpoint) (policy.Ruleset, error) {
+	eps := PolicyEndpoints(all, p.cfg.HostVeth)
 	in, err := p.read(ctx, eps)
 	if err != nil {
-		return err
+		return policy.Ruleset{}, err
 	}
-	in.Nodes = snap.Objects.Nodes
+	in.Nodes = nodes
 	in.Endpoints = eps
 	node, terr := translate.Policy(in)
 	if terr != nil {
 		p.cfg.Log.Error(terr, "policy objects skipped or narrowed while computing the node's policy")
 	}
-	rs, err := policy.Compile(node)
-	if err != nil {
-		return fmt.Errorf("compile policy: %w", err)
+	rs, cerr := policy.Compile(node)
+	if cerr != nil {
+		p.cfg.Log.Error(cerr, "policy endpoints closed: what they enforce could not be compiled, their chains drop everything")
 	}
-	ops, err := p.table.Ensure(rs)
-	if err != nil {
-		return fmt.Errorf("policy table: %w", err)
+	p.metrics.policyProblems(terr, cerr)
+	rs.Skeleton = policy.Skeleton{PodToNode: p.cfg.PodToNode}
+	if policyObjects(in) == 0 {
+		return rs, nil
 	}
-	if !ops.Empty() {
-		p.cfg.Log.Info("policy table changed", "endpoints", len(node.Endpoints), "chains", len(rs.Chains),
-			"sets", len(rs.Sets), "changes", ops.String())
+	if err := rs.Hold(unknownPods(eps, node)...); err != nil {
+		return policy.Ruleset{}, fmt.Errorf("compile policy: %w", err)
 	}
-	return nil
+	return rs, nil
+}
+
+// policyObjects counts the policy objects of in.
+func policyObjects(in translate.PolicyInput) int {
+	return len(in.NetworkPolicies) + len(in.ClusterPolicies) + len(in.AdminNetworkPolicies) + len(in.BaselineAdminNetworkPolicies)
+}
+
+// unknownPods are the host veths of eps that translate gave no endpoint
+// (their pod is not cached, or not a pod-network pod).
+func unknownPods(eps []translate.PolicyEndpoint, n policy.Node) []string {
+	known := make(map[string]bool, len(n.Endpoints))
+	for _, e := range n.Endpoints {
+		known[e.HostVeth] = true
+	}
+	var out []string
+	for _, e := range eps {
+		if !known[e.HostVeth] {
+			out = append(out, e.HostVeth)
+		}
+	}
+	return out
 }
 
 // read lists the cached objects policy depends on, sharing the cache's
@@ -122,9 +178,11 @@ func (p *PolicyPart) Sync(ctx context.Context, snap *Snapshot) error {
 // synced (podview.go).
 func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (translate.PolicyInput, error) {
 	var (
-		nps  networkingv1.NetworkPolicyList
-		cnps npv1beta1.ClusterNetworkPolicyList
-		nss  corev1.NamespaceList
+		nps   networkingv1.NetworkPolicyList
+		cnps  npv1beta1.ClusterNetworkPolicyList
+		anps  npv1alpha1.AdminNetworkPolicyList
+		banps npv1alpha1.BaselineAdminNetworkPolicyList
+		nss   corev1.NamespaceList
 	)
 	shared := client.UnsafeDisableDeepCopy
 	r := p.cfg.Reader
@@ -132,13 +190,20 @@ func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (
 	if p.cfg.Admin {
 		lists = append(lists, &cnps)
 	}
+	if p.cfg.AdminNetworkPolicy {
+		lists = append(lists, &anps)
+	}
+	if p.cfg.BaselineAdminNetworkPolicy {
+		lists = append(lists, &banps)
+	}
 	for _, l := range lists {
 		if err := r.List(ctx, l, shared); err != nil {
 			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", l, err)
 		}
 	}
-	in := translate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items}
-	if len(nps.Items) == 0 && len(cnps.Items) == 0 {
+	in := translate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items,
+		AdminNetworkPolicies: anps.Items, BaselineAdminNetworkPolicies: banps.Items}
+	if policyObjects(in) == 0 {
 		if p.cfg.Pods != nil {
 			p.cfg.Pods.Unneeded(time.Now())
 		}

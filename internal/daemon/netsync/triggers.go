@@ -11,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
@@ -131,6 +132,25 @@ func (t *Trigger) WatchPolicy(ctx context.Context, c cache.Cache, admin bool) er
 	if admin {
 		objs = append(objs, &npv1beta1.ClusterNetworkPolicy{})
 	}
+	return watchAll(ctx, c, h, objs)
+}
+
+// WatchAdminNetworkPolicies pokes t as WatchPolicy does on
+// AdminNetworkPolicies (with anp) and BaselineAdminNetworkPolicies (with
+// banp), each only when the API server serves it; the daemon calls it
+// with WatchPolicy.
+func (t *Trigger) WatchAdminNetworkPolicies(ctx context.Context, c cache.Cache, anp, banp bool) error {
+	var objs []client.Object
+	if anp {
+		objs = append(objs, &npv1alpha1.AdminNetworkPolicy{})
+	}
+	if banp {
+		objs = append(objs, &npv1alpha1.BaselineAdminNetworkPolicy{})
+	}
+	return watchAll(ctx, c, t.handler(changesPolicy), objs)
+}
+
+func watchAll(ctx context.Context, c cache.Cache, h toolscache.ResourceEventHandler, objs []client.Object) error {
 	for _, obj := range objs {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {

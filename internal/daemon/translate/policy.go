@@ -26,13 +26,27 @@ package translate
 // position only: "np/<namespace>/<name>/<ingress|egress>/<i>",
 // "cnp/<name>/<ingress|egress>/<i>".
 //
-// Unreadable input fails closed. A NetworkPolicy whose podSelector cannot
-// be read is skipped (nobody knows whom it selects); one of its rules that
-// cannot be read is dropped while the policy still isolates what it
-// selects. A ClusterNetworkPolicy rule that cannot be read follows
-// network-policy-api's guidance for an unknown peer: an Accept rule
-// matches nothing, a Deny or Pass rule becomes "deny all". Each is
-// reported in the returned error.
+// Unreadable input fails closed, and costs its own object only. A
+// NetworkPolicy whose podSelector cannot be read is skipped (nobody knows
+// whom it selects); one of its rules with any part that cannot be read is
+// dropped while the policy still isolates what it selects. A
+// ClusterNetworkPolicy rule that cannot be read, or with a domainNames
+// peer (which this version cannot honour), follows network-policy-api's
+// guidance for an unknown peer: an Accept rule matches nothing, a Deny or
+// Pass rule becomes "deny all". Every rule kept has passed the compiler's
+// validation (policy.Rule.Validate), so no object can make policy.Compile
+// close an endpoint. Each problem is reported in the returned error as an
+// ObjectError of its object, with its field path; NetworkPolicyProblems and
+// ClusterPolicyProblems run the same code (problems.go). What depends on
+// pods (a named port no pod has) is not a problem of the object.
+//
+// IPv4-mapped prefixes. An ipBlock or network prefix is masked; one inside
+// ::ffff:0:0/96 of at least 96 bits is the IPv4 prefix of its last
+// bits-96 bits, as a mapped address is its IPv4 address. A shorter prefix
+// holds no mapped address once masked: it stays an IPv6 prefix and
+// matches IPv6 traffic only. An except is unmapped the same way, so a
+// mapped except under an IPv6 cidr takes nothing from it (mapped
+// addresses never travel as IPv6). None of that is a problem.
 //
 // Tiers. Admin-tier rules become the model's admin tier (Accept is Allow;
 // Pass skips to the NetworkPolicy tier). Baseline-tier rules become the
@@ -53,6 +67,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
@@ -67,6 +82,11 @@ type PolicyInput struct {
 	Nodes           []*corev1.Node // peers of admin egress rules' nodes
 	NetworkPolicies []networkingv1.NetworkPolicy
 	ClusterPolicies []npv1beta1.ClusterNetworkPolicy
+	// AdminNetworkPolicies and BaselineAdminNetworkPolicies (v1alpha1)
+	// are read as the ClusterNetworkPolicies they convert to
+	// (policy_anp.go).
+	AdminNetworkPolicies         []npv1alpha1.AdminNetworkPolicy
+	BaselineAdminNetworkPolicies []npv1alpha1.BaselineAdminNetworkPolicy
 }
 
 // PolicyEndpoint is a local pod interface: its host veth, its addresses
@@ -85,7 +105,7 @@ type PolicyEndpoint struct {
 func Policy(in PolicyInput) (policy.Node, error) {
 	ix := newIndex(in)
 	nps := ix.networkPolicies(in.NetworkPolicies)
-	admin, baseline := ix.clusterPolicies(in.ClusterPolicies)
+	admin, baseline := ix.adminTiers(in)
 	var out policy.Node
 	eps := slices.Clone(in.Endpoints)
 	slices.SortFunc(eps, func(a, b PolicyEndpoint) int { return strings.Compare(a.HostVeth, b.HostVeth) })

@@ -34,23 +34,28 @@ func (s subject) selects(ix *index, p *podInfo) bool {
 	return p.peer && s.ns.Matches(ix.nsLabels[p.key.ns]) && (s.pod == nil || s.pod.Matches(p.labels))
 }
 
-func readSubject(s npv1beta1.ClusterNetworkPolicySubject) (subject, error) {
+func readSubject(s npv1beta1.ClusterNetworkPolicySubject) (subject, problems) {
+	var probs problems
 	switch {
 	case s.Namespaces != nil:
 		ns, err := selector(s.Namespaces)
-		return subject{ns: ns}, err
+		if err != nil {
+			probs.add("spec.subject.namespaces", err.Error())
+		}
+		return subject{ns: ns}, probs
 	case s.Pods != nil:
 		ns, err := selector(&s.Pods.NamespaceSelector)
 		if err != nil {
-			return subject{}, fmt.Errorf("pods.namespaceSelector: %w", err)
+			probs.add("spec.subject.pods.namespaceSelector", err.Error())
 		}
 		pod, err := selector(&s.Pods.PodSelector)
 		if err != nil {
-			return subject{}, fmt.Errorf("pods.podSelector: %w", err)
+			probs.add("spec.subject.pods.podSelector", err.Error())
 		}
-		return subject{ns: ns, pod: pod}, nil
+		return subject{ns: ns, pod: pod}, probs
 	}
-	return subject{}, errors.New("neither namespaces nor pods")
+	probs.add("spec.subject", "neither namespaces nor pods")
+	return subject{}, probs
 }
 
 type adminTmpl struct {
@@ -71,6 +76,18 @@ func (a adminIngress) forLocal(pod *podInfo) []policy.AdminRule {
 	return out
 }
 
+// cnpRef names a ClusterNetworkPolicy, or the AdminNetworkPolicy or
+// BaselineAdminNetworkPolicy converted to it (policy_anp.go).
+func cnpRef(name string) objRef {
+	switch {
+	case strings.HasPrefix(name, ANPPrefix):
+		return objRef{"AdminNetworkPolicy", "", strings.TrimPrefix(name, ANPPrefix)}
+	case strings.HasPrefix(name, BANPPrefix):
+		return objRef{"BaselineAdminNetworkPolicy", "", strings.TrimPrefix(name, BANPPrefix)}
+	}
+	return objRef{KindClusterNetworkPolicy, "", name}
+}
+
 // clusterPolicies translates the ClusterNetworkPolicies into the admin
 // tier and the baseline tier, each in evaluation order: priority, then
 // name.
@@ -80,19 +97,19 @@ func (ix *index) clusterPolicies(list []npv1beta1.ClusterNetworkPolicy) (admin, 
 		return cmp.Or(cmp.Compare(a.Spec.Priority, b.Spec.Priority), strings.Compare(a.Name, b.Name))
 	})
 	for _, cnp := range sorted {
-		what := "clusternetworkpolicy " + cnp.Name
+		ref := cnpRef(cnp.Name)
 		var isBaseline bool
 		switch cnp.Spec.Tier {
 		case npv1beta1.AdminTier:
 		case npv1beta1.BaselineTier:
 			isBaseline = true
 		default:
-			ix.errorf("%s: spec.tier %q is not Admin or Baseline (policy skipped)", what, cnp.Spec.Tier)
+			ix.report(ref, problems{{Field: "spec.tier", Message: fmt.Sprintf("tier %q is not Admin or Baseline (policy skipped)", cnp.Spec.Tier)}})
 			continue
 		}
-		sub, err := readSubject(cnp.Spec.Subject)
-		if err != nil {
-			ix.errorf("%s: spec.subject: %w (policy skipped)", what, err)
+		sub, probs := readSubject(cnp.Spec.Subject)
+		if len(probs) > 0 {
+			ix.report(ref, probs.then("policy skipped: nobody knows whom it selects"))
 			continue
 		}
 		a := adminPolicy{subject: sub}
@@ -101,7 +118,8 @@ func (ix *index) clusterPolicies(list []npv1beta1.ClusterNetworkPolicy) (admin, 
 			for j, p := range r.From {
 				from[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods}
 			}
-			a.ingress = append(a.ingress, ix.adminIngress(adminSpec{what: what, baseline: isBaseline,
+			a.ingress = append(a.ingress, ix.adminIngress(adminSpec{ref: ref, baseline: isBaseline,
+				field: fmt.Sprintf("spec.ingress[%d]", i), peerKey: "from",
 				id: fmt.Sprintf("cnp/%s/ingress/%d", cnp.Name, i), action: string(r.Action), peers: from, protocols: r.Protocols})...)
 		}
 		for i, r := range cnp.Spec.Egress {
@@ -109,7 +127,8 @@ func (ix *index) clusterPolicies(list []npv1beta1.ClusterNetworkPolicy) (admin, 
 			for j, p := range r.To {
 				to[j] = adminPeer{namespaces: p.Namespaces, pods: p.Pods, nodes: p.Nodes, networks: p.Networks, domains: len(p.DomainNames) > 0}
 			}
-			a.egress = append(a.egress, ix.adminEgress(adminSpec{what: what, baseline: isBaseline,
+			a.egress = append(a.egress, ix.adminEgress(adminSpec{ref: ref, baseline: isBaseline,
+				field: fmt.Sprintf("spec.egress[%d]", i), peerKey: "to",
 				id: fmt.Sprintf("cnp/%s/egress/%d", cnp.Name, i), action: string(r.Action), peers: to, protocols: r.Protocols})...)
 		}
 		if isBaseline {
@@ -130,11 +149,15 @@ type adminPeer struct {
 	domains    bool
 }
 
+// adminSpec is one rule of a ClusterNetworkPolicy: field is its path
+// ("spec.ingress[0]"), peerKey "from" or "to".
 type adminSpec struct {
-	what, id, action string
-	baseline         bool
-	peers            []adminPeer
-	protocols        []npv1beta1.ClusterNetworkPolicyProtocol
+	ref                objRef
+	field, peerKey, id string
+	action             string
+	baseline           bool
+	peers              []adminPeer
+	protocols          []npv1beta1.ClusterNetworkPolicyProtocol
 }
 
 // denyAll is the rule an unreadable Deny or Pass rule becomes.
@@ -143,71 +166,73 @@ func denyAll(id string) adminTmpl {
 }
 
 func (ix *index) adminIngress(s adminSpec) adminIngress {
-	act, p, ps, ok := ix.adminRule(s)
-	if !ok {
-		if act == policy.Allow {
-			return nil
+	act, p, ps, probs := ix.adminRule(s)
+	if len(probs) == 0 && !p.none() {
+		t := adminTmpl{action: act, ruleTmpl: ruleTmpl{id: s.id, peers: p.model(), ports: ps}}
+		err := (policy.Rule{ID: s.id, Peers: t.peers, Ports: ps.numbered}).Validate()
+		if err == nil {
+			return adminIngress{t}
 		}
+		probs.add(s.field, err.Error())
+	}
+	if ix.failClosed(s, probs) {
 		return adminIngress{denyAll(s.id)}
 	}
-	if p.none() {
-		return nil
-	}
-	return adminIngress{{action: act, ruleTmpl: ruleTmpl{id: s.id, peers: p.model(), ports: ps}}}
+	return nil
 }
 
 func (ix *index) adminEgress(s adminSpec) []policy.AdminRule {
-	act, p, ps, ok := ix.adminRule(s)
-	if !ok {
-		if act == policy.Allow {
-			return nil
+	act, p, ps, probs := ix.adminRule(s)
+	if len(probs) == 0 && !p.none() {
+		rules := ix.egressRules(s.id, p, ps)
+		err := validateRules(rules)
+		if err == nil {
+			out := make([]policy.AdminRule, 0, len(rules))
+			for _, r := range rules {
+				out = append(out, policy.AdminRule{Rule: r, Action: act})
+			}
+			return out
 		}
+		probs.add(s.field, err.Error())
+	}
+	if ix.failClosed(s, probs) {
 		d := denyAll(s.id)
 		return []policy.AdminRule{{Rule: policy.Rule{ID: d.id, Peers: d.peers}, Action: d.action}}
 	}
-	if p.none() {
-		return nil
-	}
-	var out []policy.AdminRule
-	for _, r := range ix.egressRules(s.id, p, ps) {
-		out = append(out, policy.AdminRule{Rule: r, Action: act})
-	}
-	return out
+	return nil
 }
 
-// adminRule reads a rule; false (reported) when it cannot be read whole.
-func (ix *index) adminRule(s adminSpec) (policy.Action, peers, portSpec, bool) {
+// failClosed reports a rule's problems and says whether it denies all:
+// network-policy-api's guidance for a peer an implementation cannot
+// honour. An Accept rule matches nothing; a Deny or Pass rule (a baseline
+// Pass too, though it admits), or one whose action cannot be read, denies
+// all.
+func (ix *index) failClosed(s adminSpec, probs problems) bool {
+	if len(probs) == 0 {
+		return false
+	}
+	if s.action == string(npv1beta1.ClusterNetworkPolicyRuleActionAccept) {
+		ix.report(s.ref, probs.then("rule dropped"))
+		return false
+	}
+	ix.report(s.ref, probs.then("rule denies all"))
+	return true
+}
+
+// adminRule reads a rule: its action, peers and ports, and the problems
+// of what cannot be read.
+func (ix *index) adminRule(s adminSpec) (policy.Action, peers, portSpec, problems) {
+	var probs problems
 	act, err := adminAction(s.action, s.baseline)
 	if err != nil {
-		ix.errorf("%s: rule %s: %w (denies all)", s.what, s.id, err)
-		return policy.Deny, peers{}, portSpec{}, false
-	}
-	// Fail closed: an Accept rule matches nothing, a Deny or Pass rule
-	// (a baseline Pass too, though it admits) denies all.
-	accept := s.action == string(npv1beta1.ClusterNetworkPolicyRuleActionAccept)
-	fail := func(err error) (policy.Action, peers, portSpec, bool) {
-		if accept {
-			ix.errorf("%s: rule %s: %w (rule dropped)", s.what, s.id, err)
-			return policy.Allow, peers{}, portSpec{}, false
-		}
-		ix.errorf("%s: rule %s: %w (denies all)", s.what, s.id, err)
-		return policy.Deny, peers{}, portSpec{}, false
-	}
-	ps, err := adminProtocols(s.protocols)
-	if err != nil {
-		return fail(err)
+		probs.add(s.field+".action", err.Error())
 	}
 	var p peers
 	for i, peer := range s.peers {
-		if peer.domains && accept {
-			ix.errorf("%s: rule %s: peer %d: domainNames are not supported (the peer matches nothing)", s.what, s.id, i)
-			continue
-		}
-		if err := ix.adminPeer(peer, &p); err != nil {
-			return fail(fmt.Errorf("peer %d: %w", i, err))
-		}
+		probs = append(probs, ix.adminPeer(fmt.Sprintf("%s.%s[%d]", s.field, s.peerKey, i), peer, &p)...)
 	}
-	return act, p, ps, true
+	ps, pprobs := adminProtocols(s.field, s.protocols)
+	return act, p, ps, append(probs, pprobs...)
 }
 
 // adminAction reads a rule's action. In the baseline tier Pass skips the
@@ -228,28 +253,33 @@ func adminAction(a string, baseline bool) (policy.Action, error) {
 	return 0, fmt.Errorf("action %q is not Accept, Deny or Pass", a)
 }
 
-func (ix *index) adminPeer(peer adminPeer, p *peers) error {
+func (ix *index) adminPeer(field string, peer adminPeer, p *peers) problems {
+	var probs problems
 	switch {
 	case peer.namespaces != nil:
 		sel, err := selector(peer.namespaces)
 		if err != nil {
-			return fmt.Errorf("namespaces: %w", err)
+			probs.add(field+".namespaces", err.Error())
+			break
 		}
 		p.pods = append(p.pods, ix.inNamespaces(sel, labels.Everything())...)
 	case peer.pods != nil:
 		nsSel, err := selector(&peer.pods.NamespaceSelector)
 		if err != nil {
-			return fmt.Errorf("pods.namespaceSelector: %w", err)
+			probs.add(field+".pods.namespaceSelector", err.Error())
 		}
 		podSel, err := selector(&peer.pods.PodSelector)
 		if err != nil {
-			return fmt.Errorf("pods.podSelector: %w", err)
+			probs.add(field+".pods.podSelector", err.Error())
 		}
-		p.pods = append(p.pods, ix.inNamespaces(nsSel, podSel)...)
+		if len(probs) == 0 {
+			p.pods = append(p.pods, ix.inNamespaces(nsSel, podSel)...)
+		}
 	case peer.nodes != nil:
 		sel, err := selector(peer.nodes)
 		if err != nil {
-			return fmt.Errorf("nodes: %w", err)
+			probs.add(field+".nodes", err.Error())
+			break
 		}
 		for _, n := range ix.nodes {
 			if sel.Matches(n.labels) {
@@ -259,30 +289,35 @@ func (ix *index) adminPeer(peer adminPeer, p *peers) error {
 			}
 		}
 	case len(peer.networks) > 0:
-		for _, c := range peer.networks {
-			pfx, err := netip.ParsePrefix(string(c))
+		for i, c := range peer.networks {
+			pfx, err := unmap(string(c))
 			if err != nil {
-				return fmt.Errorf("networks: %w", err)
+				probs.add(fmt.Sprintf("%s.networks[%d]", field, i), err.Error())
+				continue
 			}
-			p.blocks = append(p.blocks, policy.Block{CIDR: pfx.Masked()})
+			p.blocks = append(p.blocks, policy.Block{CIDR: pfx})
 		}
 	case peer.domains:
-		return errors.New("domainNames are not supported")
+		probs.add(field+".domainNames", "domainNames are not supported")
 	default:
-		return errors.New("no field this version knows is set")
+		probs.add(field, "no field this version knows is set")
 	}
-	return nil
+	return probs
 }
 
-// adminProtocols reads a rule's protocols: none means every port of
-// every protocol; a protocol without a destination port means each of its
-// ports.
-func adminProtocols(protos []npv1beta1.ClusterNetworkPolicyProtocol) (portSpec, error) {
+// adminProtocols reads a rule's protocols (field is the rule's path):
+// none means every port of every protocol; a protocol without a
+// destination port means each of its ports.
+func adminProtocols(field string, protos []npv1beta1.ClusterNetworkPolicyProtocol) (portSpec, problems) {
 	if len(protos) == 0 {
 		return portSpec{all: true}, nil
 	}
-	var ps portSpec
+	var (
+		ps    portSpec
+		probs problems
+	)
 	for i, pt := range protos {
+		at := fmt.Sprintf("%s.protocols[%d]", field, i)
 		var (
 			proto policy.Protocol
 			dest  *npv1beta1.Port
@@ -302,21 +337,24 @@ func adminProtocols(protos []npv1beta1.ClusterNetworkPolicyProtocol) (portSpec, 
 		}
 		switch {
 		case len(set) > 1:
-			return portSpec{}, fmt.Errorf("protocols[%d]: %s are all set (one only)", i, strings.Join(set, ", "))
+			probs.add(at, strings.Join(set, ", ")+" are all set (one only)")
+			continue
 		case len(set) == 0:
-			return portSpec{}, fmt.Errorf("protocols[%d]: no field this version knows is set", i)
+			probs.add(at, "no field this version knows is set")
+			continue
 		case pt.DestinationNamedPort != "":
 			ps.named = append(ps.named, portName{name: pt.DestinationNamedPort, anyProto: true})
 			continue
 		}
 		port, err := destinationPort(dest)
 		if err != nil {
-			return portSpec{}, fmt.Errorf("protocols[%d].%s.destinationPort: %w", i, set[0], err)
+			probs.add(at+"."+set[0]+".destinationPort", err.Error())
+			continue
 		}
 		port.Protocol = proto
 		ps.numbered = append(ps.numbered, port)
 	}
-	return ps, nil
+	return ps, probs
 }
 
 // destinationPort is a port number or range; nil (or empty) is every port.

@@ -46,16 +46,20 @@ func TestPolicyAdminOrderAndFailClosed(t *testing.T) {
 			TCP: &npv1beta1.ClusterNetworkPolicyProtocolTCP{}, UDP: &npv1beta1.ClusterNetworkPolicyProtocolUDP{}}), // two protocols in one: dropped
 	}
 	a.Spec.Egress = []npv1beta1.ClusterNetworkPolicyEgressRule{
+		// domainNames are a peer this version cannot honour: the Accept
+		// rule matches nothing, the Deny rule denies all.
 		{Action: "Accept", To: []npv1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []npv1beta1.DomainName{"example.com"}}, {Networks: []npv1beta1.CIDR{"198.51.100.0/24"}}}},
+		{Action: "Deny", To: []npv1beta1.ClusterNetworkPolicyEgressPeer{{Networks: []npv1beta1.CIDR{"203.0.113.0/24"}}, {DomainNames: []npv1beta1.DomainName{"example.org"}}}},
 	}
 	c := cnp("c", npv1beta1.AdminTier, 5, "kubernetes.io/metadata.name=none")
 	odd := cnp("odd", "Middle", 1, "")
 	in.ClusterPolicies = []npv1beta1.ClusterNetworkPolicy{b, a, c, odd}
 	n, err := Policy(in)
-	checkErr(t, err, "domainNames are not supported")
-	checkErr(t, err, `clusternetworkpolicy odd: spec.tier "Middle" is not Admin or Baseline (policy skipped)`)
-	checkErr(t, err, "cnp/a/ingress/1: peer 0: no field this version knows is set (denies all)")
-	checkErr(t, err, "cnp/a/ingress/2: protocols[0]: tcp, udp are all set (one only) (rule dropped)")
+	checkErr(t, err, "spec.egress[0].to[0].domainNames: domainNames are not supported (rule dropped)")
+	checkErr(t, err, "spec.egress[1].to[1].domainNames: domainNames are not supported (rule denies all)")
+	checkErr(t, err, `clusternetworkpolicy odd: spec.tier: tier "Middle" is not Admin or Baseline (policy skipped)`)
+	checkErr(t, err, "clusternetworkpolicy a: spec.ingress[1].from[0]: no field this version knows is set (rule denies all)")
+	checkErr(t, err, "spec.ingress[2].protocols[0]: tcp, udp are all set (one only) (rule dropped)")
 	web := dirs{
 		in: policy.Direction{Admin: []policy.AdminRule{
 			{Action: policy.Deny, Rule: policy.Rule{ID: "cnp/a/ingress/0", Peers: hosts("10.0.1.1", "10.0.2.1"), Ports: []policy.Port{{Protocol: policy.UDP, From: 1, To: 100}}}},
@@ -63,7 +67,7 @@ func TestPolicyAdminOrderAndFailClosed(t *testing.T) {
 			{Action: policy.Allow, Rule: policy.Rule{ID: "cnp/b/ingress/0", Peers: hosts("10.0.1.1"), Ports: []policy.Port{tcp(8080)}}},
 		}},
 		out: policy.Direction{Admin: []policy.AdminRule{
-			{Action: policy.Allow, Rule: policy.Rule{ID: "cnp/a/egress/0", Peers: policy.Peers{Blocks: []policy.Block{{CIDR: netip.MustParsePrefix("198.51.100.0/24")}}}}},
+			{Action: policy.Deny, Rule: policy.Rule{ID: "cnp/a/egress/1", Peers: policy.Peers{Any: true}}},
 		}},
 	}
 	db := web
@@ -85,24 +89,26 @@ func TestPolicyProtocols(t *testing.T) {
 		{"sctp range", npv1beta1.ClusterNetworkPolicyProtocol{SCTP: &npv1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &npv1beta1.Port{Range: &npv1beta1.PortRange{Start: 10, End: 20}}}}, []policy.Port{{Protocol: policy.SCTP, From: 10, To: 20}}, ""},
 		{"bad number", npv1beta1.ClusterNetworkPolicyProtocol{TCP: &npv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: port(70000)}}, nil, "protocols[0].tcp.destinationPort: number: port 70000 is not in 1-65535"},
 		{"reversed range", npv1beta1.ClusterNetworkPolicyProtocol{UDP: &npv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &npv1beta1.Port{Range: &npv1beta1.PortRange{Start: 20, End: 10}}}}, nil, "protocols[0].udp.destinationPort: range: port range 20-10"},
-		{"number and range", npv1beta1.ClusterNetworkPolicyProtocol{TCP: &npv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &npv1beta1.Port{Number: 1, Range: &npv1beta1.PortRange{Start: 1, End: 2}}}}, nil, "both number and range are set"},
+		{"number and range", npv1beta1.ClusterNetworkPolicyProtocol{TCP: &npv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &npv1beta1.Port{Number: 1, Range: &npv1beta1.PortRange{Start: 1, End: 2}}}}, nil, "protocols[0].tcp.destinationPort: both number and range are set"},
 		{"nothing", npv1beta1.ClusterNetworkPolicyProtocol{}, nil, "protocols[0]: no field this version knows is set"},
 	} {
-		ps, err := adminProtocols([]npv1beta1.ClusterNetworkPolicyProtocol{tc.proto})
+		ps, probs := adminProtocols("spec.ingress[0]", []npv1beta1.ClusterNetworkPolicyProtocol{tc.proto})
 		if tc.err != "" {
-			checkErr(t, err, tc.err)
+			if len(probs) != 1 || probs[0].String() != "spec.ingress[0]."+tc.err {
+				t.Errorf("%s: problems %v, want spec.ingress[0].%s", tc.what, probs, tc.err)
+			}
 			continue
 		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.what, err)
+		if len(probs) > 0 {
+			t.Errorf("%s: %v", tc.what, probs)
 			continue
 		}
 		if len(ps.numbered) != len(tc.want) || (len(tc.want) > 0 && ps.numbered[0] != tc.want[0]) {
 			t.Errorf("%s: ports %v, want %v", tc.what, ps.numbered, tc.want)
 		}
 	}
-	if ps, err := adminProtocols(nil); err != nil || !ps.all {
-		t.Errorf("no protocols: %+v, %v; want every port", ps, err)
+	if ps, probs := adminProtocols("spec.ingress[0]", nil); len(probs) > 0 || !ps.all {
+		t.Errorf("no protocols: %+v, %v; want every port", ps, probs)
 	}
 }
 

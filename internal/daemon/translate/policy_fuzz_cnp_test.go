@@ -44,7 +44,7 @@ func fuzzClusterPolicies(data []byte) []npv1beta1.ClusterNetworkPolicy {
 	tiers := []npv1beta1.Tier{npv1beta1.AdminTier, npv1beta1.BaselineTier, "Other"}
 	actions := []string{"Accept", "Deny", "Pass", "Allow"}
 	selectors := []string{"", "team=x", "team=y", "app=client", "app=web"}
-	cidrs := []npv1beta1.CIDR{"10.0.0.0/16", "fd00::/64", "bogus", "10.0.1.1/32"}
+	cidrs := []npv1beta1.CIDR{"10.0.0.0/16", "fd00::/64", "bogus", "10.0.1.1/32", "::ffff:10.0.0.0/104", "::ffff:0:0/96", "::/0"}
 	names := []string{"http", "dns", "none"}
 	pick := func() *metav1.LabelSelector { return sel(selectors[int(next())%len(selectors)]) }
 	protocols := func() []npv1beta1.ClusterNetworkPolicyProtocol {
@@ -94,7 +94,7 @@ func fuzzClusterPolicies(data []byte) []npv1beta1.ClusterNetworkPolicy {
 				case 1:
 					to = append(to, npv1beta1.ClusterNetworkPolicyEgressPeer{Pods: &npv1beta1.NamespacedPod{NamespaceSelector: *pick(), PodSelector: *pick()}})
 				case 2:
-					to = append(to, npv1beta1.ClusterNetworkPolicyEgressPeer{Networks: []npv1beta1.CIDR{cidrs[int(next())%4]}})
+					to = append(to, npv1beta1.ClusterNetworkPolicyEgressPeer{Networks: []npv1beta1.CIDR{cidrs[int(next())%len(cidrs)]}})
 				case 3:
 					to = append(to, npv1beta1.ClusterNetworkPolicyEgressPeer{Nodes: pick()})
 				case 4:

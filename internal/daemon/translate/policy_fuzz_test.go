@@ -12,7 +12,8 @@ import (
 
 // FuzzPolicy translates NetworkPolicies built from arbitrary bytes
 // (selectors over a few labels, with unknown operators; ports by number,
-// range, name or nothing; CIDRs well- and ill-formed) over the fixture:
+// range, name or nothing; CIDRs well- and ill-formed, IPv4-mapped, unmasked)
+// over the fixture:
 // the result always validates and compiles, is the same twice, and a
 // pod no policy selects stays open.
 func FuzzPolicy(f *testing.F) {
@@ -90,7 +91,8 @@ func fuzzPolicies(data []byte) []networkingv1.NetworkPolicy {
 		}
 		return s
 	}
-	cidrs := []string{"10.0.0.0/16", "10.0.0.2/32", "fd00::/64", "0.0.0.0/0", "bogus", "10.0.0.0/33"}
+	cidrs := []string{"10.0.0.0/16", "10.0.0.2/32", "fd00::/64", "0.0.0.0/0", "bogus", "10.0.0.0/33",
+		"::/0", "::ffff:0:0/96", "::ffff:10.0.0.0/104", "::ffff:10.0.0.0/80", "10.0.0.1/8", "::ffff:10.0.0.2/128", "fe80::1%eth0/64"}
 	names := []string{"http", "dns", "none"}
 	var out []networkingv1.NetworkPolicy
 	for i := range int(next()%4) + 1 {
@@ -105,7 +107,7 @@ func fuzzPolicies(data []byte) []networkingv1.NetworkPolicy {
 				case 1:
 					peers = append(peers, networkingv1.NetworkPolicyPeer{NamespaceSelector: selector(), PodSelector: selector()})
 				case 2:
-					peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidrs[next()%6], Except: []string{cidrs[next()%6]}}})
+					peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidrs[int(next())%len(cidrs)], Except: []string{cidrs[int(next())%len(cidrs)]}}})
 				default:
 					peers = append(peers, networkingv1.NetworkPolicyPeer{})
 				}

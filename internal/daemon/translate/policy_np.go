@@ -2,7 +2,6 @@ package translate
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -18,6 +17,7 @@ import (
 // selects a local pod.
 type netpol struct {
 	src             *networkingv1.NetworkPolicy
+	ref             objRef
 	sel             labels.Selector
 	ingress, egress bool
 	done            bool
@@ -26,17 +26,18 @@ type netpol struct {
 }
 
 // networkPolicies reads the policies' selectors and types, by namespace
-// and name.
+// and name. A policy whose podSelector cannot be read is skipped.
 func (ix *index) networkPolicies(list []networkingv1.NetworkPolicy) map[string][]*netpol {
 	out := map[string][]*netpol{}
 	for i := range list {
 		np := &list[i]
+		ref := objRef{KindNetworkPolicy, np.Namespace, np.Name}
 		sel, err := selector(&np.Spec.PodSelector)
 		if err != nil {
-			ix.errorf("networkpolicy %s/%s: spec.podSelector: %w", np.Namespace, np.Name, err)
+			ix.report(ref, problems{{Field: "spec.podSelector", Message: err.Error() + " (policy skipped: nobody knows whom it selects)"}})
 			continue
 		}
-		p := &netpol{src: np, sel: sel}
+		p := &netpol{src: np, ref: ref, sel: sel}
 		if len(np.Spec.PolicyTypes) == 0 {
 			p.ingress, p.egress = true, len(np.Spec.Egress) > 0
 		}
@@ -46,8 +47,6 @@ func (ix *index) networkPolicies(list []networkingv1.NetworkPolicy) map[string][
 				p.ingress = true
 			case networkingv1.PolicyTypeEgress:
 				p.egress = true
-			default:
-				ix.errorf("networkpolicy %s/%s: spec.policyTypes: unknown type %q", np.Namespace, np.Name, t)
 			}
 		}
 		out[np.Namespace] = append(out[np.Namespace], p)
@@ -78,71 +77,95 @@ func (np *netpol) apply(ix *index, pod *podInfo, ep *policy.Endpoint) {
 	}
 }
 
+// translate translates np's rules once, reporting its problems: a rule
+// that cannot be read whole, or that the compiler would reject, is
+// dropped while the policy still isolates what it selects.
 func (np *netpol) translate(ix *index) {
 	if np.done {
 		return
 	}
 	np.done = true
+	var types problems
+	for i, t := range np.src.Spec.PolicyTypes {
+		if t != networkingv1.PolicyTypeIngress && t != networkingv1.PolicyTypeEgress {
+			types.add(fmt.Sprintf("spec.policyTypes[%d]", i), fmt.Sprintf("unknown type %q (ignored)", t))
+		}
+	}
+	ix.report(np.ref, types)
 	ns, name := np.src.Namespace, np.src.Name
 	for i, r := range np.src.Spec.Ingress {
 		id := fmt.Sprintf("np/%s/%s/ingress/%d", ns, name, i)
-		p, ps, err := ix.npRule(ns, r.From, r.Ports)
-		if err != nil {
-			ix.errorf("networkpolicy %s/%s: spec.ingress[%d]: %w (rule dropped)", ns, name, i, err)
-			continue
+		field := fmt.Sprintf("spec.ingress[%d]", i)
+		p, ps, probs := ix.npRule(ns, field, "from", r.From, r.Ports)
+		if len(probs) == 0 && !p.none() {
+			t := ruleTmpl{id: id, peers: p.model(), ports: ps}
+			if err := (policy.Rule{ID: id, Peers: t.peers, Ports: ps.numbered}).Validate(); err != nil {
+				probs.add(field, err.Error())
+			} else {
+				np.in = append(np.in, t)
+			}
 		}
-		if !p.none() {
-			np.in = append(np.in, ruleTmpl{id: id, peers: p.model(), ports: ps})
-		}
+		ix.report(np.ref, probs.then("rule dropped"))
 	}
 	for i, r := range np.src.Spec.Egress {
 		id := fmt.Sprintf("np/%s/%s/egress/%d", ns, name, i)
-		p, ps, err := ix.npRule(ns, r.To, r.Ports)
-		if err != nil {
-			ix.errorf("networkpolicy %s/%s: spec.egress[%d]: %w (rule dropped)", ns, name, i, err)
-			continue
+		field := fmt.Sprintf("spec.egress[%d]", i)
+		p, ps, probs := ix.npRule(ns, field, "to", r.To, r.Ports)
+		if len(probs) == 0 && !p.none() {
+			rules := ix.egressRules(id, p, ps)
+			if err := validateRules(rules); err != nil {
+				probs.add(field, err.Error())
+			} else {
+				np.out = append(np.out, rules...)
+			}
 		}
-		if !p.none() {
-			np.out = append(np.out, ix.egressRules(id, p, ps)...)
-		}
+		ix.report(np.ref, probs.then("rule dropped"))
 	}
 }
 
-// npRule reads a rule's peers (none: every peer) and ports.
-func (ix *index) npRule(ns string, list []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) (peers, portSpec, error) {
-	ps, err := npPorts(ports)
-	if err != nil {
-		return peers{}, portSpec{}, err
+// validateRules runs the compiler's validation on each rule.
+func validateRules(rules []policy.Rule) error {
+	for _, r := range rules {
+		if err := r.Validate(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// npRule reads a rule's ports and peers (none: every peer), field being
+// the rule's and peerKey "from" or "to"; problems when any part cannot be
+// read.
+func (ix *index) npRule(ns, field, peerKey string, list []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) (peers, portSpec, problems) {
+	ps, probs := npPorts(field, ports)
 	if len(list) == 0 {
-		return peers{any: true}, ps, nil
+		return peers{any: true}, ps, probs
 	}
 	var p peers
 	for i, peer := range list {
-		if err := ix.npPeer(ns, peer, &p); err != nil {
-			return peers{}, portSpec{}, fmt.Errorf("peer %d: %w", i, err)
-		}
+		probs = append(probs, ix.npPeer(ns, fmt.Sprintf("%s.%s[%d]", field, peerKey, i), peer, &p)...)
 	}
-	return p, ps, nil
+	return p, ps, probs
 }
 
-func (ix *index) npPeer(ns string, peer networkingv1.NetworkPolicyPeer, p *peers) error {
+func (ix *index) npPeer(ns, field string, peer networkingv1.NetworkPolicyPeer, p *peers) problems {
+	var probs problems
 	if peer.IPBlock != nil {
 		if peer.PodSelector != nil || peer.NamespaceSelector != nil {
-			return fmt.Errorf("ipBlock with a selector")
+			probs.add(field, "ipBlock with a selector")
+			return probs
 		}
-		b, err := ipBlock(peer.IPBlock)
-		if err != nil {
-			return err
+		b, probs := ipBlock(field+".ipBlock", peer.IPBlock)
+		if len(probs) == 0 {
+			p.blocks = append(p.blocks, b)
 		}
-		p.blocks = append(p.blocks, b)
-		return nil
+		return probs
 	}
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
 		sel, err := selector(peer.PodSelector)
 		if err != nil {
-			return fmt.Errorf("podSelector: %w", err)
+			probs.add(field+".podSelector", err.Error())
 		}
 		podSel = sel
 	}
@@ -150,69 +173,84 @@ func (ix *index) npPeer(ns string, peer networkingv1.NetworkPolicyPeer, p *peers
 	case peer.NamespaceSelector != nil:
 		nsSel, err := selector(peer.NamespaceSelector)
 		if err != nil {
-			return fmt.Errorf("namespaceSelector: %w", err)
+			probs.add(field+".namespaceSelector", err.Error())
 		}
-		p.pods = append(p.pods, ix.inNamespaces(nsSel, podSel)...)
+		if len(probs) == 0 {
+			p.pods = append(p.pods, ix.inNamespaces(nsSel, podSel)...)
+		}
 	case peer.PodSelector != nil:
-		p.pods = append(p.pods, ix.inNamespace(ns, podSel)...)
+		if len(probs) == 0 {
+			p.pods = append(p.pods, ix.inNamespace(ns, podSel)...)
+		}
 	default:
-		return fmt.Errorf("no podSelector, namespaceSelector or ipBlock")
+		probs.add(field, "no podSelector, namespaceSelector or ipBlock")
 	}
-	return nil
+	return probs
 }
 
-func ipBlock(b *networkingv1.IPBlock) (policy.Block, error) {
-	cidr, err := netip.ParsePrefix(b.CIDR)
+// ipBlock reads an ipBlock, its prefixes unmapped (see unmap).
+func ipBlock(field string, b *networkingv1.IPBlock) (policy.Block, problems) {
+	var probs problems
+	cidr, err := unmap(b.CIDR)
 	if err != nil {
-		return policy.Block{}, fmt.Errorf("ipBlock.cidr: %w", err)
+		probs.add(field+".cidr", err.Error())
 	}
-	out := policy.Block{CIDR: cidr.Masked()}
-	for _, x := range b.Except {
-		px, err := netip.ParsePrefix(x)
+	out := policy.Block{CIDR: cidr}
+	for i, x := range b.Except {
+		px, err := unmap(x)
 		if err != nil {
-			return policy.Block{}, fmt.Errorf("ipBlock.except: %w", err)
+			probs.add(fmt.Sprintf("%s.except[%d]", field, i), err.Error())
+			continue
 		}
-		out.Except = append(out.Except, px.Masked())
+		out.Except = append(out.Except, px)
 	}
-	return out, nil
+	return out, probs
 }
 
 // npPorts reads a rule's ports: none means every port of every protocol.
-func npPorts(ports []networkingv1.NetworkPolicyPort) (portSpec, error) {
+func npPorts(field string, ports []networkingv1.NetworkPolicyPort) (portSpec, problems) {
 	if len(ports) == 0 {
 		return portSpec{all: true}, nil
 	}
-	var ps portSpec
+	var (
+		ps    portSpec
+		probs problems
+	)
 	for i, pt := range ports {
+		at := fmt.Sprintf("%s.ports[%d]", field, i)
 		var proto corev1.Protocol
 		if pt.Protocol != nil {
 			proto = *pt.Protocol
 		}
 		pr, err := protocol(proto)
 		if err != nil {
-			return portSpec{}, fmt.Errorf("ports[%d]: %w", i, err)
+			probs.add(at+".protocol", err.Error())
+			continue
 		}
 		switch {
 		case pt.Port == nil:
 			if pt.EndPort != nil {
-				return portSpec{}, fmt.Errorf("ports[%d]: endPort without port", i)
+				probs.add(at+".endPort", "endPort without port")
+				continue
 			}
 			ps.numbered = append(ps.numbered, policy.Port{Protocol: pr})
 		case pt.Port.Type == intstr.String:
 			if pt.EndPort != nil {
-				return portSpec{}, fmt.Errorf("ports[%d]: endPort with the named port %q", i, pt.Port.StrVal)
+				probs.add(at+".endPort", fmt.Sprintf("endPort with the named port %q", pt.Port.StrVal))
+				continue
 			}
 			ps.named = append(ps.named, portName{name: pt.Port.StrVal, proto: pr})
 		default:
 			port, err := portRange(pt.Port.IntVal, pt.EndPort)
 			if err != nil {
-				return portSpec{}, fmt.Errorf("ports[%d]: %w", i, err)
+				probs.add(at, err.Error())
+				continue
 			}
 			port.Protocol = pr
 			ps.numbered = append(ps.numbered, port)
 		}
 	}
-	return ps, nil
+	return ps, probs
 }
 
 // portRange is from, or from to end when end is set.

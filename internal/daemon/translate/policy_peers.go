@@ -48,12 +48,15 @@ type index struct {
 	nodes    []nodeInfo
 	nsCache  map[string][]string
 	podCache map[string][]*podInfo
-	errs     []error
+	// errs is what the translation reports: ObjectErrors (objErrs, by
+	// object) and other errors, in the order met.
+	errs    []error
+	objErrs map[objRef]*ObjectError
 }
 
 func newIndex(in PolicyInput) *index {
 	ix := &index{pods: map[podKey]*podInfo{}, byNS: map[string][]*podInfo{}, nsLabels: map[string]labels.Set{},
-		nsCache: map[string][]string{}, podCache: map[string][]*podInfo{}}
+		nsCache: map[string][]string{}, podCache: map[string][]*podInfo{}, objErrs: map[objRef]*ObjectError{}}
 	for _, ns := range in.Namespaces {
 		ix.nsLabels[ns.Name] = ns.Labels
 	}

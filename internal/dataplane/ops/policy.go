@@ -145,8 +145,10 @@ func (p *policyBatch) queue(o policy.Ops) error {
 		p.conn.DelTable(t)
 	}
 	if o.Create {
-		p.addSkeleton()
+		p.addSkeleton(o.Skeleton)
+		p.conn.AddObj(dropLogLimit(t))
 	}
+	p.addCounters(o.AddCounters)
 	added := map[string]*nftables.Set{}
 	for _, s := range o.AddSets {
 		ns := &nftables.Set{Table: t, Name: s.Name, KeyType: setKeyType(s.Family), Interval: true}
@@ -196,6 +198,7 @@ func (p *policyBatch) queue(o policy.Ops) error {
 	for _, name := range o.DelSets {
 		p.conn.DelSet(&nftables.Set{Table: t, Name: name})
 	}
+	p.delCounters(o.DelCounters)
 	return nil
 }
 
@@ -292,7 +295,7 @@ func elementRanges(els []nftables.SetElement) ([]policy.Range, error) {
 // Read renders the table as it is in the kernel.
 func (p *Policy) Read() (policy.Table, error) {
 	tab := policy.Table{Sets: map[string]policy.Set{}, Chains: map[string][]string{},
-		Ingress: map[string]string{}, Egress: map[string]string{}}
+		Ingress: map[string]string{}, Egress: map[string]string{}, Counters: map[string]bool{}}
 	ts, err := p.conn.ListTablesOfFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return tab, fmt.Errorf("list nftables tables: %w", err)
@@ -309,7 +312,11 @@ func (p *Policy) Read() (policy.Table, error) {
 	if err != nil {
 		return tab, err
 	}
-	tab.Skeleton = skel && mapsOK
+	objsOK, err := p.readObjects(&tab)
+	if err != nil {
+		return tab, err
+	}
+	tab.Skeleton = skel && mapsOK && objsOK
 	return tab, nil
 }
 
@@ -338,7 +345,14 @@ func (p *Policy) readChains(tab *policy.Table) (bool, error) {
 		base = append(base, chainImage(c, tags))
 	}
 	slices.Sort(base)
-	return strings.Join(base, "") == skeletonImage(), nil
+	img := strings.Join(base, "")
+	for _, s := range policy.Skeletons() {
+		if img == skeletonImage(s) {
+			tab.Shape = s
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (p *Policy) readSets(tab *policy.Table) (bool, error) {

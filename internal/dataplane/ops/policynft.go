@@ -31,14 +31,30 @@ type baseChain struct {
 }
 
 // skeleton: forward decides what crosses the node to or from a pod;
-// input, what a pod sends the node itself (its egress). Neither touches
-// what the node sends (output): a pod cannot block its own node.
+// input, what a pod sends the node itself (its egress, under
+// policy.PodToNodePolicy; skeletonOf leaves the egress map out of input
+// under policy.PodToNodeAllow). Neither touches what the node sends
+// (output): a pod cannot block its own node.
 var skeleton = []baseChain{
 	{policy.ForwardChain, nftables.ChainHookForward, []string{tagEstablished, tagInvalid, tagEgressVmap, tagIngressVmap}},
 	{policy.InputChain, nftables.ChainHookInput, []string{tagEstablished, tagND, tagEgressVmap}},
 }
 
-func (p *policyBatch) addSkeleton() {
+// skeletonOf is the skeleton in shape s: under PodToNodeAllow the input
+// chain does not jump through the egress map, so what a pod sends its own
+// node is admitted whatever its egress policy.
+func skeletonOf(s policy.Skeleton) []baseChain {
+	out := make([]baseChain, 0, len(skeleton))
+	for _, b := range skeleton {
+		if b.name == policy.InputChain && s.PodToNode == policy.PodToNodeAllow {
+			b.rules = slices.DeleteFunc(slices.Clone(b.rules), func(tag string) bool { return tag == tagEgressVmap })
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (p *policyBatch) addSkeleton(s policy.Skeleton) {
 	t := p.conn.AddTable(p.table)
 	vmaps := map[string]*nftables.Set{}
 	for _, name := range []string{policy.IngressMap, policy.EgressMap} {
@@ -48,7 +64,7 @@ func (p *policyBatch) addSkeleton() {
 		vmaps[name] = m
 	}
 	accept := nftables.ChainPolicyAccept
-	for _, b := range skeleton {
+	for _, b := range skeletonOf(s) {
 		ch := p.conn.AddChain(&nftables.Chain{Name: b.name, Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: b.hook, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 		for _, tag := range b.rules {
@@ -146,6 +162,7 @@ func ruleExprs(r policy.NFRule, added map[string]*nftables.Set) []expr.Any {
 			es = append(es, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: from, ToData: to})
 		}
 	}
+	es = append(es, verdictExprs(r)...)
 	switch r.Verdict {
 	case policy.Return:
 		es = append(es, &expr.Verdict{Kind: expr.VerdictReturn})
@@ -171,11 +188,11 @@ func chainImage(c *nftables.Chain, tags []string) string {
 }
 
 // skeletonImage is what the base chains read back as when they are
-// estuary's, sorted like the read-back.
-func skeletonImage() string {
+// estuary's in shape s, sorted like the read-back.
+func skeletonImage(s policy.Skeleton) string {
 	accept := nftables.ChainPolicyAccept
 	var imgs []string
-	for _, b := range skeleton {
+	for _, b := range skeletonOf(s) {
 		imgs = append(imgs, chainImage(&nftables.Chain{Name: b.name, Type: nftables.ChainTypeFilter,
 			Hooknum: b.hook, Priority: nftables.ChainPriorityFilter, Policy: &accept}, b.rules))
 	}

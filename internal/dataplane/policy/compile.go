@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -32,6 +33,13 @@ type Ruleset struct {
 	// through it.
 	Ingress map[string]string
 	Egress  map[string]string
+	// Counters are the named counters the rules update, sorted by name
+	// (verdicts.go).
+	Counters []Counter
+	// Skeleton is the shape of the base chains the table must have; the
+	// caller sets it from the node's configuration (Compile leaves the
+	// zero value).
+	Skeleton Skeleton
 }
 
 // Set is a named interval set of addresses of one family.
@@ -72,6 +80,12 @@ type NFRule struct {
 	From, To uint16
 	Verdict  Verdict
 	Goto     string
+	// Counter, when not empty, is the named counter the rule updates
+	// before its verdict. LogPrefix, when not empty, makes the rule a log
+	// rule (no verdict): it logs what it matches to DropLogGroup with that
+	// prefix, within DropLogLimit.
+	Counter   string
+	LogPrefix string
 }
 
 // String renders the rule in nft's syntax; it is also the rule's tag in
@@ -99,6 +113,13 @@ func (r NFRule) String() string {
 	case r.Protocol != 0:
 		parts = append(parts, "meta l4proto", r.Protocol.String())
 	}
+	if r.LogPrefix != "" {
+		parts = append(parts, "limit name", strconv.Quote(DropLogLimit), "log prefix", strconv.Quote(r.LogPrefix),
+			"group", strconv.Itoa(int(DropLogGroup)))
+	}
+	if r.Counter != "" {
+		parts = append(parts, "counter name", strconv.Quote(r.Counter))
+	}
 	switch r.Verdict {
 	case Return:
 		parts = append(parts, "return")
@@ -122,28 +143,60 @@ func SetName(id string, fam family.Family) string {
 	return "p-" + hex.EncodeToString(sum[:8]) + "-" + strconv.Itoa(fam.Version())
 }
 
-// Compile turns a node's model into its desired ruleset.
+// Compile turns a node's model into its desired ruleset. What cannot be
+// compiled costs its own endpoint only, and fails closed there: an
+// endpoint whose host veth is not a link name gets no chain (no such link
+// exists to match); a direction holding a rule Validate rejects, or a rule
+// whose ID names other peers than the same ID does elsewhere, gets a chain
+// that drops everything; so do both directions of an endpoint with an
+// address that is not IPv4 or IPv6, or whose host veth appears twice. The
+// ruleset is always whole and valid to apply; the error lists each
+// endpoint so replaced (nil when none was).
 func Compile(n Node) (Ruleset, error) {
-	if err := n.Validate(); err != nil {
-		return Ruleset{}, err
-	}
-	c := compiler{sets: map[string]Set{}, peers: map[string]Peers{}}
+	c := compiler{sets: map[string]Set{}, peers: map[string]Peers{}, counters: map[string]Counter{}}
 	rs := Ruleset{Ingress: map[string]string{}, Egress: map[string]string{}}
+	count := map[string]int{}
 	for _, e := range n.Endpoints {
+		count[e.HostVeth]++
+	}
+	var errs []error
+	done := map[string]bool{}
+	for i, e := range n.Endpoints {
+		if !vethName.MatchString(e.HostVeth) {
+			errs = append(errs, fmt.Errorf("endpoint %d: host veth %q is not a link name: no chain", i, e.HostVeth))
+			continue
+		}
+		if done[e.HostVeth] {
+			continue
+		}
+		done[e.HostVeth] = true
+		closed := e.validateAddrs()
+		if count[e.HostVeth] > 1 {
+			closed = fmt.Errorf("endpoint %s: host veth appears %d times", e.HostVeth, count[e.HostVeth])
+		}
+		if closed != nil {
+			errs = append(errs, fmt.Errorf("%w: both its chains drop everything", closed))
+		}
 		for _, d := range []struct {
 			dir   Direction
+			what  string
 			chain string
 			src   bool
 			vmap  map[string]string
 		}{
-			{e.Ingress, IngressChain(e.HostVeth), true, rs.Ingress},
-			{e.Egress, EgressChain(e.HostVeth), false, rs.Egress},
+			{e.Ingress, "ingress", IngressChain(e.HostVeth), true, rs.Ingress},
+			{e.Egress, "egress", EgressChain(e.HostVeth), false, rs.Egress},
 		} {
-			chains, err := c.direction(d.chain, d.src, d.dir)
-			if err != nil {
-				return Ruleset{}, fmt.Errorf("endpoint %s: %w", e.HostVeth, err)
+			chains := []Chain{dropAll(d.chain)}
+			if closed == nil {
+				var err error
+				if chains, err = c.direction(d.chain, d.src, d.dir); err != nil {
+					errs = append(errs, fmt.Errorf("endpoint %s %s: %w: its chain drops everything", e.HostVeth, d.what, err))
+					chains = []Chain{dropAll(d.chain)}
+				}
 			}
 			if len(chains) > 0 {
+				chains = c.logDrops(chains, e.HostVeth, d.src)
 				d.vmap[e.HostVeth] = d.chain
 				rs.Chains = append(rs.Chains, chains...)
 			}
@@ -156,17 +209,46 @@ func Compile(n Node) (Ruleset, error) {
 	}
 	slices.SortFunc(rs.Sets, func(a, b Set) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(rs.Chains, func(a, b Chain) int { return strings.Compare(a.Name, b.Name) })
-	return rs, nil
+	rs.Counters = c.sortedCounters()
+	return rs, errors.Join(errs...)
 }
+
+// dropAll is the chain of a direction that cannot be compiled.
+func dropAll(name string) Chain { return Chain{Name: name, Rules: []NFRule{{Verdict: Drop}}} }
 
 type compiler struct {
 	sets  map[string]Set
 	peers map[string]Peers // by rule ID: the peers its sets were made of
+	// counters by name: those the rules compiled so far update.
+	counters map[string]Counter
+	// newSets and newIDs are the sets and IDs the direction being compiled
+	// added, undone when it fails.
+	newSets, newIDs []string
 }
 
-// direction compiles one direction into its chain, and the chain after
-// the admin tier when a Pass rule needs one; none when it admits all.
+// direction compiles one direction, or nothing of it when it cannot be
+// compiled whole.
 func (c *compiler) direction(name string, src bool, d Direction) ([]Chain, error) {
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	c.newSets, c.newIDs = c.newSets[:0], c.newIDs[:0]
+	chains, err := c.chains(name, src, d)
+	if err != nil {
+		for _, s := range c.newSets {
+			delete(c.sets, s)
+		}
+		for _, id := range c.newIDs {
+			delete(c.peers, id)
+		}
+		return nil, err
+	}
+	return chains, nil
+}
+
+// chains compiles one direction into its chain, and the chain after
+// the admin tier when a Pass rule needs one; none when it admits all.
+func (c *compiler) chains(name string, src bool, d Direction) ([]Chain, error) {
 	var rest []NFRule
 	if d.Isolated {
 		for _, r := range d.Allow {
@@ -176,7 +258,7 @@ func (c *compiler) direction(name string, src bool, d Direction) ([]Chain, error
 			}
 			rest = append(rest, rs...)
 		}
-		rest = append(rest, NFRule{Verdict: Drop})
+		rest = append(rest, NFRule{Verdict: Drop, Counter: c.counter(KindIsolation, "", src, VerdictDrop)})
 	} else {
 		for _, r := range d.Baseline {
 			rs, err := c.expand(r.Rule, src, actionVerdict(r.Action, ""))
@@ -192,7 +274,11 @@ func (c *compiler) direction(name string, src bool, d Direction) ([]Chain, error
 	}
 	var admin []NFRule
 	for _, r := range d.Admin {
-		rs, err := c.expand(r.Rule, src, actionVerdict(r.Action, next))
+		v := actionVerdict(r.Action, next)
+		if r.Action == Pass {
+			v.Counter = c.ruleCounter(r.ID, src, Goto)
+		}
+		rs, err := c.expand(r.Rule, src, v)
 		if err != nil {
 			return nil, err
 		}
@@ -226,6 +312,9 @@ func actionVerdict(a Action, next string) NFRule {
 // expand turns a rule into nftables rules ending in v's verdict: one per
 // family its peers have addresses in (none with Any) and per port.
 func (c *compiler) expand(r Rule, src bool, v NFRule) ([]NFRule, error) {
+	if v.Counter == "" {
+		v.Counter = c.ruleCounter(r.ID, src, v.Verdict)
+	}
 	var base []NFRule
 	if r.Peers.Any {
 		base = []NFRule{v}
@@ -239,6 +328,7 @@ func (c *compiler) expand(r Rule, src bool, v NFRule) ([]NFRule, error) {
 			if !ok {
 				s = Set{Name: name, Family: fam, Ranges: r.Peers.ranges(fam)}
 				c.sets[name] = s
+				c.newSets = append(c.newSets, name)
 			}
 			if len(s.Ranges) == 0 {
 				continue
@@ -267,6 +357,7 @@ func (c *compiler) sameID(r Rule) error {
 	prev, ok := c.peers[r.ID]
 	if !ok {
 		c.peers[r.ID] = r.Peers
+		c.newIDs = append(c.newIDs, r.ID)
 		return nil
 	}
 	if len(prev.Blocks) == len(r.Peers.Blocks) && (len(prev.Blocks) == 0 || &prev.Blocks[0] == &r.Peers.Blocks[0]) {

@@ -41,8 +41,8 @@ func admits(t testing.TB, rs Ruleset, vmap, veth string, p Packet) bool {
 			if r.Set != "" && r.Src != (vmap == IngressMap) {
 				t.Fatalf("rule %s of %s matches the wrong address", r, name)
 			}
-			if !ruleMatches(t, r, sets, p) {
-				continue
+			if r.Verdict == 0 || !ruleMatches(t, r, sets, p) {
+				continue // a log rule decides nothing
 			}
 			switch r.Verdict {
 			case Return:
@@ -183,10 +183,13 @@ func FuzzCompile(f *testing.F) {
 
 // readBack is the Table the kernel holds after rs was written.
 func readBack(rs Ruleset) Table {
-	t := Table{Present: true, Skeleton: true, Sets: map[string]Set{}, Chains: map[string][]string{},
-		Ingress: map[string]string{}, Egress: map[string]string{}}
+	t := Table{Present: true, Skeleton: true, Shape: rs.Skeleton, Sets: map[string]Set{}, Chains: map[string][]string{},
+		Ingress: map[string]string{}, Egress: map[string]string{}, Counters: map[string]bool{}}
 	for _, s := range rs.Sets {
 		t.Sets[s.Name] = s
+	}
+	for _, c := range rs.Counters {
+		t.Counters[c.Name] = true
 	}
 	for _, c := range rs.Chains {
 		t.Chains[c.Name] = tags(c.Rules)
@@ -230,6 +233,12 @@ func apply(t Table, o Ops) Table {
 	}
 	for _, s := range o.DelSets {
 		delete(t.Sets, s)
+	}
+	for _, c := range o.AddCounters {
+		t.Counters[c] = true
+	}
+	for _, c := range o.DelCounters {
+		delete(t.Counters, c)
 	}
 	return t
 }

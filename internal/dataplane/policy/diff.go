@@ -9,8 +9,10 @@ import (
 // Table is estuary's policy table as the ops layer reads it back.
 type Table struct {
 	// Present says the table exists; Skeleton, that its base chains and
-	// verdict maps are exactly those estuary writes (nothing else there).
+	// verdict maps are exactly those estuary writes (nothing else there),
+	// in the shape Shape.
 	Present, Skeleton bool
+	Shape             Skeleton
 	// Sets by name.
 	Sets map[string]Set
 	// Chains holds each regular chain's rules, as their tags (NFRule.String),
@@ -18,6 +20,8 @@ type Table struct {
 	Chains map[string][]string
 	// Ingress and Egress are the verdict maps' entries: host veth -> chain.
 	Ingress, Egress map[string]string
+	// Counters are the names of the table's named counters.
+	Counters map[string]bool
 }
 
 // MapEntry is an entry of the verdict map Map (IngressMap or EgressMap).
@@ -27,9 +31,10 @@ type MapEntry struct {
 
 // Ops are the changes that make a Table hold a Ruleset, to be sent in one
 // batch in this order: create the table and skeleton (Create, after
-// deleting it when Delete), add sets and chains (chains empty first, so
-// that gotos between new chains resolve), refill sets and chains, delete
-// map entries, add map entries, delete chains (flushed first), delete sets.
+// deleting it when Delete), add counters, add sets and chains (chains
+// empty first, so that gotos between new chains resolve), refill sets and
+// chains, delete map entries, add map entries, delete chains (flushed
+// first), delete sets, delete counters.
 type Ops struct {
 	Delete, Create bool
 	AddSets        []Set
@@ -40,23 +45,34 @@ type Ops struct {
 	AddMap         []MapEntry
 	DelChains      []string
 	DelSets        []string
+	// AddCounters are added before the chains that count into them;
+	// DelCounters deleted after the last chain that did (verdicts.go).
+	AddCounters, DelCounters []string
+
+	// Skeleton is the shape Create writes.
+	Skeleton Skeleton
 }
 
 // Empty says there is nothing to do.
 func (o Ops) Empty() bool {
 	return !o.Delete && !o.Create && len(o.AddSets)+len(o.RefillSets)+len(o.AddChains)+
-		len(o.RefillChains)+len(o.DelMap)+len(o.AddMap)+len(o.DelChains)+len(o.DelSets) == 0
+		len(o.RefillChains)+len(o.DelMap)+len(o.AddMap)+len(o.DelChains)+len(o.DelSets)+
+		len(o.AddCounters)+len(o.DelCounters) == 0
 }
 
 // Diff computes the operations that turn have into want. A table missing,
-// or whose skeleton is not estuary's, is recreated whole.
+// or whose skeleton is not estuary's or of another shape than want's, is
+// recreated whole.
 func Diff(want Ruleset, have Table) Ops {
-	if !have.Present || !have.Skeleton {
-		o := Ops{Delete: have.Present, Create: true, AddSets: want.Sets, AddChains: want.Chains}
+	if !have.Present || !have.Skeleton || have.Shape != want.Skeleton {
+		o := Ops{Delete: have.Present, Create: true, Skeleton: want.Skeleton, AddSets: want.Sets, AddChains: want.Chains}
 		o.AddMap = append(entries(IngressMap, want.Ingress, nil), entries(EgressMap, want.Egress, nil)...)
+		o.AddCounters = counterNames(want.Counters, nil)
 		return o
 	}
 	var o Ops
+	o.AddCounters = counterNames(want.Counters, have.Counters)
+	o.DelCounters = staleCounters(want.Counters, have.Counters)
 	wantSets := map[string]bool{}
 	for _, s := range want.Sets {
 		wantSets[s.Name] = true
@@ -96,6 +112,32 @@ func Diff(want Ruleset, have Table) Ops {
 	return o
 }
 
+// counterNames lists the names of cs that have lacks.
+func counterNames(cs []Counter, have map[string]bool) []string {
+	var out []string
+	for _, c := range cs {
+		if !have[c.Name] {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// staleCounters lists, sorted, the counters of have that want lacks.
+func staleCounters(want []Counter, have map[string]bool) []string {
+	keep := map[string]bool{}
+	for _, c := range want {
+		keep[c.Name] = true
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if !keep[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // entries lists the entries of m that other lacks or maps elsewhere,
 // sorted by veth.
 func entries(name string, m, other map[string]string) []MapEntry {
@@ -128,7 +170,10 @@ func (o Ops) String() string {
 		b.WriteString("delete table\n")
 	}
 	if o.Create {
-		b.WriteString("create table\n")
+		b.WriteString("create table (pod-to-node " + o.Skeleton.PodToNode.String() + ")\n")
+	}
+	for _, c := range o.AddCounters {
+		b.WriteString("add counter " + c + "\n")
 	}
 	for _, s := range o.AddSets {
 		b.WriteString("add set " + s.Name + "\n")
@@ -153,6 +198,9 @@ func (o Ops) String() string {
 	}
 	for _, s := range o.DelSets {
 		b.WriteString("delete set " + s + "\n")
+	}
+	for _, c := range o.DelCounters {
+		b.WriteString("delete counter " + c + "\n")
 	}
 	return b.String()
 }

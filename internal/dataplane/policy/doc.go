@@ -30,13 +30,19 @@
 // `egress` (iifname -> the source pod's chain) and the verdict map
 // `ingress` (oifname -> the destination pod's chain); a pod chain returns
 // what it admits and drops the rest, so pod-to-pod traffic on one node
-// meets both pods' policy. The base chain `input` sends what a pod sends
-// to the node itself through the `egress` map (a pod's egress policy covers
-// its node's addresses), after established/related and IPv6 neighbour
-// discovery, which conntrack does not track. Traffic the node itself sends
-// to its pods (the output hook) is not filtered: by Kubernetes convention
-// a pod cannot block its own node, and the kubelet's probes must pass;
-// their replies are established.
+// meets both pods' policy. What a pod sends its own node reaches the base
+// chain `input`: by Kubernetes' rule (traffic between a pod and its own
+// node is always allowed) it is admitted under PodToNodeAllow, the
+// default, and only under PodToNodePolicy does `input` send it through the
+// `egress` map (after established/related and IPv6 neighbour discovery,
+// which conntrack does not track), so that a pod's egress policy covers its
+// node's addresses. Skeleton names that choice; Diff recreates a table of
+// the other shape. Traffic the node itself sends to its pods (the output
+// hook) is not filtered: by Kubernetes convention a pod cannot block its
+// own node, and the kubelet's probes must pass; their replies are
+// established. Hence kube-proxy's IPVS mode, which delivers a same-node
+// Service connection from the output hook, bypasses the backend's ingress
+// policy.
 //
 // Established flows. Only a flow's first packet meets the pod chains;
 // conntrack carries the rest, so a policy change decides new flows and
@@ -51,6 +57,23 @@
 // joins or leaves a selector changes the elements of one set and no rule.
 // Each nftables rule carries its rendering (Rule.String) as user data, and
 // the read-back compares those, as the NAT writer does.
+//
+// Verdicts. Each deciding rule counts into a named counter object, one
+// per policy object, direction and verdict (Ruleset.Counters), and each
+// drop rule follows a log rule that sends the packet to the netlink log
+// group DropLogGroup behind the table's one shared limit object
+// (verdicts.go). Counter names appear in rule tags, counts never do.
+//
+// Pending. An endpoint whose policy is being computed is sent by both maps
+// to the chain PendingChain, which drops: a new pod is isolated from its
+// first packet, and a pass replaces the entries by its own (pending.go).
+//
+// Failure costs one endpoint. Compile never fails a node: what it cannot
+// compile (a rule Validate rejects, a rule ID naming two peer sets, a bad
+// address or a host veth listed twice) closes that endpoint's direction,
+// or both, with a chain that drops everything, and is returned beside a
+// whole ruleset. Callers validate rules first (Rule.Validate), so that
+// nothing gets this far.
 //
 // Diff and atomicity. Diff yields minimal operations at the granularity of
 // a set's elements (flush and refill a set that differs), a chain's rules

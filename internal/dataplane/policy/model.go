@@ -150,10 +150,8 @@ func (n Node) Validate() error {
 			return fmt.Errorf("endpoint %d: host veth %s appears twice", i, e.HostVeth)
 		}
 		seen[e.HostVeth] = true
-		for _, a := range e.Addrs {
-			if !a.IsValid() || a.Is4In6() {
-				return fmt.Errorf("endpoint %s: address %v is not an IPv4 or IPv6 address", e.HostVeth, a)
-			}
+		if err := e.validateAddrs(); err != nil {
+			return err
 		}
 		if err := e.Ingress.validate(); err != nil {
 			return fmt.Errorf("endpoint %s ingress: %w", e.HostVeth, err)
@@ -165,17 +163,26 @@ func (n Node) Validate() error {
 	return nil
 }
 
+func (e Endpoint) validateAddrs() error {
+	for _, a := range e.Addrs {
+		if !a.IsValid() || a.Is4In6() {
+			return fmt.Errorf("endpoint %s: address %v is not an IPv4 or IPv6 address", e.HostVeth, a)
+		}
+	}
+	return nil
+}
+
 func (d Direction) validate() error {
 	for i, r := range d.Admin {
 		if r.Action < Allow || r.Action > Pass {
 			return fmt.Errorf("admin rule %d (%s): action %v", i, r.ID, r.Action)
 		}
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("admin rule %d: %w", i, err)
 		}
 	}
 	for i, r := range d.Allow {
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("networkpolicy rule %d: %w", i, err)
 		}
 	}
@@ -183,14 +190,19 @@ func (d Direction) validate() error {
 		if r.Action != Allow && r.Action != Deny {
 			return fmt.Errorf("baseline rule %d (%s): action %v (Allow or Deny)", i, r.ID, r.Action)
 		}
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("baseline rule %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-func (r Rule) validate() error {
+// Validate reports the first thing in r the compiler cannot honour: a
+// rule with peers and no ID, a peer or except that is not a valid prefix
+// of IPv4 or IPv6 (an IPv4-mapped IPv6 prefix is neither: the caller
+// unmaps it), a protocol other than TCP, UDP and SCTP, a port range
+// without a start or that ends before it starts.
+func (r Rule) Validate() error {
 	if r.ID == "" && !r.Peers.Any && len(r.Peers.Blocks) > 0 {
 		return fmt.Errorf("rule with peers has no ID")
 	}

@@ -1,7 +1,11 @@
 package policy
 
 import (
+	"maps"
 	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -141,25 +145,73 @@ func TestEndPortRanges(t *testing.T) {
 	}
 }
 
+// TestValidateRejects: Validate rejects each model the compiler cannot
+// honour, and Compile then reports it and compiles the rest: the good
+// endpoint beside it keeps exactly the chains and sets it has alone, and
+// the bad one, when it has a link name, gets chains that drop everything.
 func TestValidateRejects(t *testing.T) {
-	for name, n := range map[string]Node{
-		"bad veth":        {Endpoints: []Endpoint{{HostVeth: "a b"}}},
-		"veth twice":      {Endpoints: []Endpoint{{HostVeth: "a"}, {HostVeth: "a"}}},
-		"baseline pass":   {Endpoints: []Endpoint{{HostVeth: "a", Egress: Direction{Baseline: []AdminRule{{Rule{Peers: anyone}, Pass}}}}}},
-		"range backwards": {Endpoints: []Endpoint{{HostVeth: "a", Egress: Direction{Allow: []Rule{{Peers: anyone, Ports: []Port{{Protocol: TCP, From: 9, To: 8}}}}}}}},
-		"icmp port":       {Endpoints: []Endpoint{{HostVeth: "a", Egress: Direction{Allow: []Rule{{Peers: anyone, Ports: []Port{{Protocol: 1}}}}}}}},
-		"no id":           {Endpoints: []Endpoint{{HostVeth: "a", Egress: Direction{Allow: []Rule{{Peers: peers("10.0.0.0/8")}}}}}},
+	mapped := Rule{ID: "m", Peers: Peers{Blocks: []Block{{CIDR: pfx("::/0"), Except: []netip.Prefix{pfx("::ffff:0:0/96")}}}}}
+	good := Endpoint{HostVeth: "good", Ingress: Direction{Isolated: true, Allow: []Rule{{ID: "g", Peers: peers("10.1.0.0/16"), Ports: []Port{tcp80}}}}}
+	alone, err := Compile(Node{Endpoints: []Endpoint{good}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := []string{"i-a", "e-a"}
+	for name, tc := range map[string]struct {
+		bad    []Endpoint
+		closed []string // the chains that drop everything
+	}{
+		"bad veth":        {[]Endpoint{{HostVeth: "a b"}}, nil},
+		"veth twice":      {[]Endpoint{{HostVeth: "a"}, {HostVeth: "a"}}, both},
+		"mapped address":  {[]Endpoint{{HostVeth: "a", Addrs: []netip.Addr{addr("::ffff:10.0.0.1")}}}, both},
+		"baseline pass":   {[]Endpoint{{HostVeth: "a", Egress: Direction{Baseline: []AdminRule{{Rule{Peers: anyone}, Pass}}}}}, []string{"e-a"}},
+		"range backwards": {[]Endpoint{{HostVeth: "a", Egress: Direction{Allow: []Rule{{Peers: anyone, Ports: []Port{{Protocol: TCP, From: 9, To: 8}}}}}}}, []string{"e-a"}},
+		"icmp port":       {[]Endpoint{{HostVeth: "a", Egress: Direction{Allow: []Rule{{Peers: anyone, Ports: []Port{{Protocol: 1}}}}}}}, []string{"e-a"}},
+		"no id":           {[]Endpoint{{HostVeth: "a", Ingress: Direction{Allow: []Rule{{Peers: peers("10.0.0.0/8")}}}}}, []string{"i-a"}},
+		"mapped except":   {[]Endpoint{{HostVeth: "a", Egress: Direction{Isolated: true, Allow: []Rule{mapped}}}}, []string{"e-a"}},
 	} {
-		if _, err := Compile(n); err == nil {
-			t.Errorf("%s: compiled", name)
+		if err := (Node{Endpoints: tc.bad}).Validate(); err == nil {
+			t.Errorf("%s: validates", name)
 		}
+		rs, err := Compile(Node{Endpoints: append([]Endpoint{good}, tc.bad...)})
+		if err == nil {
+			t.Errorf("%s: compiled without an error", name)
+		}
+		checkClosed(t, name, rs, alone, "good", tc.closed)
 	}
 	same := Rule{ID: "x", Peers: peers("10.0.0.0/8")}
 	other := Rule{ID: "x", Peers: peers("10.0.0.0/9")}
-	n := Node{Endpoints: []Endpoint{{HostVeth: "a", Ingress: Direction{Isolated: true, Allow: []Rule{same}}},
+	n := Node{Endpoints: []Endpoint{good, {HostVeth: "a", Ingress: Direction{Isolated: true, Allow: []Rule{same}}},
 		{HostVeth: "b", Ingress: Direction{Isolated: true, Allow: []Rule{other}}}}}
-	if _, err := Compile(n); err == nil {
-		t.Error("one ID with two peer sets compiled")
+	rs, err := Compile(n)
+	if err == nil {
+		t.Error("one ID with two peer sets compiled without an error")
+	}
+	withA, _ := Compile(Node{Endpoints: n.Endpoints[:2]})
+	checkClosed(t, "one ID, two peer sets", rs, withA, "a", []string{"i-b"})
+}
+
+// checkClosed checks that rs holds alone's chains and sets (those of
+// keep), and besides them only the chains closed, each dropping
+// everything.
+func checkClosed(t *testing.T, name string, rs, alone Ruleset, keep string, closed []string) {
+	t.Helper()
+	want := Ruleset{Sets: alone.Sets, Chains: slices.Clone(alone.Chains), Ingress: maps.Clone(alone.Ingress), Egress: maps.Clone(alone.Egress),
+		Counters: alone.Counters}
+	for _, c := range closed {
+		m, veth := want.Ingress, strings.TrimPrefix(c, "i-")
+		if strings.HasPrefix(c, "e-") {
+			m, veth = want.Egress, strings.TrimPrefix(c, "e-")
+		}
+		m[veth] = c
+		want.Chains = append(want.Chains, dropAll(c))
+	}
+	slices.SortFunc(want.Chains, func(a, b Chain) int { return strings.Compare(a.Name, b.Name) })
+	if !reflect.DeepEqual(rs, want) {
+		t.Errorf("%s: ruleset\n%+v\nwant %s kept as alone and %v dropping all:\n%+v", name, rs, keep, closed, want)
+	}
+	if p := pkt("10.1.0.1", TCP, 80); !admits(t, rs, IngressMap, keep, p) {
+		t.Errorf("%s: %s no longer admits %+v", name, keep, p)
 	}
 }
 

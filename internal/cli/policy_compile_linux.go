@@ -1,0 +1,53 @@
+//go:build linux
+
+package cli
+
+// The daemon's own translation and compiler, run for one pod: they are
+// built with the data plane, which is Linux's, so other builds of the
+// plugin list the selecting policies without their compiled rules
+// (policy_compile_other.go).
+
+import (
+
+	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
+	"github.com/estuary-cni/estuary/internal/dataplane/policy"
+)
+
+// hostVethName names an attachment's host veth as the daemon does.
+func hostVethName(containerID, ifName string) string { return podnet.HostVethName(containerID, ifName) }
+
+// compilePolicy runs translate.Policy for the pod's endpoints over objs
+// and compiles the result, as the daemon does each pass.
+func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) (compiled, error) {
+	in := translate.PolicyInput{
+		Namespaces: objs.namespaces, Pods: objs.pods,
+		NetworkPolicies: objs.nps, ClusterPolicies: objs.cnps,
+		AdminNetworkPolicies: objs.anps, BaselineAdminNetworkPolicies: objs.banps,
+	}
+	for i := range objs.nodes {
+		in.Nodes = append(in.Nodes, &objs.nodes[i])
+	}
+	for _, e := range eps {
+		in.Endpoints = append(in.Endpoints, translate.PolicyEndpoint{HostVeth: e.HostVeth, Addrs: e.Addrs, Namespace: ns, Name: name})
+	}
+	var out compiled
+	node, terr := translate.Policy(in)
+	out.node = node
+	for _, oe := range translate.ObjectErrors(terr) {
+		k := objKey{kind: oe.Kind, ns: oe.Namespace, name: oe.Name}
+		for _, p := range oe.Problems {
+			out.objectProblems = appendProblem(out.objectProblems, k, p.String())
+		}
+	}
+	_, rest := translate.SplitErrors(terr)
+	for _, e := range rest {
+		out.otherErrors = append(out.otherErrors, e.Error())
+	}
+	rs, err := policy.Compile(node)
+	out.rules = rs
+	if err != nil {
+		out.otherErrors = append(out.otherErrors, "compile: "+err.Error())
+	}
+	return out, nil
+}
