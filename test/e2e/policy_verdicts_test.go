@@ -79,7 +79,7 @@ func TestPolicyVerdictsOnTheLab(t *testing.T) {
 
 	isB := func(d policydrops.Drop) bool {
 		return d.Direction == "ingress" && d.Src == b.Status.PodIP && d.Dst == sIP && d.DstPort == httpPort &&
-			d.Protocol == "tcp" && d.Policy == "" && strings.HasPrefix(d.HostVeth, "est")
+			d.Protocol == "tcp" && d.Policy == "" && strings.HasPrefix(d.HostVeth, "est") && d.Pod == ns+"/s"
 	}
 	eventually(t, "node-2 serves b's drop", policyTimeout, func(ctx context.Context) error {
 		body, err := httpGet(ctx, node2, health+"/debug/policy/drops")
