@@ -8,7 +8,6 @@ package cli
 // (policy_compile_other.go).
 
 import (
-
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"

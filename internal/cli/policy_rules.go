@@ -156,7 +156,7 @@ func chainsOf(e policy.Endpoint, rs policy.Ruleset) endpointChains {
 func rulesOf(ref string, rules []modelRule) []modelRule {
 	out := []modelRule{}
 	for _, r := range rules {
-		kind, name := policy.PolicyOf(r.ID)
+		kind, name := policy.ObjectOf(r.ID)
 		if kind+"/"+name == ref {
 			out = append(out, r)
 		}

@@ -44,7 +44,7 @@ func parseIP(b []byte, d *Drop) error {
 	var (
 		proto uint8
 		l4    []byte
-		first = true
+		first bool
 	)
 	switch b[0] >> 4 {
 	case 4:

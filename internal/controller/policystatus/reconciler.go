@@ -108,7 +108,7 @@ type statusKind struct {
 func statusKinds() []statusKind {
 	return []statusKind{
 		{
-			gvk:    npv1beta1.SchemeGroupVersion.WithKind("ClusterNetworkPolicy"),
+			gvk:    kindIn(npv1beta1.GroupVersion, "ClusterNetworkPolicy"),
 			newObj: func() client.Object { return &npv1beta1.ClusterNetworkPolicy{} },
 			problems: func(o client.Object) []translate.Problem {
 				return translate.ClusterPolicyProblems(o.(*npv1beta1.ClusterNetworkPolicy))
@@ -118,7 +118,7 @@ func statusKinds() []statusKind {
 			},
 		},
 		{
-			gvk:    npv1alpha1.SchemeGroupVersion.WithKind("AdminNetworkPolicy"),
+			gvk:    kindIn(npv1alpha1.GroupVersion, "AdminNetworkPolicy"),
 			newObj: func() client.Object { return &npv1alpha1.AdminNetworkPolicy{} },
 			problems: func(o client.Object) []translate.Problem {
 				return translate.AdminNetworkPolicyProblems(o.(*npv1alpha1.AdminNetworkPolicy))
@@ -128,7 +128,7 @@ func statusKinds() []statusKind {
 			},
 		},
 		{
-			gvk:    npv1alpha1.SchemeGroupVersion.WithKind("BaselineAdminNetworkPolicy"),
+			gvk:    kindIn(npv1alpha1.GroupVersion, "BaselineAdminNetworkPolicy"),
 			newObj: func() client.Object { return &npv1alpha1.BaselineAdminNetworkPolicy{} },
 			problems: func(o client.Object) []translate.Problem {
 				return translate.BaselineAdminNetworkPolicyProblems(o.(*npv1alpha1.BaselineAdminNetworkPolicy))
@@ -192,9 +192,9 @@ func Condition(gen int64, probs []translate.Problem) metav1.Condition {
 	return c
 }
 
-// summary is prefix and each problem, "; "-separated, cut to at most max
+// summary is prefix and each problem, "; "-separated, cut to at most limit
 // bytes with a count of the problems left out.
-func summary(prefix string, probs []translate.Problem, max int) string {
+func summary(prefix string, probs []translate.Problem, limit int) string {
 	var b strings.Builder
 	b.WriteString(prefix)
 	for i, p := range probs {
@@ -206,8 +206,8 @@ func summary(prefix string, probs []translate.Problem, max int) string {
 		if left := len(probs) - i - 1; left > 0 {
 			tail = len(fmt.Sprintf("; and %d more", left))
 		}
-		if b.Len()+len(s)+tail > max {
-			if more := fmt.Sprintf("; and %d more", len(probs)-i); b.Len()+len(more) <= max {
+		if b.Len()+len(s)+tail > limit {
+			if more := fmt.Sprintf("; and %d more", len(probs)-i); b.Len()+len(more) <= limit {
 				b.WriteString(more)
 			}
 			break
@@ -269,4 +269,9 @@ func (r *NetworkPolicyReconciler) remember(key types.NamespacedName, seen string
 		r.emitted[key] = seen
 	}
 	return true
+}
+
+// kindIn is kind in the group and version gv.
+func kindIn(gv metav1.GroupVersion, kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: kind}
 }

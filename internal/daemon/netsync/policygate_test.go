@@ -70,7 +70,7 @@ func startGate(t *testing.T, wait time.Duration) *gateFixture {
 	eventually(t, "the cache holds the policy", func() error {
 		var l networkingv1.NetworkPolicyList
 		if err := c.List(ctx, &l); err != nil || len(l.Items) == 0 {
-			return fmt.Errorf("policies %d, %v", len(l.Items), err)
+			return fmt.Errorf("policies %d, %w", len(l.Items), err)
 		}
 		return nil
 	})

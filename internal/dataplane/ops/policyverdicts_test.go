@@ -61,9 +61,9 @@ func counterOf(t *testing.T, rs policy.Ruleset, kind, pol, dir, verdict string) 
 	return ""
 }
 
-// awaitCount polls the table until counter name has counted at least min
-// packets.
-func awaitCount(t *testing.T, p *Policy, what, name string, min uint64) {
+// awaitCount polls the table until counter name has counted at least
+// least packets.
+func awaitCount(t *testing.T, p *Policy, what, name string, least uint64) {
 	t.Helper()
 	deadline := time.Now().Add(verdictWait)
 	var got policy.Count
@@ -72,12 +72,12 @@ func awaitCount(t *testing.T, p *Policy, what, name string, min uint64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got = cs[name]; got.Packets >= min && got.Bytes > 0 {
+		if got = cs[name]; got.Packets >= least && got.Bytes > 0 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s: counter %s counted %+v within %v, want at least %d packets", what, name, got, verdictWait, min)
+	t.Fatalf("%s: counter %s counted %+v within %v, want at least %d packets", what, name, got, verdictWait, least)
 }
 
 // TestPolicyVerdictCountersAndDropLog: b's ingress admits TCP 80 from a

@@ -58,13 +58,13 @@ const (
 	DropLogBurst        = 200
 )
 
-// PolicyOf reads the policy object a rule ID names: "np/<ns>/<name>/..."
+// ObjectOf reads the policy object a rule ID names: "np/<ns>/<name>/..."
 // gives ("np", "<ns>/<name>"), "<kind>/<name>/..." gives (kind, name),
 // and a cluster policy converted from an AdminNetworkPolicy or
 // BaselineAdminNetworkPolicy ("cnp/anp:<name>/...", "cnp/banp:<name>/...")
 // gives ("anp", name) or ("banp", name). An ID of another shape gives
 // empty strings.
-func PolicyOf(id string) (kind, name string) {
+func ObjectOf(id string) (kind, name string) {
 	f := strings.SplitN(id, "/", 4)
 	switch {
 	case len(f) >= 3 && f[0] == "np":
@@ -111,7 +111,7 @@ func (c *compiler) counter(kind, pol string, src bool, verdict string) string {
 
 // ruleCounter is counter for a rule ID and the verdict v ends in.
 func (c *compiler) ruleCounter(id string, src bool, v Verdict) string {
-	kind, pol := PolicyOf(id)
+	kind, pol := ObjectOf(id)
 	verdict := VerdictAccept
 	switch v {
 	case Drop:

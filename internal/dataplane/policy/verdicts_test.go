@@ -19,8 +19,8 @@ func TestPolicyOf(t *testing.T) {
 		"np/ns":                      {"np", "ns"},
 		"x":                          {"", ""},
 	} {
-		if k, p := PolicyOf(id); k != want[0] || p != want[1] {
-			t.Errorf("PolicyOf(%q) = %q, %q, want %q", id, k, p, want)
+		if k, p := ObjectOf(id); k != want[0] || p != want[1] {
+			t.Errorf("ObjectOf(%q) = %q, %q, want %q", id, k, p, want)
 		}
 	}
 }
