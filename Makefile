@@ -169,6 +169,14 @@ scale: lab-deps ## estuary at scale: NODES fake nodes (kwok, default 1000) and P
 bench: ## Run the Go benchmarks (results go to docs/benchmarks.md).
 	go test -run '^$$' -bench . -benchmem ./pkg/...
 
+# Rounds of each way of killing the manager's leader in make bench-failover
+# (make test runs 2).
+FAILOVER_ROUNDS ?= 20
+
+.PHONY: bench-failover
+bench-failover: lab-deps ## Manager leader killed (pod deleted, container SIGKILLed) -> next pod's address, FAILOVER_ROUNDS rounds each on a fresh lab; prints p50/p99 (root).
+	ESTUARY_E2E_FAILOVER_ROUNDS=$(FAILOVER_ROUNDS) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 60m -v -run '^TestManagerFailover$$' ./test/e2e/
+
 .PHONY: bench-cni
 bench-cni: ## CNI ADD latency, estuary vs ptp + host-local, on the node path (root; COUNT runs, default 3).
 	bash hack/bench-cni.sh

@@ -1,9 +1,11 @@
 package v1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // AnnotationDaemonStatus is the Node annotation in which the node's daemon
 // publishes what it set up on the node: its release, the conflist the
-// container runtime reads, and the forwarding fast path (a JSON
-// NodeDaemonStatus). Only that node's daemon writes it, and only when it
+// container runtime reads, the forwarding fast path and, while it lags the
+// cluster, its data path (a JSON NodeDaemonStatus). Only that node's daemon writes it, and only when it
 // changes; `kubectl estuary status` reads it for every node without
 // reaching into the daemons.
 const AnnotationDaemonStatus = "networking.estuary.io/daemon-status"
@@ -20,6 +22,26 @@ type NodeDaemonStatus struct {
 	// when the daemon enforces no policy.
 	// +optional
 	Policy *NodePolicyStatus `json:"policy,omitempty"`
+	// DataPath is present while the daemon's data path is stale: no pass
+	// of its data-path loop has fully succeeded within the daemon's stale
+	// bound (docs/status.md); absent while it is fresh.
+	// +optional
+	DataPath *NodeDataPathStatus `json:"dataPath,omitempty"`
+}
+
+// NodeDataPathStatus says that the daemon's data path is stale, and why. It
+// is written when the data path turns stale and kept as it is until the
+// data path is fresh again, so a stale node costs one write, not one per
+// pass.
+type NodeDataPathStatus struct {
+	// Problem says how long the data path had gone without a good pass
+	// when it turned stale, and why: the last pass's error, or a pass
+	// that has not returned.
+	Problem string `json:"problem"`
+	// LastGoodPass is when the last fully successful pass ended; absent
+	// when none has since the daemon started.
+	// +optional
+	LastGoodPass *metav1.Time `json:"lastGoodPass,omitempty"`
 }
 
 // NodePolicyStatus is what the node's daemon knows of what could keep its

@@ -15,13 +15,13 @@
 // prints the packets the node's policy table dropped most recently, read
 // from the health server's /debug/policy/drops (kubectl estuary policy
 // drops runs it in each daemon pod). `estuary-daemon uninstall` takes estuary off the node it
-// runs on (the daemon must be stopped), as the daemon does itself when its
-// DaemonSet (--daemonset) is deleted. --version prints the version and
+// runs on (the daemon must be stopped), as the daemon does itself when an
+// uninstall is requested on its DaemonSet (--daemonset). --version prints the version and
 // exits.
 package main
 
 import (
-	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/clientgates"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
@@ -58,7 +59,7 @@ func main() {
 		zapOpts = zap.Options{}
 	)
 	bindFlags(flag.CommandLine, &cfg)
-	daemonSet := flag.String("daemonset", "", "NAMESPACE/NAME of the DaemonSet running this daemon: when it is deleted (helm uninstall), the daemon takes estuary off the node as it stops. Empty: never")
+	daemonSet := flag.String("daemonset", "", "NAMESPACE/NAME of the DaemonSet running this daemon: when its annotation "+estuaryv1.AnnotationUninstallRequest+" asks (helm uninstall's hook, kubectl estuary uninstall), the daemon takes estuary off the node. Its deletion never does. Empty: never")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -79,47 +80,25 @@ func main() {
 	memlimit.Apply(log)
 	clientgates.Apply(log)
 	ctx := ctrl.SetupSignalHandler()
-	var removal *daemon.Removal
-	if *daemonSet != "" {
-		if removal, err = daemon.WatchRemoval(ctx, cfg.RESTConfig(), *daemonSet); err != nil {
-			log.Error(err, "watch the daemon's DaemonSet")
+	if *daemonSet == "" {
+		if err := daemon.Run(ctx, cfg); err != nil {
+			log.Error(err, "daemon stopped")
 			os.Exit(1)
 		}
+		return
 	}
-	runErr := daemon.Run(ctx, cfg)
-	if runErr != nil {
-		log.Error(runErr, "daemon stopped")
-	}
-	if removal != nil && !uninstallIfRemoved(removal, cfg) {
+	watch, err := daemon.WatchUninstall(ctx, cfg.RESTConfig(), *daemonSet)
+	if err != nil {
+		log.Error(err, "watch the daemon's DaemonSet for an uninstall request")
 		os.Exit(1)
 	}
-	if runErr != nil {
+	switch err := daemon.RunUnlessUninstalled(ctx, cfg, watch); {
+	case errors.Is(err, daemon.ErrUninstallWithdrawn):
+		log.Info(err.Error())
+	case err != nil:
+		log.Error(err, "daemon stopped")
 		os.Exit(1)
 	}
-}
-
-// uninstallIfRemoved takes estuary off the node when the daemon's DaemonSet
-// was deleted. It reports false when it tried and failed.
-func uninstallIfRemoved(removal *daemon.Removal, cfg daemon.Config) bool {
-	log := ctrl.Log.WithName("uninstall")
-	ctx, cancel := context.WithTimeout(context.Background(), uninstallTimeout)
-	defer cancel()
-	removed, err := removal.Removed(ctx)
-	if err != nil {
-		log.Error(err, "cannot tell whether estuary is being uninstalled; the node keeps its estuary state (estuary-daemon uninstall removes it)")
-		return true
-	}
-	if !removed {
-		return true
-	}
-	log.Info("the daemon's DaemonSet is deleted: taking estuary off the node")
-	report, err := daemon.Uninstall(ctx, cfg)
-	if err != nil {
-		log.Error(err, "uninstall incomplete", "done", report.String())
-		return false
-	}
-	log.Info("estuary removed from the node", "done", report.String())
-	return true
 }
 
 // bindFlags registers the daemon's flags on fs, writing into cfg.
@@ -129,6 +108,7 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
+	fs.StringVar(&cfg.ProcSysDir, "proc-sys-dir", "", "directory the daemon reads and writes kernel settings in, instead of /proc/sys: a writable mount of the host's /proc/sys (e.g. /host/proc/sys) when the daemon's container is not privileged. Empty: /proc/sys")
 	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
 	fs.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	kubeclient.BindFlags(fs, &cfg.KubeClientQPS, &cfg.KubeClientBurst, "daemon")
@@ -163,12 +143,16 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 		"enforce NetworkPolicy and ClusterNetworkPolicy on this node's pods with the nftables table inet estuary-policy; false removes the table")
 	fs.StringVar(&cfg.PodToNodeTraffic, "pod-to-node-traffic", "allow",
 		"what a pod sends its own node (its addresses, host-network pods): allow admits it whatever the pod's egress policy, as Kubernetes specifies; policy judges it by the pod's egress policy")
-	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
-		`address /healthz, /metrics, /bgp (the BGP peers as JSON), /endpoints (the endpoint store as JSON) and /debug/policy/drops (the policy's recent drops as JSON) bind to ("0" disables); `+
-			`/bgp, /endpoints and /debug/policy/drops answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
 	fs.BoolVar(&cfg.Pprof, "pprof", false,
 		"serve Go's profiles (/debug/pprof/: heap, goroutines, CPU) on --health-probe-bind-address, to peers on the node's loopback only")
+	fs.StringVar(&cfg.FaultDataPathFile, "fault-datapath-file", "",
+		`fault testing only: while this file exists every data-path pass fails, and while it holds "hang" every pass hangs until it changes (empty: off)`)
+	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
+		`address /healthz (liveness), /readyz (readiness: also a data-path pass succeeded within the stale bound), /metrics, /bgp (the BGP peers as JSON), /endpoints (the endpoint store as JSON) and /debug/policy/drops (the policy's recent drops as JSON) bind to ("0" disables); `+
+			`/bgp, /endpoints and /debug/policy/drops answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)
 	fs.StringVar(&cfg.MetricsAddr, "metrics-bind-address", "",
-		`address /metrics is served on over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates `+
+		`address /metrics is served on over HTTPS (the certificate of --metrics-cert-dir, else a self-signed one) to callers whose bearer token the API server authenticates `+
 			`and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); empty or "0": not served`)
+	fs.StringVar(&cfg.MetricsCertDir, "metrics-cert-dir", "",
+		`directory of the tls.crt and tls.key /metrics is served with, read at each handshake (the manager's rotated metrics certificate, mounted); until they exist /metrics refuses handshakes and the daemon runs on. Empty: a self-signed certificate`)
 }

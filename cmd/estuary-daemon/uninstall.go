@@ -16,10 +16,6 @@ import (
 // uninstallCommand is the subcommand that takes estuary off the node.
 const uninstallCommand = "uninstall"
 
-// uninstallTimeout bounds an uninstall: the daemon's pod has
-// terminationGracePeriodSeconds (10 s by default) to finish it.
-const uninstallTimeout = 8 * time.Second
-
 // uninstallMain runs `estuary-daemon uninstall [flags]` and returns the exit
 // code: 0 done, 1 failed or refused, 2 bad usage.
 func uninstallMain(args []string, out, errOut io.Writer) int {
@@ -31,6 +27,7 @@ func uninstallMain(args []string, out, errOut io.Writer) int {
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary was installed into")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist was written into")
 	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory the routing table names were written into (empty: none were)")
+	fs.StringVar(&cfg.ProcSysDir, "proc-sys-dir", "", "directory to restore kernel settings in, instead of /proc/sys (a writable mount of the host's when run in a container that is not privileged)")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(errOut, "usage: estuary-daemon %s [flags]: take estuary off this node (the daemon must be stopped)\n", uninstallCommand)
 		fs.PrintDefaults()

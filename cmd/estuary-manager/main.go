@@ -7,13 +7,16 @@
 // (the release's default Network and Subnets) that do not exist yet, once
 // its webhook serves (see internal/bootstrap). The work is internal/manager's
 // Run; this command turns flags into its Config. --version prints the
-// version and exits.
+// version and exits. `estuary-manager uninstall-nodes` instead asks every
+// daemon to take estuary off its node and waits for their answers
+// (package internal/uninstall): the chart's pre-delete hook runs it.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -28,12 +31,23 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == uninstallNodesCommand {
+		os.Exit(uninstallNodesMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var (
 		cfg     manager.Config
 		zapOpts = zap.Options{}
 	)
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", manager.DefaultMetricsAddr, "address the metrics endpoint binds to (\"0\" disables it)")
-	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone")
+	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS (the certificate of --metrics-cert-secret, else a self-signed one) to callers whose bearer token the API server authenticates and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone")
+	flag.StringVar(&cfg.MetricsCert.Secret, "metrics-cert-secret", "", "namespace/name of an existing Secret in which to create and rotate a CA and the certificate the manager and the daemons serve /metrics with; it must be mounted at --metrics-cert-dir. Empty: a self-signed certificate made at start")
+	flag.StringVar(&cfg.MetricsCert.CertDir, "metrics-cert-dir", "", "directory --metrics-cert-secret is mounted at")
+	flag.Func("metrics-cert-dns-names", "comma-separated DNS names of the metrics certificate, e.g. the metrics Services' <name>.<namespace>.svc", func(v string) error {
+		cfg.MetricsCert.DNSNames = strings.Split(v, ",")
+		return nil
+	})
+	flag.StringVar(&cfg.MetricsCert.CAConfigMap, "metrics-ca-configmap", "", "existing ConfigMap, in the namespace of --metrics-cert-secret, where the metrics CA is published as ca.crt")
+	flag.StringVar(&cfg.DaemonSet, "daemonset", "", "namespace/name of the daemons' DaemonSet, whose status is exported as estuary_daemonset_pods; empty: not exported")
 	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "", "address Go's profiles (/debug/pprof/) are served on, without authentication: keep it on loopback (empty or \"0\": not served)")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", manager.DefaultProbeAddr, "address the health probes bind to")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "elect a leader so that one replica allocates at a time")

@@ -8,7 +8,8 @@
 // (connectivity-test), shows the policies that select a pod and the rules
 // its node enforces, and the packets the nodes' policies dropped (policy),
 // writes estuary's objects for hybridnet's (migrate hybridnet, package
-// migrate), and prints its own version beside the cluster's. It talks only
+// migrate), takes estuary off every node on request (uninstall, package
+// uninstall), and prints its own version beside the cluster's. It talks only
 // to the API server, with the user's own credentials, read by kubectl's
 // cli-runtime from every kubectl global flag (check, sysdump and policy
 // reach the daemons through pods/exec), and never takes a lock: the
@@ -78,7 +79,7 @@ func NewRoot(streams Streams, newConfig func() (*rest.Config, error)) *cobra.Com
 		}
 		return newClient(cfg)
 	}
-	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o), connectivityCmd(o), sysdumpCmd(o), statusCmd(o), migrateCmd(o), policyCmd(o))
+	root.AddCommand(getCmd(o), subnetsCmd(o), reserveCmd(o), releaseCmd(o), checkCmd(o), repairCmd(o), versionCmd(o), connectivityCmd(o), sysdumpCmd(o), statusCmd(o), migrateCmd(o), policyCmd(o), uninstallCmd(o))
 	return root
 }
 

@@ -161,7 +161,8 @@ func podTrouble(p *corev1.Pod) string {
 }
 
 // daemonStatusFacts adds what the daemon published in its daemon-status
-// annotation.
+// annotation; a stale data path (no data-path pass fully succeeded within
+// the daemon's bound, docs/status.md) is a problem.
 func daemonStatusFacts(b *checkBuilder, ann map[string]string) {
 	v, ok := ann[estuaryv1.AnnotationDaemonStatus]
 	if !ok {
@@ -193,6 +194,9 @@ func daemonStatusFacts(b *checkBuilder, ann map[string]string) {
 		b.fact("fast path %q", st.FastPath.State)
 	}
 	policyFacts(b, st.Policy)
+	if d := st.DataPath; d != nil {
+		b.problem("data path stale: %s", d.Problem)
+	}
 }
 
 // policyFacts adds what the daemon published about its policy: kube-proxy's

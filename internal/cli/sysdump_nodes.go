@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,15 +61,7 @@ func (d *dump) collectNode(ctx context.Context, ex *daemonEndpoints, node string
 		d.addText(path.Join("nodes", node, "node-state.out"), string(out))
 		return
 	}
-	n := 0
-	for i := range r.Sections {
-		for j, l := range r.Sections[i].Lines {
-			var c int
-			r.Sections[i].Lines[j], c = redact.Text(l)
-			n += c
-		}
-	}
-	d.redactedN(n)
+	d.redactedN(redactReport(&r))
 	for _, f := range r.Failed() {
 		d.failed("node %s: %s", node, f)
 	}
@@ -101,4 +94,27 @@ func (d *dump) collectDrops(ctx context.Context, ex *daemonEndpoints, node strin
 	}
 	b, _ := json.MarshalIndent(r, "", "  ")
 	d.a.add(path.Join("nodes", node, "policy-drops.json"), append(b, '\n'))
+}
+
+// redactReport scrubs r's sections in place and returns how many values it
+// replaced. Each section is redacted as one document, so a value that
+// spans lines (a YAML block scalar in the conflist's or the daemon's
+// configuration, a quoted value broken over lines) goes whole; its lines
+// may then be fewer.
+func redactReport(r *nodestate.Report) int {
+	n := 0
+	for i := range r.Sections {
+		s := &r.Sections[i]
+		if len(s.Lines) > 0 {
+			text, c := redact.Text(strings.Join(s.Lines, "\n"))
+			if c > 0 {
+				s.Lines = strings.Split(text, "\n")
+			}
+			n += c
+		}
+		var c int
+		s.Error, c = redact.Text(s.Error)
+		n += c
+	}
+	return n
 }

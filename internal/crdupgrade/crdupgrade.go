@@ -25,15 +25,33 @@
 //
 // The chart also installs the ClusterNetworkPolicy CRD of
 // sigs.k8s.io/network-policy-api (config/crd's Policy files), which other
-// network plugins and users install too. EnsureOwned upgrades such a CRD
-// only when the installed one carries estuary's
-// networking.estuary.io/policy-api annotation (the chart's copy does): a
-// CRD installed by someone else is left alone (Foreign), and an absent one
-// is no error (Absent: installed with --skip-crds, or not at all). The
-// never-downgrade rule holds for it too, and also for the network-policy-api
-// version the annotation names. An update writes the annotations of the
-// embedded copy as well (upstream's bundle-version and channel, which
-// network-policy-api's conformance suite reads).
+// network plugins and users install too, and which estuary does not define.
+// EnsureOwned upgrades such a CRD only when all of these hold:
+//
+//   - the installed one carries estuary's networking.estuary.io/policy-api
+//     annotation (the chart's copy does); a CRD installed by someone else
+//     is left alone (Foreign), and an absent one is no error (Absent:
+//     installed with --skip-crds, or not at all);
+//   - it is not newer than the embedded copy (else KeptNewer, with the
+//     reason): upstream's policy.networking.k8s.io/bundle-version is not a
+//     greater semantic version (nor a value that is not one), whatever
+//     estuary's annotations say, since `kubectl apply` of upstream's CRD
+//     over the chart's copy raises bundle-version and keeps estuary's
+//     annotations; the network-policy-api version estuary's annotation
+//     names is not greater; it serves or stores no version the embedded
+//     copy lacks (replacing it would drop that version, which the API
+//     server refuses while objects are stored in it); and it was not
+//     written by a newer release.
+//
+// An update writes the annotations of the embedded copy as well
+// (upstream's bundle-version and channel, which network-policy-api's
+// conformance suite reads). A failure on such a CRD (a read or update the
+// API server refuses, conflicts past the retries) is never fatal: it is
+// reported as Failed with its error, the next CRD is tried, and the
+// manager goes on with the CRD as it was (it logs the error, records a
+// Warning Event CRDUpgradeFailed on the CRD and sets
+// estuary_manager_crd_upgrade_failed). A failure on one of estuary's own
+// three CRDs stops the manager, since its controllers need their schema.
 package crdupgrade
 
 import (
@@ -64,6 +82,10 @@ const (
 	// chart installed; its value is the module and version it came from
 	// (sigs.k8s.io/network-policy-api@v0.3.0).
 	AnnotationPolicyAPI = "networking.estuary.io/policy-api"
+	// AnnotationBundleVersion is network-policy-api's own annotation on
+	// its CRDs: the bundle (release) the CRD is from, v0.3.0. Whoever
+	// applies upstream's CRD sets it.
+	AnnotationBundleVersion = "policy.networking.k8s.io/bundle-version"
 )
 
 // Action is what Ensure did to one CRD.
@@ -73,9 +95,10 @@ type Action string
 const (
 	Current   Action = "current"    // already the manager's schema
 	Updated   Action = "updated"    // spec replaced
-	KeptNewer Action = "kept-newer" // written by a newer release; left alone
+	KeptNewer Action = "kept-newer" // newer than the manager's (Reason says how); left alone
 	Foreign   Action = "foreign"    // not installed by estuary (EnsureOwned); left alone
 	Absent    Action = "absent"     // not installed (EnsureOwned); nothing to do
+	Failed    Action = "failed"     // could not be read or written (EnsureOwned; Err says why); left as it was
 )
 
 // Result is one CRD's outcome.
@@ -85,6 +108,11 @@ type Result struct {
 	// Release is the release that wrote the CRD before (empty: Helm's
 	// install, or a manager before this package).
 	Release string
+	// Reason says why a KeptNewer CRD is newer.
+	Reason string
+	// Err is why a Failed CRD could not be brought to the manager's
+	// schema.
+	Err error
 }
 
 // Embedded returns the manager's CRDs.
@@ -150,17 +178,22 @@ func Ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomR
 
 // EnsureOwned is Ensure for CRDs estuary shares with others (EmbeddedPolicy):
 // an installed CRD is brought to want's spec only when it carries
-// AnnotationPolicyAPI; one without is left alone (Foreign), and a missing
-// one is no error (Absent).
-func EnsureOwned(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string) ([]Result, error) {
-	return ensure(ctx, c, want, release, true)
+// AnnotationPolicyAPI and is not newer than want (see the package rules);
+// one without is left alone (Foreign), and a missing one is no error
+// (Absent). It never fails: a CRD it cannot read or write is reported
+// (Failed, with Err) and the next one is tried.
+func EnsureOwned(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string) []Result {
+	results, _ := ensure(ctx, c, want, release, true)
+	return results
 }
 
 func ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomResourceDefinition, release string, shared bool) ([]Result, error) {
 	var results []Result
 	for i := range want {
 		r, err := ensureOne(ctx, c, &want[i], release, shared)
-		if err != nil {
+		if err != nil && shared {
+			r = Result{Name: want[i].Name, Action: Failed, Release: r.Release, Err: err}
+		} else if err != nil {
 			return results, err
 		}
 		results = append(results, r)
@@ -187,16 +220,22 @@ func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.Custo
 			return fmt.Errorf("read CRD %s: %w", want.Name, err)
 		}
 		r.Release = cur.Annotations[AnnotationRelease]
+		if shared {
+			if cur.Annotations[AnnotationPolicyAPI] == "" {
+				r.Action = Foreign
+				return nil
+			}
+			if r.Reason = sharedNewer(&cur, want); r.Reason != "" {
+				r.Action = KeptNewer
+				return nil
+			}
+		}
 		switch {
-		case shared && cur.Annotations[AnnotationPolicyAPI] == "":
-			r.Action = Foreign
-			return nil
 		case cur.Annotations[AnnotationSpecHash] == hash:
 			r.Action = Current
 			return nil
-		case newer(r.Release, release),
-			shared && newer(moduleVersion(cur.Annotations[AnnotationPolicyAPI]), moduleVersion(want.Annotations[AnnotationPolicyAPI])):
-			r.Action = KeptNewer
+		case newer(r.Release, release):
+			r.Action, r.Reason = KeptNewer, fmt.Sprintf("written by release %s, newer than %s", r.Release, release)
 			return nil
 		}
 		cur.Spec = want.Spec
@@ -216,6 +255,47 @@ func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.Custo
 		return nil
 	})
 	return r, err
+}
+
+// sharedNewer says why the installed copy cur of a shared CRD is newer than
+// want, or "" when it is not: upstream's bundle-version is a greater
+// semantic version (or one that cannot be compared, which is not taken
+// for older), whoever wrote it and whatever estuary's annotations say;
+// estuary's policy-api annotation names a newer network-policy-api; or cur
+// serves or stores a version want lacks, which replacing it would drop.
+func sharedNewer(cur, want *apiextensionsv1.CustomResourceDefinition) string {
+	have, embedded := cur.Annotations[AnnotationBundleVersion], want.Annotations[AnnotationBundleVersion]
+	if newer(have, embedded) {
+		return fmt.Sprintf("%s %s is newer than the manager's %s", AnnotationBundleVersion, have, embedded)
+	}
+	if have != "" && have != embedded && !semantic(have) {
+		return fmt.Sprintf("%s %q is not a semantic version, so it cannot be shown older than the manager's %s",
+			AnnotationBundleVersion, have, embedded)
+	}
+	if h, e := moduleVersion(cur.Annotations[AnnotationPolicyAPI]), moduleVersion(want.Annotations[AnnotationPolicyAPI]); newer(h, e) {
+		return fmt.Sprintf("%s names network-policy-api %s, newer than the manager's %s", AnnotationPolicyAPI, h, e)
+	}
+	known := map[string]bool{}
+	for _, v := range want.Spec.Versions {
+		known[v.Name] = true
+	}
+	for _, v := range cur.Spec.Versions {
+		if (v.Served || v.Storage) && !known[v.Name] {
+			return fmt.Sprintf("it serves version %s, which the manager's copy lacks", v.Name)
+		}
+	}
+	for _, v := range cur.Status.StoredVersions {
+		if !known[v] {
+			return fmt.Sprintf("objects are stored in version %s, which the manager's copy lacks", v)
+		}
+	}
+	return ""
+}
+
+// semantic reports whether s is a semantic version.
+func semantic(s string) bool {
+	_, err := version.ParseSemantic(s)
+	return err == nil
 }
 
 // moduleVersion is the version of a module@version annotation value

@@ -9,7 +9,7 @@ import (
 
 const (
 	cnp           = "clusternetworkpolicies.policy.networking.k8s.io"
-	bundleVersion = "policy.networking.k8s.io/bundle-version"
+	bundleVersion = AnnotationBundleVersion
 )
 
 func embeddedPolicy(t *testing.T) []apiextensionsv1.CustomResourceDefinition {
@@ -67,10 +67,7 @@ func columns(c apiextensionsv1.CustomResourceDefinition) int {
 func TestEnsureOwnedUpgradesEstuarysPolicyCRD(t *testing.T) {
 	want := embeddedPolicy(t)
 	oldenPolicy(t, "0.1.0", func(map[string]string) {})
-	rs, err := EnsureOwned(bg(), k8s, want, "0.2.0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := ensureOwned(t, want, "0.2.0")
 	if got := actions(rs)[cnp]; got != Updated {
 		t.Fatalf("EnsureOwned on an older %s installed by estuary: %s, want %s (results %v)", cnp, got, Updated, rs)
 	}
@@ -86,9 +83,8 @@ func TestEnsureOwnedUpgradesEstuarysPolicyCRD(t *testing.T) {
 	if c.Annotations[AnnotationRelease] != "0.2.0" {
 		t.Errorf("%s release annotation = %q, want 0.2.0", cnp, c.Annotations[AnnotationRelease])
 	}
-	rs, err = EnsureOwned(bg(), k8s, want, "0.2.0")
-	if err != nil || actions(rs)[cnp] != Current {
-		t.Fatalf("a second EnsureOwned: %v, %v; want %s", rs, err, Current)
+	if rs = ensureOwned(t, want, "0.2.0"); actions(rs)[cnp] != Current {
+		t.Fatalf("a second EnsureOwned: %v; want %s", rs, Current)
 	}
 }
 
@@ -103,10 +99,7 @@ func TestEnsureOwnedLeavesAForeignPolicyCRD(t *testing.T) {
 		delete(a, AnnotationSpecHash)
 	})
 	t.Cleanup(func() { restorePolicy(t, want) })
-	rs, err := EnsureOwned(bg(), k8s, want, "0.2.0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := ensureOwned(t, want, "0.2.0")
 	if got := actions(rs)[cnp]; got != Foreign {
 		t.Fatalf("EnsureOwned on a %s estuary did not install: %s, want %s", cnp, got, Foreign)
 	}
@@ -134,10 +127,7 @@ func TestEnsureOwnedNeverDowngradesPolicyCRD(t *testing.T) {
 		}},
 	} {
 		before := oldenPolicy(t, c.release, c.set)
-		rs, err := EnsureOwned(bg(), k8s, want, "0.2.0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := ensureOwned(t, want, "0.2.0")
 		if got := actions(rs)[cnp]; got != KeptNewer {
 			t.Fatalf("%s: EnsureOwned of release 0.2.0: %s, want %s", c.name, got, KeptNewer)
 		}
@@ -154,10 +144,7 @@ func TestEnsureOwnedAbsentIsNoError(t *testing.T) {
 	want := embeddedPolicy(t)
 	missing := want[0].DeepCopy()
 	missing.Name = "clusterwidgetpolicies.policy.networking.k8s.io"
-	rs, err := EnsureOwned(bg(), k8s, []apiextensionsv1.CustomResourceDefinition{*missing}, "0.2.0")
-	if err != nil {
-		t.Fatalf("EnsureOwned of an absent CRD: %v; want no error", err)
-	}
+	rs := ensureOwned(t, []apiextensionsv1.CustomResourceDefinition{*missing}, "0.2.0")
 	if got := actions(rs)[missing.Name]; got != Absent {
 		t.Fatalf("EnsureOwned of an absent CRD: %s, want %s", got, Absent)
 	}
@@ -172,7 +159,19 @@ func TestEnsureOwnedAbsentIsNoError(t *testing.T) {
 func restorePolicy(t *testing.T, want []apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	oldenPolicy(t, "", func(a map[string]string) { delete(a, AnnotationRelease) })
-	if rs, err := EnsureOwned(bg(), k8s, want, "dev"); err != nil || actions(rs)[cnp] != Updated {
-		t.Fatalf("restore %s: %v, %v", cnp, rs, err)
+	if rs := ensureOwned(t, want, "dev"); actions(rs)[cnp] != Updated {
+		t.Fatalf("restore %s: %v", cnp, rs)
 	}
+}
+
+// ensureOwned runs EnsureOwned and fails the test on a Failed result.
+func ensureOwned(t *testing.T, want []apiextensionsv1.CustomResourceDefinition, release string) []Result {
+	t.Helper()
+	rs := EnsureOwned(bg(), k8s, want, release)
+	for _, r := range rs {
+		if r.Action == Failed {
+			t.Fatalf("EnsureOwned of %s failed: %v", r.Name, r.Err)
+		}
+	}
+	return rs
 }

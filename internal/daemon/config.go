@@ -55,6 +55,11 @@ type Config struct {
 	// RTTablesDir receives RTTablesName, the names of estuary's routing
 	// tables for iproute2 (--rt-tables-dir); empty: not installed.
 	RTTablesDir string
+	// ProcSysDir is where the daemon reads and writes /proc/sys
+	// (--proc-sys-dir): a writable mount of the host's when the daemon's
+	// container is not privileged, whose own /proc/sys is read-only.
+	// Empty: /proc/sys.
+	ProcSysDir string
 	// CNIBinarySource is the estuary-cni binary to install
 	// (--cni-binary-source).
 	CNIBinarySource string
@@ -110,9 +115,19 @@ type Config struct {
 	// the node's loopback. Empty or "0": not served, and the health
 	// server's /metrics is the daemon's only one.
 	MetricsAddr string
+	// MetricsCertDir holds the tls.crt and tls.key /metrics is served with,
+	// read at each handshake: the manager's rotated certificate, mounted
+	// from its Secret (--metrics-cert-dir). Until they exist handshakes
+	// fail and everything else runs. Empty: a self-signed certificate made
+	// at start.
+	MetricsCertDir string
 	// Pprof serves Go's CPU and heap profiles on the health server's
 	// /debug/pprof/, to the node's loopback only (--pprof).
 	Pprof bool
+	// FaultDataPathFile, for fault testing only, fails every data-path
+	// pass while the file exists and hangs it while it holds "hang"
+	// (--fault-datapath-file; faultinject.DataPathFault). Empty: off.
+	FaultDataPathFile string
 	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
 	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it
 	// from kube-proxy's ConfigMap, falling back to 14

@@ -11,8 +11,10 @@
 // estuary-cni binary, the reference plugins and the conflist the container
 // runtime reads, keeps the conflist there and publishes what it set up (the
 // conflist, the fast path) on its Node (nodestatus.go), records Events on
-// its Node when those or a BGP session change (events.go), and serves
-// /healthz, the BGP peers' status as JSON on /bgp and the endpoint store,
+// its Node when those or a BGP session change or its data path turns stale
+// (events.go, datapathhealth.go), and serves /healthz (liveness), /readyz
+// (readiness: also a data-path pass succeeded lately), the BGP peers'
+// status as JSON on /bgp and the endpoint store,
 // read-only, as JSON on /endpoints, and its metrics on /metrics, over HTTPS
 // to scrapers the API server authorizes (metricsserver.go) and to the
 // node's loopback. When its context ends it stops the server (the socket is removed,
@@ -47,6 +49,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/node"
 	"github.com/estuary-cni/estuary/internal/node/ipwait"
 	"github.com/estuary-cni/estuary/internal/node/segment"
@@ -71,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	cfg.Kube = cfg.RESTConfig()
+	sysctl.SetRoot(cfg.ProcSysDir)
 	log.Info("starting", "node", cfg.NodeName, "hostNetns", cfg.HostNetns)
 	j, err := openOrResetJournal(cfg.stateDir(), cfg.HostNetns)
 	if err != nil {
@@ -156,8 +160,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer table.Close()
 	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
+	progress := netsync.NewProgress()
 	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
-		records: records, local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath})
+		records: records, local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath, progress: progress})
 	if err != nil {
 		return errors.Join(err, closeServer(srv))
 	}
@@ -169,8 +174,8 @@ func Run(ctx context.Context, cfg Config) error {
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
 	rep := &statusReporter{node: cfg.NodeName, reader: c, writer: live, events: events, dir: cfg.CNIConfDir,
-		fastPath: fpStatus, kubeProxyMode: proxyModeOf(cfg), interval: statusInterval}
-	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: speakers.BGPPeers, fp: fp, endpoints: srv.Store(),
+		fastPath: fpStatus, kubeProxyMode: proxyModeOf(cfg), passes: progress, staleAfter: staleBound, interval: statusInterval}
+	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: speakers.BGPPeers, fp: fp, endpoints: srv.Store(), passes: progress,
 		metrics: append(metrics.collectors(), pol.collectors()...), drops: pol.drops()})
 	cancel()
 	return errors.Join(stopErr, closeServer(srv))
@@ -226,6 +231,7 @@ type loopParts struct {
 	fastPath *fastPath   // nil: none
 	policy   *policyPart // nil: none
 	metrics  *netsync.Metrics
+	progress *netsync.Progress
 }
 
 // newSyncer builds the data-path loop over the cache and the endpoint
@@ -252,10 +258,14 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 		parts = append(parts, netsync.NewFastPathPart(netsync.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
 	}
 	opts := netsync.Options{
-		Node: cfg.NodeName, Log: l, Metrics: lp.metrics,
+		Node: cfg.NodeName, Log: l, Metrics: lp.metrics, Progress: lp.progress,
 		Parent:     func() (overlay.Parent, error) { return agent.ResolveParent(parentSpec(cfg)) },
 		BeforeRead: []netsync.Part{netsync.NewLocalPodsPart(lp.local, l)},
 		Parts:      parts,
+	}
+	if cfg.FaultDataPathFile != "" {
+		log.Info("fault injection: data-path passes fail while the file exists", "file", cfg.FaultDataPathFile)
+		opts.BeforeRead = append(opts.BeforeRead, faultPart{faultinject.DataPathFault{Path: cfg.FaultDataPathFile}})
 	}
 	s, err := netsync.New(ctx, opts, c, lp.records, eps, t)
 	if err != nil {
@@ -281,6 +291,8 @@ type healthSources struct {
 	metrics   []prometheus.Collector
 	// drops are the policy table's logged drops; nil without policy.
 	drops *policyVerdicts
+	// passes is the data-path loop's progress, for /readyz.
+	passes passProgress
 }
 
 // run installs the plugin, starts publishing the daemon's status on its
@@ -455,7 +467,7 @@ func startServing(ctx context.Context, cfg Config, parts *running, src healthSou
 	return startMetrics(ctx, cfg, parts, reg)
 }
 
-// startHealth serves /healthz, /bgp, /endpoints and reg on /metrics when
+// startHealth serves /healthz, /readyz, /bgp, /endpoints and reg on /metrics when
 // an address is configured.
 func startHealth(ctx context.Context, cfg Config, parts *running, src healthSources, reg prometheus.Gatherer) error {
 	if cfg.HealthAddr == "" || cfg.HealthAddr == "0" {
@@ -467,6 +479,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 	}
 	h.bgp, h.endpoints, h.node, h.reg = src.peers, src.endpoints, cfg.NodeName, reg
 	h.drops = src.drops
+	h.passes, h.staleAfter = src.passes, staleBound
 	h.metricsLoopbackOnly = cfg.servesMetrics()
 	h.pprof = cfg.Pprof
 	go func() {
@@ -485,7 +498,7 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 		return err
 	}
 	parts.goFunc("health probe", func() error { return <-done })
-	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/bgp", "/endpoints", "/metrics", PolicyDropsPath})
+	log.Info("serving health probe", "address", addr, "paths", []string{"/healthz", "/readyz", "/bgp", "/endpoints", "/metrics", PolicyDropsPath})
 	return nil
 }
 

@@ -7,7 +7,8 @@ package daemon
 // go, so `kubectl describe node` and `kubectl events` show them) when
 // something an operator must hear of changes: the kernel refused the fast
 // path, a BGP session went down or came back, the conflist could not be
-// written or was written again, kube-proxy runs in IPVS mode under policy. The parts that know record on transitions
+// written or was written again, kube-proxy runs in IPVS mode under policy,
+// the data path turned stale or fresh again (datapathhealth.go). The parts that know record on transitions
 // only, never per pass, so every Event is news.
 //
 // They are written by one goroutine from a bounded queue, so a slow or

@@ -25,13 +25,19 @@ import (
 // statusTimeout bounds one health probe's Status call.
 const statusTimeout = 2 * time.Second
 
-// health answers /healthz: healthy when the IPInstance cache has synced and
-// the CNI server answers Status ready over its own socket, as estuary-cni
-// would reach it.
+// health answers /healthz, the liveness probe: healthy when the
+// IPInstance cache has synced and the CNI server answers Status ready over
+// its own socket, as estuary-cni would reach it; and /readyz, the readiness
+// probe: healthy and a data-path pass fully succeeded within staleAfter
+// (datapathhealth.go says why liveness leaves the data path out).
 type health struct {
 	conn   *grpc.ClientConn
 	client cniv1.CNIClient
 	synced atomic.Bool
+	// passes is the data-path loop's progress /readyz judges against
+	// staleAfter; nil: /readyz answers as /healthz.
+	passes     passProgress
+	staleAfter time.Duration
 	// bgp reports the BGP peers per network for /bgp; nil serves none.
 	bgp bgpPeers
 	// fastpath's verdict counters go to /metrics; nil exports none.
@@ -126,7 +132,31 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintln(w, "ok")
 }
 
-// serveHealth listens on addr and serves /healthz, /bgp, /endpoints (the
+// ready returns why the daemon is not ready, or nil: check's reason, or
+// the data path's when no pass has fully succeeded within staleAfter.
+func (h *health) ready(ctx context.Context) error {
+	if err := h.check(ctx); err != nil {
+		return err
+	}
+	if h.passes == nil {
+		return nil
+	}
+	if v := judgeDataPath(h.passes.State(), time.Now(), h.staleAfter); !v.Ready {
+		return errors.New(v.Reason)
+	}
+	return nil
+}
+
+// serveReady answers /readyz.
+func (h *health) serveReady(w http.ResponseWriter, r *http.Request) {
+	if err := h.ready(r.Context()); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprintln(w, "ok")
+}
+
+// serveHealth listens on addr and serves /healthz, /readyz, /bgp, /endpoints (the
 // endpoint store as JSON) and /metrics (CNI requests, data-path reconciles,
 // the node GC, the BGP sessions, the fast path's verdicts, Go and process
 // metrics) until ctx ends; /bgp and /endpoints answer only peers on the
@@ -166,6 +196,7 @@ func serve(ctx context.Context, lis net.Listener, srv *http.Server) <-chan error
 func (h *health) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", h)
+	mux.HandleFunc("/readyz", h.serveReady)
 	if h.bgp != nil {
 		mux.HandleFunc("/bgp", loopbackOnly(h.serveBGP))
 	}

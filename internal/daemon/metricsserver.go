@@ -12,10 +12,15 @@ package daemon
 // token, five for an allowed and thirty seconds for a denied review), so a
 // scrape every few seconds costs the API server about one review a minute.
 //
-// The certificate is self-signed and made in memory at each start, as
-// controller-runtime's metrics server does without one: it keeps the token
-// and the metrics off the wire in clear, not the scraper from being
-// deceived about the node (a scraper skips verification, or pins nothing).
+// The certificate is the manager's metrics certificate (internal/metricscert)
+// mounted at --metrics-cert-dir and read at each handshake
+// (internal/servingcert), so a renewal needs no restart: a scraper verifies
+// it with the CA the manager publishes and the metrics Service's name. Until
+// the Secret is filled handshakes fail and the daemon does its work: the data
+// path never waits for metrics. Without --metrics-cert-dir the certificate
+// is self-signed and made in memory at each start, as controller-runtime's
+// metrics server does without one: the token and the metrics stay off the
+// wire in clear, but the scraper cannot verify whom it talks to.
 // HTTP/2 is not offered: the endpoint needs none of it, and HTTP/1.1 keeps
 // it out of HTTP/2's stream-reset floods.
 //
@@ -36,6 +41,8 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+
+	"github.com/estuary-cni/estuary/internal/servingcert"
 )
 
 // servesMetrics reports whether the daemon serves the authenticated
@@ -53,7 +60,7 @@ func startMetrics(ctx context.Context, cfg Config, parts *running, reg prometheu
 	if err != nil {
 		return "", err
 	}
-	tlsConfig, err := selfSignedTLS(cfg.NodeName)
+	tlsConfig, err := metricsTLS(cfg)
 	if err != nil {
 		return "", err
 	}
@@ -88,6 +95,15 @@ func authorizedMetrics(kube *rest.Config, reg prometheus.Gatherer) (http.Handler
 		return nil, fmt.Errorf("metrics authorization: %w", err)
 	}
 	return h, nil
+}
+
+// metricsTLS serves the certificate of cfg.MetricsCertDir, else a
+// self-signed one.
+func metricsTLS(cfg Config) (*tls.Config, error) {
+	if cfg.MetricsCertDir != "" {
+		return servingcert.TLSConfig(cfg.MetricsCertDir), nil
+	}
+	return selfSignedTLS(cfg.NodeName)
 }
 
 // selfSignedTLS is a TLS configuration with a certificate for node (and

@@ -18,7 +18,9 @@ package daemon
 // replaced it, since a node without it starts no pod), builds the status
 // and compares it with the annotation on the Node in the informer cache;
 // it patches the Node only when they differ. Nothing in it changes with
-// time alone, so a quiet node costs no write. Events are recorded on
+// time alone, so a quiet node costs no write: a stale data path is
+// published as a problem fixed when it turns stale, not as the time of the
+// last good pass (datapathhealth.go). Events are recorded on
 // transitions only: against the last status this daemon built or, at its
 // first pass, against the annotation a previous daemon left, so a restart
 // does not repeat an Event whose cause has not changed.
@@ -63,7 +65,11 @@ type statusReporter struct {
 	fastPath estuaryv1.NodeFastPathStatus
 	// kubeProxyMode learns kube-proxy's mode; nil without policy.
 	kubeProxyMode kubeProxyModeFunc
-	interval      time.Duration
+	// passes is the data-path loop's progress, judged against staleAfter
+	// (datapathhealth.go); nil publishes no data-path part.
+	passes     passProgress
+	staleAfter time.Duration
+	interval   time.Duration
 	// last is the status of the previous pass; nil before the first.
 	last *estuaryv1.NodeDaemonStatus
 }
@@ -116,6 +122,7 @@ func (r *statusReporter) pass(ctx context.Context) error {
 	st := r.status(ctx)
 	var node corev1.Node
 	if err := r.reader.Get(ctx, client.ObjectKey{Name: r.node}, &node); err != nil {
+		st.DataPath = r.dataPathStatus(r.last)
 		r.transitions(r.last, st)
 		r.last = &st
 		return fmt.Errorf("node %s: %w", r.node, err)
@@ -124,6 +131,7 @@ func (r *statusReporter) pass(ctx context.Context) error {
 	if prev == nil {
 		prev = decodeDaemonStatus(node.Annotations[estuaryv1.AnnotationDaemonStatus])
 	}
+	st.DataPath = r.dataPathStatus(prev)
 	r.transitions(prev, st)
 	r.last = &st
 	return r.publish(ctx, &node, st)
@@ -183,6 +191,7 @@ func (r *statusReporter) transitions(prev *estuaryv1.NodeDaemonStatus, st estuar
 			"the kernel refused the fast path; pods' traffic takes the kernel's forwarding path: "+f.Reason)
 	}
 	r.policyTransitions(prev, r.last, st)
+	r.dataPathTransitions(prev, st)
 }
 
 // decodeDaemonStatus parses an annotation value; nil when absent or not

@@ -38,6 +38,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
 // UninstallReport says what Uninstall removed and restored.
@@ -56,6 +57,7 @@ type UninstallReport struct {
 // idempotent: on a clean node it removes nothing and succeeds.
 func Uninstall(ctx context.Context, cfg Config) (UninstallReport, error) {
 	cfg = cfg.withDefaults()
+	sysctl.SetRoot(cfg.ProcSysDir)
 	var r UninstallReport
 	errs := []error{r.removeCNIFiles(cfg)}
 	h, err := ops.Open(cfg.HostNetns)
@@ -193,7 +195,9 @@ func (r *UninstallReport) emptyDir(dir string) error {
 	switch {
 	case err == nil:
 		r.Files = append(r.Files, dir)
-	case errors.Is(err, syscall.EBUSY):
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.EROFS):
+		// A mount point of the daemon's pod: busy, or on a read-only
+		// root filesystem.
 		r.KeptDirs = append(r.KeptDirs, dir)
 	default:
 		errs = append(errs, fmt.Errorf("uninstall: %w", err))

@@ -1,15 +1,23 @@
-// Package faultinject owns the faults the manager can be told to inject
-// into its own API client for fault testing: writes that the API server
-// stores but whose answers never reach the manager, as when a connection
-// drops after the write. Nothing here is on unless a flag asks for it.
+// Package faultinject owns the faults estuary's components can be told to
+// inject for fault testing: into the manager's API client, writes that the
+// API server stores but whose answers never reach the manager, as when a
+// connection drops after the write (LoseAnswers); into the daemon's
+// data-path loop, passes that fail or hang while a file says so
+// (DataPathFault). Nothing here is on unless a flag asks for it.
 package faultinject
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -72,4 +80,48 @@ func (t *lostAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return nil, fmt.Errorf("%s %s (answered %d): %w", req.Method, req.URL.Path, resp.StatusCode, ErrLostAnswer)
+}
+
+// ErrInjectedPass is the error of a data-path pass DataPathFault fails.
+var ErrInjectedPass = errors.New("injected fault: data-path pass failed")
+
+// hangWord is what DataPathFault's file holds to make passes hang.
+const hangWord = "hang"
+
+// hangPoll is how often a hung pass looks at the file again.
+const hangPoll = 100 * time.Millisecond
+
+// DataPathFault is the daemon's data-path fault (estuary-daemon
+// --fault-datapath-file): while the file at Path exists, every pass of the
+// data-path loop fails, and while it holds "hang", every pass blocks until
+// the file is removed or holds something else. The file can be written
+// and removed in the daemon's container while it runs, so a test turns the
+// fault on and off without restarting it. An empty Path injects nothing.
+type DataPathFault struct {
+	Path string
+}
+
+// Check is the fault's part of a pass: nil while the file is absent.
+func (f DataPathFault) Check(ctx context.Context) error {
+	if f.Path == "" {
+		return nil
+	}
+	t := time.NewTicker(hangPoll)
+	defer t.Stop()
+	for {
+		b, err := os.ReadFile(f.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read fault file %s: %w", f.Path, err)
+		case !bytes.Equal(bytes.TrimSpace(b), []byte(hangWord)):
+			return fmt.Errorf("%w: %s exists", ErrInjectedPass, f.Path)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: hung while %s holds %q: %w", ErrInjectedPass, f.Path, hangWord, ctx.Err())
+		case <-t.C:
+		}
+	}
 }

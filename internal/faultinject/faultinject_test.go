@@ -1,12 +1,16 @@
 package faultinject
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -67,5 +71,47 @@ func TestLoseAnswersOff(t *testing.T) {
 	LoseAnswers(cfg, 0, "ipinstances")
 	if cfg.WrapTransport != nil {
 		t.Fatal("a transport wrapper was installed with n = 0")
+	}
+}
+
+// DataPathFault injects nothing without its file, fails every pass while
+// the file exists, and hangs a pass while the file holds "hang": until the
+// pass's context ends, or the file goes, whichever is first.
+func TestDataPathFaultFailsAndHangsWhileTheFileSaysSo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "datapath-fault")
+	f := DataPathFault{Path: path}
+	ctx := context.Background()
+	if err := (DataPathFault{}).Check(ctx); err != nil {
+		t.Fatalf("no path: %v", err)
+	}
+	if err := f.Check(ctx); err != nil {
+		t.Fatalf("no file: %v", err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(ctx); !errors.Is(err, ErrInjectedPass) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("file present: %v, want %v naming %s", err, ErrInjectedPass, path)
+	}
+	if err := os.WriteFile(path, []byte("hang\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := f.Check(short); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrInjectedPass) {
+		t.Fatalf("hang: %v, want it to block until its context ends", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Check(ctx) }()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("hang released by removing the file: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hung pass did not return after the file was removed")
 	}
 }

@@ -39,6 +39,15 @@ type Config struct {
 	// get on the non-resource URL /metrics (SubjectAccessReview); false
 	// serves it over plain HTTP to anyone (--metrics-secure).
 	MetricsSecure bool
+	// MetricsCert, with a Secret, has the manager issue and renew the
+	// certificate the components serve /metrics with and serve its own
+	// with it (internal/metricscert); empty: a self-signed certificate
+	// made at start.
+	MetricsCert MetricsCertConfig
+	// DaemonSet, as namespace/name, is the daemons' DaemonSet whose status
+	// the manager exports as estuary_daemonset_pods (--daemonset;
+	// internal/daemonsetmetrics); empty: not exported.
+	DaemonSet string
 	// ProbeAddr is where /healthz and /readyz bind
 	// (--health-probe-bind-address); "0" disables them.
 	ProbeAddr string
@@ -113,6 +122,20 @@ type WebhookConfig struct {
 	Configuration string
 }
 
+// MetricsCertConfig configures the metrics serving certificate.
+type MetricsCertConfig struct {
+	// Secret, as namespace/name, holds the CA and the certificate the
+	// rotator keeps (--metrics-cert-secret); empty: no rotation.
+	Secret string
+	// DNSNames the certificate is valid for (--metrics-cert-dns-names).
+	DNSNames []string
+	// CertDir is where Secret is mounted (--metrics-cert-dir).
+	CertDir string
+	// CAConfigMap, in Secret's namespace, receives the CA as ca.crt
+	// (--metrics-ca-configmap).
+	CAConfigMap string
+}
+
 // Validate checks the settings, naming each bad one by its flag.
 func (c Config) Validate() error {
 	var errs []error
@@ -143,6 +166,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--bootstrap-owner=%q: needs --bootstrap-dir", c.BootstrapOwner))
 	}
 	errs = append(errs, c.validateClient()...)
+	errs = append(errs, c.validateMetrics()...)
 	return errors.Join(errs...)
 }
 

@@ -8,12 +8,9 @@ import (
 	"net/http"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -27,9 +24,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/controller/nodelabel"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/controller/policystatus"
-	"github.com/estuary-cni/estuary/internal/crdupgrade"
 	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/internal/version"
 	"github.com/estuary-cni/estuary/internal/webhook"
 	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
@@ -94,6 +89,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("set up bootstrap: %w", err)
 		}
 	}
+	if err := setupMetrics(mgr, cfg); err != nil {
+		return err
+	}
 	if err := addChecks(mgr, pods); err != nil {
 		return err
 	}
@@ -136,15 +134,19 @@ func newManager(cfg Config) (ctrlmanager.Manager, error) {
 
 // metricsOptions serves /metrics on cfg.MetricsAddr and, with
 // cfg.MetricsSecure, over HTTPS behind controller-runtime's TokenReview and
-// SubjectAccessReview filter, with the self-signed certificate it makes at
-// start (no certificate is mounted) and without HTTP/2, which the endpoint
-// does not need (HTTP/1.1 keeps it out of HTTP/2's stream-reset floods).
+// SubjectAccessReview filter, without HTTP/2, which the endpoint does not
+// need (HTTP/1.1 keeps it out of HTTP/2's stream-reset floods). The
+// certificate is the rotated one of cfg.MetricsCert, read at each
+// handshake, else a self-signed one made at start.
 func metricsOptions(cfg Config) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: cfg.MetricsAddr}
 	if cfg.MetricsSecure {
 		o.SecureServing = true
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 		o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+		if withCert := metricsCertTLS(cfg); withCert != nil {
+			o.TLSOpts = append(o.TLSOpts, withCert)
+		}
 	}
 	return o
 }
@@ -230,50 +232,6 @@ func setupBootstrap(mgr ctrlmanager.Manager, dir, owner string, serving <-chan s
 	}
 	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("add bootstrap: %w", err)
-	}
-	return nil
-}
-
-// upgradeCRDs brings the cluster's estuary CRDs, and the ClusterNetworkPolicy
-// CRD when estuary's chart installed it, to the manager's schema.
-func upgradeCRDs(ctx context.Context, kube *rest.Config) error {
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("upgrade CRDs: %w", err)
-	}
-	c, err := client.New(kube, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("upgrade CRDs: %w", err)
-	}
-	want, err := crdupgrade.Embedded()
-	if err != nil {
-		return fmt.Errorf("upgrade CRDs: %w", err)
-	}
-	results, err := crdupgrade.Ensure(ctx, c, want, version.Version)
-	for _, r := range results {
-		log.Info("CRD", "name", r.Name, "action", r.Action, "writtenBy", r.Release, "release", version.Version)
-	}
-	if err != nil {
-		return fmt.Errorf("upgrade CRDs (--upgrade-crds): %w", err)
-	}
-	policy, err := crdupgrade.EmbeddedPolicy()
-	if err != nil {
-		return fmt.Errorf("upgrade CRDs: %w", err)
-	}
-	results, err = crdupgrade.EnsureOwned(ctx, c, policy, version.Version)
-	for _, r := range results {
-		switch r.Action {
-		case crdupgrade.Foreign:
-			log.Info("CRD not installed by estuary (no "+crdupgrade.AnnotationPolicyAPI+" annotation): left as it is",
-				"name", r.Name, "action", r.Action)
-		case crdupgrade.Absent:
-			log.Info("CRD not installed (the chart's crds/ skipped?): nothing to upgrade", "name", r.Name, "action", r.Action)
-		default:
-			log.Info("CRD", "name", r.Name, "action", r.Action, "writtenBy", r.Release, "release", version.Version)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("upgrade CRDs (--upgrade-crds): %w", err)
 	}
 	return nil
 }

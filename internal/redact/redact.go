@@ -17,7 +17,14 @@
 //   - by content: PEM private key blocks, "Bearer" and "Basic" credentials,
 //     JWTs (service account tokens), and `name: value` or `name=value` pairs
 //     with a credential's name inside free text (a kubeconfig, a config
-//     file, a log line).
+//     file, a log line). The whole value goes: a quoted one ("a b",
+//     'x y', JSON's "with \"escapes\"", also across line breaks) to its
+//     closing quote; a YAML block scalar (`password: |`, `>`, `|-`, `|+`)
+//     or a value written on the lines below its key, all its lines
+//     indented deeper than the key (the key's line becomes `name: REDACTED`);
+//     an unquoted one to the first space, quote, comma, semicolon,
+//     ampersand or closing bracket. A text is one document: callers pass a
+//     file or a section whole, never a line at a time.
 //
 // A string that is a JSON object or array is parsed and redacted as an
 // object. Redaction is idempotent and never drops a field, so the redacted
@@ -167,15 +174,37 @@ var (
 	authHeader    = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})`)
 	jwt           = regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`)
 	// namedValue is `name: value`, `name=value` or `"name":"value"`
-	// where name holds a credential word; the value runs to a space,
-	// quote, comma, semicolon, ampersand or closing bracket.
-	namedValue = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|credential|api[_-]?key|access[_-]?key|private[_-]?key|client-key-data)[A-Za-z0-9_.-]*)(\\?["']?\s*[:=]\s*\\?["']?)([^\s"'\\,;&}\])]+)`)
+	// where name holds a credential word, on one line; the value runs to
+	// a space, quote, comma, semicolon, ampersand or closing bracket (a
+	// quoted value is quotedValue's, a value on the next lines blockText's).
+	namedValue = regexp.MustCompile(`(?i)(` + nameWithWord + `)(\\?["']?[ \t]*[:=][ \t]*\\?["']?)([^\s"'\\,;&}\])]+)`)
 )
 
+// maxPasses bounds Text's passes: a replacement can change what a quote
+// or an indentation around it means, so Text runs again on its own output
+// until nothing changes, which for any realistic text is the second pass.
+const maxPasses = 8
+
 // Text scrubs credentials out of free text and returns it with the
-// number of values replaced.
+// number of values replaced. A multi-line text is one document: a
+// credential's YAML block scalar or a quoted value spans lines.
 func Text(s string) (string, int) {
+	total := 0
+	for range maxPasses {
+		var n int
+		if s, n = textPass(s); n == 0 {
+			break
+		}
+		total += n
+	}
+	return s, total
+}
+
+// textPass is one pass of Text's rules over s.
+func textPass(s string) (string, int) {
 	n := 0
+	s = blockText(s, &n)
+	s = quotedText(s, &n)
 	const pemRedacted = "-----BEGIN PRIVATE KEY----- " + Redacted + " -----END PRIVATE KEY-----"
 	s = pemPrivateKey.ReplaceAllStringFunc(s, func(m string) string {
 		if m != pemRedacted {

@@ -1,6 +1,11 @@
 // Package sysctl writes kernel settings under /proc/sys in a given network
 // namespace without moving the caller's thread into it.
 //
+// A container that is not privileged sees /proc/sys read-only; the daemon
+// then reaches it through a writable mount of the host's (SetRoot, e.g.
+// /host/proc/sys). The files under net/ still show the namespace of the
+// thread that opens them, whichever procfs mount they are opened through.
+//
 // /proc/sys/net shows the namespace of the thread that opens it, so writes for
 // another namespace run on a fresh goroutine whose locked thread enters that
 // namespace and is never handed back: the runtime discards the thread with the
@@ -50,7 +55,7 @@ func Write(nsPath string, settings []Setting) error {
 func Read(nsPath, key string) (string, error) {
 	var v string
 	err := nsrun.Do(nsPath, func() error {
-		b, err := os.ReadFile(filepath.Join("/proc/sys", key)) // #nosec G304 -- a /proc/sys path
+		b, err := os.ReadFile(filepath.Join(Root(), key)) // #nosec G304 -- a /proc/sys path
 		if err != nil {
 			return fmt.Errorf("sysctl %s: %w", strings.ReplaceAll(key, "/", "."), err)
 		}
@@ -71,6 +76,29 @@ type Recorder interface {
 
 var recorder atomic.Pointer[Recorder]
 
+// DefaultRoot is where /proc/sys is when SetRoot was not called.
+const DefaultRoot = "/proc/sys"
+
+var root atomic.Pointer[string]
+
+// SetRoot makes Read and Write use dir as /proc/sys from now on, in this
+// process; "" restores DefaultRoot.
+func SetRoot(dir string) {
+	if dir == "" {
+		root.Store(nil)
+		return
+	}
+	root.Store(&dir)
+}
+
+// Root is the directory Read and Write use as /proc/sys.
+func Root() string {
+	if p := root.Load(); p != nil {
+		return *p
+	}
+	return DefaultRoot
+}
+
 // SetRecorder makes r see every value Write changes from now on, in this
 // process; nil stops recording.
 func SetRecorder(r Recorder) {
@@ -84,8 +112,9 @@ func SetRecorder(r Recorder) {
 func apply(nsPath string, settings []Setting) error {
 	var errs []error
 	rec := recorder.Load()
+	dir := Root()
 	for _, s := range settings {
-		path := filepath.Join("/proc/sys", s.Key)
+		path := filepath.Join(dir, s.Key)
 		cur, err := os.ReadFile(path) // #nosec G304 -- keys are fixed /proc/sys paths
 		old := strings.TrimSpace(string(cur))
 		if err == nil && old == s.Value {

@@ -30,11 +30,24 @@ func (m scopedManager) GetConfig() *rest.Config { return m.config }
 // caches: the Secrets of c.Secret's namespace and the validating and
 // mutating webhook configurations.
 func scopedConfig(cfg *rest.Config, c CertRotation) *rest.Config {
-	names := map[string]string{
+	return nameScopedConfig(cfg, map[string]string{
 		"/api/v1/namespaces/" + c.Secret.Namespace + "/secrets":                 c.Secret.Name,
 		"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": c.Configuration,
 		"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations":   c.Configuration,
-	}
+	})
+}
+
+// NameScopedManager is mgr as another certificate rotator sees it: every
+// list and watch of a collection names maps (its path, e.g.
+// /api/v1/namespaces/ns/secrets) names the one object mapped to it, so RBAC
+// can grant them by resourceNames.
+func NameScopedManager(mgr manager.Manager, names map[string]string) manager.Manager {
+	return scopedManager{Manager: mgr, config: nameScopedConfig(mgr.GetConfig(), names)}
+}
+
+// nameScopedConfig copies cfg with a transport that adds a metadata.name
+// field selector to list and watch requests for the collections of names.
+func nameScopedConfig(cfg *rest.Config, names map[string]string) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	wrap := out.WrapTransport
 	out.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {

@@ -41,14 +41,16 @@ func TestRenderedObjectsAccepted(t *testing.T) {
 				t.Errorf("%s: %s %s refused: %v", name, o.GetKind(), o.GetName(), err)
 			}
 		}
-		// Services: the webhook's and the two components' metrics.
+		// Services: the webhook's and the two components' metrics;
+		// ConfigMaps: the bootstrap objects and the metrics CA; Secrets:
+		// the webhook's and the metrics certificates (empty).
 		wantSubnets, wantHooks := 1, 1
 		if name == "dual-stack" {
 			wantSubnets = 2
 		}
 		if kinds["Network"] != 1 || kinds["Subnet"] != wantSubnets || kinds["DaemonSet"] != 1 || kinds["Deployment"] != 1 ||
-			kinds["ConfigMap"] != 1 || kinds["ValidatingWebhookConfiguration"] != wantHooks ||
-			kinds["MutatingWebhookConfiguration"] != wantHooks || kinds["Service"] != wantHooks+2 || kinds["Secret"] != wantHooks {
+			kinds["ConfigMap"] != 2 || kinds["ValidatingWebhookConfiguration"] != wantHooks ||
+			kinds["MutatingWebhookConfiguration"] != wantHooks || kinds["Service"] != wantHooks+2 || kinds["Secret"] != wantHooks+1 {
 			t.Errorf("%s: rendered kinds %v", name, kinds)
 		}
 	}

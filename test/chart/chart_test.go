@@ -140,9 +140,7 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("%s: updateStrategy %+v", what, u)
 		}
 		c := checkPodSpec(t, what, ds.Spec.Template.Spec, "estuary-daemon", "system-node-critical", "daemon")
-		if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-			t.Errorf("%s: not privileged", what)
-		}
+		checkUnprivilegedDaemon(t, what, &ds)
 		if !slices.Equal(c.Command, []string{"/estuary-daemon"}) {
 			t.Errorf("%s: command %v", what, c.Command)
 		}
@@ -166,7 +164,7 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("%s: env %+v, want NODE_NAME from spec.nodeName", what, c.Env)
 		}
 		checkProbe(t, what+" liveness", c.LivenessProbe, "/healthz", 9782)
-		checkProbe(t, what+" readiness", c.ReadinessProbe, "/healthz", 9782)
+		checkProbe(t, what+" readiness", c.ReadinessProbe, "/readyz", 9782)
 		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 			if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "127.0.0.1" {
 				t.Errorf("%s: probe host %q, want 127.0.0.1 (the daemon binds its endpoints to the node's loopback)", what, p.HTTPGet.Host)
@@ -206,6 +204,12 @@ func checkDaemonVolumes(t *testing.T, what string, spec corev1.PodSpec, c *corev
 	t.Helper()
 	hostPaths := map[string]string{}
 	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == metricsCertSecret {
+			continue // the metrics certificate: checkMetricsCertMounts checks it
+		}
+		if v.Name == "proc-sys" {
+			continue // the host's /proc/sys: checkUnprivilegedDaemon checks it
+		}
 		if v.HostPath == nil || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
 			t.Errorf("%s: volume %s is not a DirectoryOrCreate hostPath", what, v.Name)
 			continue
@@ -214,6 +218,9 @@ func checkDaemonVolumes(t *testing.T, what string, spec corev1.PodSpec, c *corev
 	}
 	mounted := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
+		if m.MountPath == metricsCertDir || m.Name == "proc-sys" {
+			continue
+		}
 		if hostPaths[m.Name] != m.MountPath {
 			t.Errorf("%s: %s mounted at %s from host %s; want the same path", what, m.Name, m.MountPath, hostPaths[m.Name])
 		}
@@ -244,8 +251,8 @@ func TestManagerDeployment(t *testing.T) {
 		var d appsv1.Deployment
 		convert(t, find(t, objs, "Deployment", "estuary-manager"), &d)
 		what := name + ": Deployment estuary-manager"
-		if d.Namespace != namespace || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-			t.Errorf("%s: namespace %q replicas %v; want %s, 1", what, d.Namespace, d.Spec.Replicas, namespace)
+		if d.Namespace != namespace || d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+			t.Errorf("%s: namespace %q replicas %v; want %s, 2", what, d.Namespace, d.Spec.Replicas, namespace)
 		}
 		if d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "estuary-manager" ||
 			d.Spec.Template.Labels["app.kubernetes.io/name"] != "estuary-manager" {

@@ -55,9 +55,13 @@ func TestDaemonHealthBindsLoopback(t *testing.T) {
 		if a, err := netip.ParseAddr(host); err != nil || !a.IsLoopback() {
 			t.Errorf("%s: --health-probe-bind-address=%s binds %q, not the node's loopback", name, addr, host)
 		}
-		for what, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-			if p == nil || p.HTTPGet == nil || p.HTTPGet.Host != host || p.HTTPGet.Port.String() != port || p.HTTPGet.Path != "/healthz" {
-				t.Errorf("%s: %s probe %+v, want httpGet /healthz on %s port %s, where the daemon binds", name, what, p, host, port)
+		for what, probe := range map[string]struct {
+			p    *corev1.Probe
+			path string
+		}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}} {
+			p := probe.p
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Host != host || p.HTTPGet.Port.String() != port || p.HTTPGet.Path != probe.path {
+				t.Errorf("%s: %s probe %+v, want httpGet %s on %s port %s, where the daemon binds", name, what, p, probe.path, host, port)
 			}
 		}
 	}

@@ -28,18 +28,29 @@ const (
 	dashboardFile = chartDir + "/files/grafana-dashboard.json"
 )
 
-// monitorsValues turns on every optional metrics object.
+// monitorsValues turns on every optional metrics object, for a Prometheus
+// running as monitoring/prometheus-k8s with the scrape class kube-token,
+// and binds a second scraper as a reader.
 var monitorsValues = []string{
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true",
 	"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.dashboard.enabled=true",
-	"--set-json", `metrics.readers=[{"kind":"ServiceAccount","name":"prometheus","namespace":"monitoring"}]`,
+	"--set", "metrics.prometheus.serviceAccount.name=prometheus-k8s", "--set", "metrics.prometheus.serviceAccount.namespace=monitoring",
+	"--set", "metrics.prometheus.scrapeClass=kube-token",
+	"--set-json", `metrics.readers=[{"kind":"ServiceAccount","name":"vmagent","namespace":"monitoring"}]`,
 }
+
+// The chart's metrics certificate objects.
+const (
+	metricsCertSecret = "estuary-metrics-cert"
+	metricsCAConfig   = "estuary-metrics-ca"
+)
 
 // TestMetricsServedSecurelyByDefault: by default both components serve
 // /metrics over HTTPS on every node address (the manager with
 // --metrics-secure, the daemon on its own port beside the loopback health
-// server), each behind a headless Service whose port reaches the
-// container's, and no monitor, rule or dashboard is rendered.
+// server) with the manager's rotated certificate, each behind a headless
+// Service whose port reaches the container's, and no monitor, rule or
+// dashboard is rendered.
 func TestMetricsServedSecurelyByDefault(t *testing.T) {
 	objs := render(t)
 	var d appsv1.Deployment
@@ -53,6 +64,7 @@ func TestMetricsServedSecurelyByDefault(t *testing.T) {
 	for svc, pod := range map[string]corev1.PodTemplateSpec{"estuary-manager-metrics": d.Spec.Template, "estuary-daemon-metrics": ds.Spec.Template} {
 		checkMetricsService(t, objs, svc, pod)
 	}
+	checkMetricsCertMounts(t, objs, &d, &ds)
 	for _, o := range objs {
 		if k := o.GetKind(); k == "ServiceMonitor" || k == "PodMonitor" || k == "PrometheusRule" || o.GetName() == "estuary-grafana-dashboard" {
 			t.Errorf("rendered %s %s by default", k, o.GetName())
@@ -122,10 +134,12 @@ func TestMetricsLoopbackWhenNotSecure(t *testing.T) {
 	}
 }
 
-// TestMetricsRBAC installs the chart's RBAC with the monitors' scraper
-// and a reader and asks the API server's authorizer: both components may
-// create TokenReviews and SubjectAccessReviews and may not read /metrics;
-// the scraper and the reader may get /metrics and nothing else asked.
+// TestMetricsRBAC installs the chart's RBAC with Prometheus's
+// ServiceAccount and a reader and asks the API server's authorizer: both
+// components may create TokenReviews and SubjectAccessReviews and may not
+// read /metrics; Prometheus and the reader may get /metrics and nothing
+// else asked. The chart keeps no token: no ServiceAccount token Secret,
+// no ServiceAccount of its own for scraping.
 func TestMetricsRBAC(t *testing.T) {
 	ensureNamespace(t)
 	objs := render(t, monitorsValues...)
@@ -151,7 +165,12 @@ func TestMetricsRBAC(t *testing.T) {
 			t.Errorf("%s may get /metrics", sa)
 		}
 	}
-	for _, user := range []string{"system:serviceaccount:" + namespace + ":estuary-metrics-scraper", "system:serviceaccount:monitoring:prometheus"} {
+	for _, o := range objs {
+		if o.GetKind() == "Secret" && o.Object["type"] == string(corev1.SecretTypeServiceAccountToken) || o.GetName() == "estuary-metrics-scraper" {
+			t.Errorf("the chart renders %s %s: no token of its own is kept", o.GetKind(), o.GetName())
+		}
+	}
+	for _, user := range []string{"system:serviceaccount:monitoring:prometheus-k8s", "system:serviceaccount:monitoring:vmagent"} {
 		testenv.Eventually(t, user+" may get /metrics", 30*time.Second, func() error {
 			if !allowedPath(t, user, "get", "/metrics") {
 				return fmt.Errorf("%s may not get /metrics", user)
@@ -181,67 +200,68 @@ func allowedPath(t *testing.T, user, verb, path string) bool {
 	return sar.Status.Allowed
 }
 
-// TestMonitorsRender renders every metrics toggle on: the ServiceMonitor,
-// PodMonitor and PrometheusRule decode strictly into Prometheus Operator's
-// monitoring.coreos.com/v1 types and scrape what the Services and pods
-// serve, over HTTPS with a bearer token; the PrometheusRule carries the
-// rule file; the dashboard ConfigMap carries the dashboard for Grafana's
-// sidecar; the built-in objects are accepted by the API server.
+// TestMonitorsRender renders every metrics toggle on: a ServiceMonitor and
+// a PodMonitor per component decode strictly into Prometheus Operator's
+// monitoring.coreos.com/v1 types and scrape what that component's Service
+// and pods serve, over HTTPS verified with the CA of the ConfigMap the
+// manager publishes and the Service's name, with Prometheus's own token
+// from the scrape class (no credentials in the monitors); the
+// PrometheusRule carries the rule file; the dashboard ConfigMap carries the
+// dashboard for Grafana's sidecar; the built-in objects are accepted by the
+// API server.
 func TestMonitorsRender(t *testing.T) {
 	ensureNamespace(t)
 	objs := render(t, monitorsValues...)
-	var sm monitoringv1.ServiceMonitor
-	convert(t, find(t, objs, "ServiceMonitor", "estuary"), &sm)
-	for _, svc := range []string{"estuary-manager-metrics", "estuary-daemon-metrics"} {
-		s := find(t, objs, "Service", svc)
-		if !labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(s.GetLabels())) ||
-			!strings.HasPrefix(svc, s.GetLabels()[sm.Spec.JobLabel]) {
-			t.Errorf("ServiceMonitor selector %v jobLabel %s; Service %s labels %v", sm.Spec.Selector, sm.Spec.JobLabel, svc, s.GetLabels())
+	for _, c := range []struct{ component, svc, owner string }{
+		{"manager", "estuary-manager-metrics", "Deployment"}, {"daemon", "estuary-daemon-metrics", "DaemonSet"},
+	} {
+		name := "estuary-" + c.component
+		serverName := c.svc + "." + namespace + ".svc"
+		var sm monitoringv1.ServiceMonitor
+		convert(t, find(t, objs, "ServiceMonitor", name), &sm)
+		svc := find(t, objs, "Service", c.svc)
+		if !labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(svc.GetLabels())) ||
+			svc.GetLabels()[sm.Spec.JobLabel] != name || ptrString(sm.Spec.ScrapeClassName) != "kube-token" {
+			t.Errorf("ServiceMonitor %s selector %v jobLabel %s scrapeClass %v; Service %s labels %v", name, sm.Spec.Selector, sm.Spec.JobLabel, sm.Spec.ScrapeClassName, c.svc, svc.GetLabels())
 		}
-	}
-	if len(sm.Spec.Endpoints) != 1 {
-		t.Fatalf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
-	}
-	ep := sm.Spec.Endpoints[0]
-	if ep.Port != "metrics" || ptrString(ep.Scheme) != "https" || ep.Path != "/metrics" || !scraperToken(ep.Authorization) ||
-		ep.TLSConfig == nil || !insecure(&ep.TLSConfig.SafeTLSConfig) {
-		t.Errorf("ServiceMonitor endpoint %+v; want https on port metrics with the scraper's token, unverified", ep)
-	}
-	if err := ep.Validate(); err != nil {
-		t.Errorf("ServiceMonitor endpoint: %v", err)
-	}
+		for _, other := range objs {
+			if other.GetKind() == "Service" && other.GetName() != c.svc && labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(other.GetLabels())) {
+				t.Errorf("ServiceMonitor %s also selects Service %s", name, other.GetName())
+			}
+		}
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor %s endpoints %+v", name, sm.Spec.Endpoints)
+		}
+		ep := sm.Spec.Endpoints[0]
+		tokenFile := ep.BearerTokenFile //nolint:staticcheck // SA1019: checks the deprecated field stays unset with a scrape class
+		if ep.Port != "metrics" || ptrString(ep.Scheme) != "https" || ep.Path != "/metrics" || tokenFile != "" || ep.Authorization != nil ||
+			ep.TLSConfig == nil || !verified(&ep.TLSConfig.SafeTLSConfig, serverName) {
+			t.Errorf("ServiceMonitor %s endpoint %+v; want https on port metrics verified as %s, credentials from the scrape class", name, ep, serverName)
+		}
+		if err := ep.Validate(); err != nil {
+			t.Errorf("ServiceMonitor %s endpoint: %v", name, err)
+		}
 
-	var pm monitoringv1.PodMonitor
-	convert(t, find(t, objs, "PodMonitor", "estuary"), &pm)
-	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []string{"Deployment", "DaemonSet"} {
-		for _, o := range objs {
-			if o.GetKind() != kind {
-				continue
-			}
-			podLabels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
-			if o.GetNamespace() == namespace && strings.HasPrefix(o.GetName(), "estuary-") && !sel.Matches(labels.Set(podLabels)) {
-				t.Errorf("PodMonitor selector %v misses %s %s's pods %v", pm.Spec.Selector, kind, o.GetName(), podLabels)
-			}
+		var pm monitoringv1.PodMonitor
+		convert(t, find(t, objs, "PodMonitor", name), &pm)
+		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(pm.Spec.PodMetricsEndpoints) != 1 {
-		t.Fatalf("PodMonitor endpoints %+v", pm.Spec.PodMetricsEndpoints)
-	}
-	pep := pm.Spec.PodMetricsEndpoints[0]
-	if ptrString(pep.Port) != "metrics" || ptrString(pep.Scheme) != "https" || !scraperToken(pep.Authorization) || !insecure(pep.TLSConfig) {
-		t.Errorf("PodMonitor endpoint %+v; want https on port metrics with the scraper's token, unverified", pep)
-	}
-	if err := pep.Validate(); err != nil {
-		t.Errorf("PodMonitor endpoint: %v", err)
-	}
-	var tok corev1.Secret
-	convert(t, find(t, objs, "Secret", "estuary-metrics-scraper-token"), &tok)
-	if tok.Type != corev1.SecretTypeServiceAccountToken || tok.Annotations[corev1.ServiceAccountNameKey] != "estuary-metrics-scraper" {
-		t.Errorf("scraper token Secret: type %s annotations %v", tok.Type, tok.Annotations)
+		podLabels, _, _ := unstructured.NestedStringMap(find(t, objs, c.owner, name).Object, "spec", "template", "metadata", "labels")
+		if !sel.Matches(labels.Set(podLabels)) || ptrString(pm.Spec.ScrapeClassName) != "kube-token" {
+			t.Errorf("PodMonitor %s selector %v scrapeClass %v; %s %s's pods %v", name, pm.Spec.Selector, pm.Spec.ScrapeClassName, c.owner, name, podLabels)
+		}
+		if len(pm.Spec.PodMetricsEndpoints) != 1 {
+			t.Fatalf("PodMonitor %s endpoints %+v", name, pm.Spec.PodMetricsEndpoints)
+		}
+		pep := pm.Spec.PodMetricsEndpoints[0]
+		if ptrString(pep.Port) != "metrics" || ptrString(pep.Scheme) != "https" || pep.Authorization != nil || !verified(pep.TLSConfig, serverName) {
+			t.Errorf("PodMonitor %s endpoint %+v; want https on port metrics verified as %s, credentials from the scrape class", name, pep, serverName)
+		}
+		if err := pep.Validate(); err != nil {
+			t.Errorf("PodMonitor %s endpoint: %v", name, err)
+		}
 	}
 
 	checkRuleObject(t, find(t, objs, "PrometheusRule", "estuary"))
@@ -252,6 +272,41 @@ func TestMonitorsRender(t *testing.T) {
 		}
 		if err := k8s.Create(ctx(t), o.DeepCopy(), client.DryRunAll); err != nil {
 			t.Errorf("%s %s refused: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// TestServiceMonitorTokenFileWithoutScrapeClass: without a scrape class the
+// ServiceMonitors name the Prometheus pod's own projected token file.
+func TestServiceMonitorTokenFileWithoutScrapeClass(t *testing.T) {
+	objs := render(t, "--set", "metrics.serviceMonitor.enabled=true",
+		"--set", "metrics.prometheus.serviceAccount.name=prometheus-k8s", "--set", "metrics.prometheus.serviceAccount.namespace=monitoring")
+	for _, name := range []string{"estuary-manager", "estuary-daemon"} {
+		var sm monitoringv1.ServiceMonitor
+		convert(t, find(t, objs, "ServiceMonitor", name), &sm)
+		ep := sm.Spec.Endpoints[0]
+		tokenFile := ep.BearerTokenFile //nolint:staticcheck // SA1019: the only token-file field of a ServiceMonitor endpoint
+		if sm.Spec.ScrapeClassName != nil || tokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" || ep.Authorization != nil {
+			t.Errorf("ServiceMonitor %s: scrapeClass %v, endpoint %+v; want the token file", name, sm.Spec.ScrapeClassName, ep)
+		}
+	}
+}
+
+// TestMonitorValuesRefused: the monitors are refused, with the value to
+// set named, without an identity for Prometheus, with a ServiceAccount
+// without namespace, and (a PodMonitor) without a scrape class.
+func TestMonitorValuesRefused(t *testing.T) {
+	sa := []string{"--set", "metrics.prometheus.serviceAccount.name=prometheus-k8s", "--set", "metrics.prometheus.serviceAccount.namespace=monitoring"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "metrics.serviceMonitor.enabled=true"}, "metrics.prometheus.serviceAccount.name"},
+		{[]string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheus.serviceAccount.name=p"}, "metrics.prometheus.serviceAccount.namespace"},
+		{append([]string{"--set", "metrics.podMonitor.enabled=true"}, sa...), "metrics.prometheus.scrapeClass"},
+	} {
+		if _, err := renderErr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("render %v: %v; want refused naming %s", c.args, err, c.want)
 		}
 	}
 }
@@ -292,14 +347,11 @@ func checkDashboardObject(t *testing.T, o *unstructured.Unstructured) {
 	}
 }
 
-// scraperToken: a is the bearer token of the chart's scraper.
-func scraperToken(a *monitoringv1.SafeAuthorization) bool {
-	return a != nil && a.Type == "Bearer" && a.Credentials != nil &&
-		a.Credentials.Name == "estuary-metrics-scraper-token" && a.Credentials.Key == "token"
-}
-
-func insecure(c *monitoringv1.SafeTLSConfig) bool {
-	return c != nil && c.InsecureSkipVerify != nil && *c.InsecureSkipVerify
+// verified: c verifies the server with the CA the manager publishes in
+// its ConfigMap, as serverName, and does not skip verification.
+func verified(c *monitoringv1.SafeTLSConfig, serverName string) bool {
+	return c != nil && (c.InsecureSkipVerify == nil || !*c.InsecureSkipVerify) && ptrString(c.ServerName) == serverName &&
+		c.CA.ConfigMap != nil && c.CA.ConfigMap.Name == metricsCAConfig && c.CA.ConfigMap.Key == "ca.crt" && c.CA.Secret == nil
 }
 
 func ptrString[T ~string](p *T) string {

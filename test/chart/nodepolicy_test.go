@@ -68,12 +68,13 @@ func TestDaemonMayPatchOnlyItsOwnNode(t *testing.T) {
 		`{"metadata":{"annotations":{"networking.estuary.io/vtep-mac":"0a:58:0a:00:00:01","networking.estuary.io/bgp-peers":"{}"}}}`,
 		`{"metadata":{"annotations":{"networking.estuary.io/bgp-peers":null}}}`,
 		`{"metadata":{"annotations":{"networking.estuary.io/daemon-status":"{\"version\":\"v1\"}"}}}`,
+		`{"metadata":{"annotations":{"networking.estuary.io/uninstalled":"{\"request\":\"r1\"}","networking.estuary.io/vtep-ip":null,"networking.estuary.io/daemon-status":null}}}`,
 	} {
 		if err := patch(daemon, "vap-self", body); err != nil {
 			t.Errorf("the daemon may not write its own annotations (%s): %v", body, err)
 		}
 	}
-	const annotations = "may change only its annotations networking.estuary.io/vtep-ip, vtep-mac, bgp-peers and daemon-status"
+	const annotations = "may change only its annotations networking.estuary.io/vtep-ip, vtep-mac, bgp-peers, daemon-status and uninstalled"
 	const refs = "finalizers, ownerReferences or generateName"
 	for _, c := range []struct{ what, body, want string }{
 		{"a label", `{"metadata":{"labels":{"rack":"r2"}}}`, "labels or spec"},

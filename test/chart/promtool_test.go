@@ -47,15 +47,22 @@ func runPromtool(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
+// rulesCount is the number of alerts of the rule file.
+const rulesCount = 12
+
 // TestPrometheusRulesPassPromtool: the rule file, and the PrometheusRule
 // the chart renders from it, pass `promtool check rules`, and its unit
 // tests pass `promtool test rules`: each alert fires on the series that
 // should raise it (a subnet at 5% free, CNI ADDs failing 6 times a minute,
 // a BGP session down, a failing reconcile part, a manager and a daemon
-// gone) and not on the healthy ones beside.
+// gone, a daemon pod gone with its target while the DaemonSet wants it,
+// webhook calls failing, allocations failing for 15 minutes, replicas up
+// and none leading) and not on the healthy ones beside (a rolling update
+// that progresses, a denial, another vendor's webhook, one failed
+// allocation, a leader change).
 func TestPrometheusRulesPassPromtool(t *testing.T) {
 	out := runPromtool(t, ".", "check", "rules", rulesFile)
-	if !strings.Contains(out, "SUCCESS: 8 rules found") {
+	if !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", rulesCount)) {
 		t.Errorf("promtool check rules %s:\n%s", rulesFile, out)
 	}
 	rendered := find(t, render(t, "--set", "metrics.prometheusRule.enabled=true"), "PrometheusRule", "estuary")
@@ -67,7 +74,7 @@ func TestPrometheusRulesPassPromtool(t *testing.T) {
 	if err := os.WriteFile(p, spec, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out := runPromtool(t, ".", "check", "rules", p); !strings.Contains(out, "SUCCESS: 8 rules found") {
+	if out := runPromtool(t, ".", "check", "rules", p); !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", rulesCount)) {
 		t.Errorf("promtool check rules on the rendered PrometheusRule:\n%s", out)
 	}
 	if out := runPromtool(t, ".", "test", "rules", "testdata/prometheus-rules-test.yaml"); !strings.Contains(out, "SUCCESS") {

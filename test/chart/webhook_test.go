@@ -125,12 +125,14 @@ func TestWebhookWiring(t *testing.T) {
 			if mounts[v.Name] != "/etc/estuary/bootstrap" {
 				t.Errorf("ConfigMap estuary-bootstrap mounted at %q, not --bootstrap-dir", mounts[v.Name])
 			}
+		case v.Secret != nil && v.Secret.SecretName == metricsCertSecret:
+			// The metrics certificate: metrics_test.go checks it.
 		default:
 			t.Errorf("unexpected volume %+v", v)
 		}
 	}
-	if len(mounts) != 2 {
-		t.Errorf("manager mounts %v, want the certificate and the bootstrap objects", mounts)
+	if len(mounts) != 3 {
+		t.Errorf("manager mounts %v, want the webhook's and the metrics' certificates and the bootstrap objects", mounts)
 	}
 	if d.Spec.Template.Spec.SecurityContext.FSGroup == nil || *d.Spec.Template.Spec.SecurityContext.FSGroup != 65532 {
 		t.Error("no fsGroup 65532: the manager cannot read its mounted certificate")
@@ -165,7 +167,7 @@ func TestWebhookDisabled(t *testing.T) {
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ValidatingWebhookConfiguration", o.GetKind() == "MutatingWebhookConfiguration",
-			o.GetKind() == "Service" && !strings.HasSuffix(o.GetName(), "-metrics"), o.GetKind() == "Secret",
+			o.GetKind() == "Service" && !strings.HasSuffix(o.GetName(), "-metrics"), o.GetKind() == "Secret" && o.GetName() != metricsCertSecret,
 			o.GetName() == "estuary-manager-webhook":
 			t.Errorf("webhook.enabled=false rendered %s %s", o.GetKind(), o.GetName())
 		}

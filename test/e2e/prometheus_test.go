@@ -5,13 +5,17 @@ package e2e_test
 // A real Prometheus scrapes the lab: Debian's prometheus binary (unpacked
 // by hack/lab-deps.sh) runs in the control plane's network namespace, where
 // the API server runs, and scrapes the manager and every daemon at their
-// pods' addresses (the nodes', all hostNetwork) over HTTPS with the token of
-// a ServiceAccount bound to the chart's estuary-metrics-reader, as a
-// cluster's Prometheus would through the chart's ServiceMonitor.
+// pods' addresses (the nodes', all hostNetwork) over HTTPS, as a cluster's
+// Prometheus would through the chart's ServiceMonitors: with a short-lived
+// token of its own ServiceAccount (TokenRequest), bound to the chart's
+// estuary-metrics-reader, read from a file, and verifying each component's
+// certificate with the CA the manager publishes (ConfigMap
+// estuary-metrics-ca) and the component's metrics Service name.
 
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -26,6 +30,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,38 +47,56 @@ const (
 	daemonMetricsPort  = 9783
 	prometheusAddr     = "127.0.0.1:19090"
 	stormPods          = 20
+	// tokenSeconds is the scraper's token's lifetime: the shortest the
+	// TokenRequest API grants, longer than the test.
+	tokenSeconds = 600
 )
 
 // TestPrometheusScrapesTheLab: Prometheus reaches every estuary target
-// (up == 1 for the manager and each node's daemon) with a token bound to
-// estuary-metrics-reader; /metrics refuses a request without a token (401)
-// and a token no role allows (403); after a storm of 20 pods created and
+// (up == 1 for the manager and each node's daemon) with a 10-minute token
+// bound to estuary-metrics-reader, verifying every target's certificate
+// with the published CA as its Service's name (no insecure_skip_verify);
+// the same CA refuses a target presented under another name; /metrics
+// refuses a request without a token (401) and a token no role allows
+// (403); after a storm of 20 pods created and
 // deleted, the CNI ADD and DEL counts, the allocations, the subnet's used
 // addresses, the data-path reconciles and the webhook's latency histogram
 // have moved in Prometheus's own answers.
 func TestPrometheusScrapesTheLab(t *testing.T) {
 	e := needLab(t)
 	ctx := testCtx(t, 10*time.Minute)
+	start := time.Now()
 	ns := e.newNamespace(t, "prometheus")
 	token := e.metricsReaderToken(t, ns, "scraper")
 	stranger, err := testenv.ServiceAccountToken(ctx, e.c, ns, "stranger")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ca := e.metricsCA(t)
+	t.Logf("metrics CA published after %s", time.Since(start).Round(time.Second))
 	managers, daemons := e.metricsTargets(t)
-	for _, target := range append(managers, daemons...) {
-		u := "https://" + target + "/metrics"
-		for tok, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden} {
-			if status, err := scrapeFrom(ctx, e.controlNetns, u, tok); err != nil || status != want {
-				t.Errorf("GET %s with token %t from the control plane: %d, %v; want %d", u, tok != "", status, err, want)
+	for _, tg := range []struct {
+		addrs  []string
+		server string
+	}{{managers, metricsServerName(managerName)}, {daemons, metricsServerName(daemonName)}} {
+		for _, target := range tg.addrs {
+			u := "https://" + target + "/metrics"
+			for tok, want := range map[string]int{"": http.StatusUnauthorized, stranger: http.StatusForbidden} {
+				if status, err := scrapeFrom(ctx, e.controlNetns, u, tok, ca, tg.server); err != nil || status != want {
+					t.Errorf("GET %s as %s with token %t from the control plane: %d, %v; want %d", u, tg.server, tok != "", status, err, want)
+				}
+			}
+			if _, err := scrapeFrom(ctx, e.controlNetns, u, token, ca, "elsewhere."+systemNS+".svc"); err == nil {
+				t.Errorf("GET %s verified under another name succeeded", u)
 			}
 		}
 	}
 
-	prom := startPrometheus(t, e.controlNetns, token, managers, daemons)
+	prom := startPrometheus(t, e.controlNetns, token, ca, managers, daemons)
 	eventually(t, "Prometheus scrapes every estuary target", time.Minute, func(ctx context.Context) error {
 		return prom.allUp(ctx, len(managers)+len(daemons))
 	})
+	t.Logf("every target up and verified after %s", time.Since(start).Round(time.Second))
 	before, err := prom.snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +139,9 @@ func (p *prometheus) waitAtLeast(t *testing.T, query string, want float64) {
 	})
 }
 
-// metricsReaderToken is a token of ServiceAccount ns/name bound, until the
-// test ends, to the chart's estuary-metrics-reader.
+// metricsReaderToken is a token of ServiceAccount ns/name, valid for
+// tokenSeconds, bound until the test ends to the chart's
+// estuary-metrics-reader.
 func (e *labEnv) metricsReaderToken(t *testing.T, ns, name string) string {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
@@ -130,11 +154,43 @@ func (e *labEnv) metricsReaderToken(t *testing.T, ns, name string) string {
 		t.Fatalf("bind estuary-metrics-reader: %v", err)
 	}
 	t.Cleanup(func() { _ = e.c.Delete(context.Background(), b) })
-	token, err := testenv.ServiceAccountToken(ctx, e.c, ns, name)
-	if err != nil {
-		t.Fatal(err)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := e.c.Create(ctx, sa); err != nil {
+		t.Fatalf("create service account %s/%s: %v", ns, name, err)
 	}
-	return token
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenSeconds)}}
+	if err := e.c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("token of %s/%s: %v", ns, name, err)
+	}
+	if left := time.Until(tr.Status.ExpirationTimestamp.Time); left > tokenSeconds*time.Second {
+		t.Fatalf("token of %s/%s expires in %s, asked for %ds", ns, name, left, tokenSeconds)
+	}
+	return tr.Status.Token
+}
+
+// metricsServerName is the name a component's metrics certificate is
+// verified as: its metrics Service's.
+func metricsServerName(component string) string {
+	return component + "-metrics." + systemNS + ".svc"
+}
+
+// metricsCA is the CA bundle the manager publishes in the ConfigMap
+// estuary-metrics-ca, once it is there.
+func (e *labEnv) metricsCA(t *testing.T) []byte {
+	t.Helper()
+	var ca []byte
+	eventually(t, "the manager publishes the metrics CA", 2*time.Minute, func(ctx context.Context) error {
+		var cm corev1.ConfigMap
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "estuary-metrics-ca"}, &cm); err != nil {
+			return err
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			return fmt.Errorf("ConfigMap estuary-metrics-ca holds no certificate in ca.crt yet")
+		}
+		ca = []byte(cm.Data["ca.crt"])
+		return nil
+	})
+	return ca
 }
 
 // metricsTargets are the manager's and the daemons' metrics endpoints:
@@ -197,11 +253,13 @@ func (e *labEnv) scaleStorm(t *testing.T, ns string, d *appsv1.Deployment, repli
 }
 
 // scrapeFrom GETs u over HTTPS from inside nsPath, with token as bearer
-// token unless empty, and returns the status. The endpoints' certificates
-// are self-signed: not verified.
-func scrapeFrom(ctx context.Context, nsPath, u, token string) (int, error) {
+// token unless empty, verifying the certificate with ca as serverName, and
+// returns the status.
+func scrapeFrom(ctx context.Context, nsPath, u, token string, ca []byte, serverName string) (int, error) {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
 	c := nsHTTPClient(nsPath)
-	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // G402: self-signed
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err
@@ -223,17 +281,19 @@ type prometheus struct {
 }
 
 // startPrometheus runs Debian's prometheus in nsPath, scraping the targets
-// every 2s with token, until the test ends.
-func startPrometheus(t *testing.T, nsPath, token string, managers, daemons []string) *prometheus {
+// every 2s with token, verifying them with ca, until the test ends.
+func startPrometheus(t *testing.T, nsPath, token string, ca []byte, managers, daemons []string) *prometheus {
 	t.Helper()
 	bin := prometheusBinary(t)
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
+	tokenFile, caFile := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	for f, b := range map[string][]byte{tokenFile: []byte(token), caFile: ca} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfgFile := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgFile, []byte(scrapeConfig(tokenFile, managers, daemons)), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(scrapeConfig(tokenFile, caFile, managers, daemons)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &prometheus{netns: nsPath, log: filepath.Join(dir, "prometheus.log")}
@@ -261,8 +321,9 @@ func startPrometheus(t *testing.T, nsPath, token string, managers, daemons []str
 
 // scrapeConfig scrapes the manager and the daemons as the chart's monitors
 // name them (job estuary-manager and estuary-daemon), over HTTPS with the
-// token in tokenFile.
-func scrapeConfig(tokenFile string, managers, daemons []string) string {
+// token in tokenFile, verifying each with the CA in caFile as its metrics
+// Service's name.
+func scrapeConfig(tokenFile, caFile string, managers, daemons []string) string {
 	job := func(name string, targets []string) string {
 		quoted := make([]string, len(targets))
 		for i, t := range targets {
@@ -273,10 +334,11 @@ func scrapeConfig(tokenFile string, managers, daemons []string) string {
     authorization:
       credentials_file: %s
     tls_config:
-      insecure_skip_verify: true
+      ca_file: %s
+      server_name: %s
     static_configs:
       - targets: [%s]
-`, name, tokenFile, strings.Join(quoted, ", "))
+`, name, tokenFile, caFile, metricsServerName(name), strings.Join(quoted, ", "))
 	}
 	return "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\nscrape_configs:\n" +
 		job(managerName, managers) + job(daemonName, daemons)

@@ -191,53 +191,16 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 	}
 	e.restartCoreDNS(t)
 
-	e.labelNodes(t, rackLabel, rackValue, underlayNodes...)
-	e.createUnderlay(t)
-	ns := e.newNamespace(t, "upgrade")
-	e.mustCreate(t, ns, netexecPod("a", "node-1", nil), netexecPod("b", "node-1", map[string]string{"app": "web"}),
-		netexecPod("c", "node-2", map[string]string{"app": "web"}), underlayPod("under", underlayNodes[0]))
-	e.createHTTPService(t, ns, "web", map[string]string{"app": "web"})
-	pods := e.waitPods(t, ns, "a", "b", "c", "under")
-	a, b, c, under := pods["a"], pods["b"], pods["c"], pods["under"]
-	aNS := e.podNetns(t, &a)
-	svcURL := fmt.Sprintf("http://%s/hostname", e.serviceIP(t, ns, "web"))
-	eventually(t, "a -> Service web", 2*time.Minute, func(ctx context.Context) error { _, err := httpGet(ctx, aNS, svcURL); return err })
+	ns, paths := e.probedWorkload(t, "upgrade")
 	before := e.podStates(t, ns)
-
-	paths := []struct{ what, from, to string }{
-		{"pod -> pod on one node (a -> b)", aNS, b.Status.PodIP},
-		{"pod -> pod across nodes (a -> c)", aNS, c.Status.PodIP},
-		{"overlay -> underlay (a -> under)", aNS, under.Status.PodIP},
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var probes []probe
-	for _, p := range paths {
-		checkPing(t, p.what+" before the upgrade", p.from, p.to, 3)
-		pg, err := newPinger(p.from, p.to)
-		if err != nil {
-			t.Fatal(err)
-		}
-		probes = append(probes, probe{p.what, pg})
-		wg.Go(func() { _ = pg.stream(upgradeProbeInterval, stop) })
-	}
-	https := []*httpProber{
-		{what: "node -> pod (node-3 -> a)", nsPath: e.nodeNetns["node-3"], url: fmt.Sprintf("http://%s:%d/hostname", a.Status.PodIP, httpPort)},
-		{what: "pod -> Service (a -> web)", nsPath: aNS, url: svcURL},
-	}
-	for _, h := range https {
-		if _, err := httpGet(testCtx(t, time.Minute), h.nsPath, h.url); err != nil {
-			t.Fatalf("%s before the upgrade: %v", h.what, err)
-		}
-		wg.Go(func() { h.run(stop) })
-	}
+	probes := startOpProbes(t, paths)
 	stopped := false
-	stopProbes := func() {
+	stopProbes := func() (report []string, lost int) {
 		if !stopped {
 			stopped = true
-			close(stop)
-			wg.Wait()
+			report, lost = probes.finish()
 		}
+		return report, lost
 	}
 	defer stopProbes()
 
@@ -248,20 +211,10 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 	}
 	e.waitRolledOut(t)
 	t.Logf("helm upgrade %s -> %s and both rollouts done in %s", upgradeFromVersion, e.estuary.ChartVersion, time.Since(start).Round(time.Second))
-	stopProbes()
-
-	for _, p := range probes {
-		sent, lost := p.p.finish(3 * time.Second)
-		t.Logf("%s: %d probes, %d lost", p.what, sent, len(lost))
-		if len(lost) > 0 {
-			t.Errorf("%s: %d of %d probes lost during the upgrade (sequence numbers %v)", p.what, len(lost), sent, first(intStrings(lost), 30))
-		}
-	}
-	for _, h := range https {
-		t.Logf("%s: %d probes, %d failed", h.what, h.sent, h.failed)
-		if h.failed > 0 {
-			t.Errorf("%s: %d of %d probes failed during the upgrade; last: %v", h.what, h.failed, h.sent, h.lastErr)
-		}
+	report, lost := stopProbes()
+	t.Logf("probes through the upgrade: %s", strings.Join(report, "; "))
+	if lost > 0 {
+		t.Errorf("%d probes lost during the upgrade: %s", lost, strings.Join(report, "; "))
 	}
 	after := e.podStates(t, ns)
 	for name, s := range before {

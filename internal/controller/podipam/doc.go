@@ -35,5 +35,9 @@
 // selector). A pod asking for an Underlay network by type takes the one
 // whose domain holds its node (byNode; a node of none is refused the same
 // way), and every pod is read with the cluster's defaults (Defaults). A refused pod is tried again every RetryExhausted, since the
-// Networks, Subnets and Node labels that decide it may change.
+// Networks, Subnets and Node labels that decide it may change. The pod's
+// Namespace, whose annotations are part of its selection, is read from the
+// cache or, when the cache does not show it, live (namespace.go); a read
+// that fails is an error retried with backoff (a NamespaceUnreadable
+// event), never a namespace without annotations.
 package podipam

@@ -58,14 +58,15 @@ type facts struct {
 	places map[netip.Addr]string
 }
 
-// plan admits pod (see admit), reads its fixed-address annotations and
-// checks them against its network, and returns its allocator request and
-// facts. A broken rule is a refusal.
+// plan reads pod's Namespace (namespaceOf; an error when it cannot), admits
+// pod (see admit), reads its fixed-address annotations and checks them
+// against its network, and returns its allocator request and facts. A
+// broken rule is a refusal.
 func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, facts, error) {
 	var f facts
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: pod.Namespace}, ns); err != nil {
-		ns = nil
+	ns, err := r.namespaceOf(ctx, pod)
+	if err != nil {
+		return ipam.Request{}, f, err
 	}
 	sel, err := r.admit(ctx, pod, ns)
 	if err != nil {

@@ -205,6 +205,11 @@ func (r *Reconciler) allocate(ctx context.Context, key string, pod *corev1.Pod) 
 func (r *Reconciler) allocateFor(ctx context.Context, key string, pod *corev1.Pod) (ctrl.Result, error) {
 	if leases, ok := r.recover(key, pod); ok {
 		_, f, err := r.plan(ctx, key, pod)
+		var nsErr *namespaceError
+		if errors.As(err, &nsErr) {
+			r.abandon(ctx, key, leases, nil)
+			return ctrl.Result{}, err
+		}
 		if err != nil {
 			f = facts{}
 			f.owner, _ = r.ownerOf(ctx, pod)

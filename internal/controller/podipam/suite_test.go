@@ -62,6 +62,7 @@ type testManager struct {
 	rc         *rest.Config
 	namespaces []string                             // the pods it sees; empty: all
 	client     func(client.WithWatch) client.Client // wraps its API client
+	apiReader  func(client.Reader) client.Reader    // wraps the reconciler's live reader
 	audit      time.Duration                        // its audit interval; 0: the default
 	pods       labels.Selector                      // its --pod-label-selector; nil: every pod
 	defaults   netmodel.Defaults                    // its cluster defaults
@@ -109,6 +110,9 @@ func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tm.apiReader != nil {
+		r.APIReader = tm.apiReader(r.APIReader)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

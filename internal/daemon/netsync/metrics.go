@@ -36,6 +36,9 @@ var reconcileBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	failures *prometheus.CounterVec
+	// lastGood is the end of the last fully successful pass, in Unix
+	// seconds; 0 before the first.
+	lastGood prometheus.Gauge
 	// notEnforced and closed are the policy part's: see policyProblems.
 	notEnforced *prometheus.GaugeVec
 	closed      prometheus.Gauge
@@ -59,6 +62,10 @@ func NewMetrics() *Metrics {
 			Name: "estuary_datapath_reconcile_failures_total",
 			Help: "Parts of data-path reconcile passes that failed (local_pods, read, overlay, underlay, bgp, fastpath, other); a failed pass is retried with backoff.",
 		}, []string{"part"}),
+		lastGood: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "estuary_datapath_last_good_pass_timestamp_seconds",
+			Help: "When the last data-path reconcile pass in which every part succeeded ended, in Unix seconds; 0 before the first. The daemon is unready once it is older than its stale bound (docs/status.md).",
+		}),
 		notEnforced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "estuary_policy_node_objects_not_enforced",
 			Help: "Policy objects the node's last policy computation enforced only in part or not at all (rules dropped or denying all, policies skipped), by kind; each is logged with its fields.",
@@ -83,6 +90,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.duration.Describe(ch)
 	m.failures.Describe(ch)
+	m.lastGood.Describe(ch)
 	m.notEnforced.Describe(ch)
 	m.closed.Describe(ch)
 }
@@ -91,6 +99,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	m.failures.Collect(ch)
+	m.lastGood.Collect(ch)
 	m.notEnforced.Collect(ch)
 	m.closed.Collect(ch)
 }
@@ -123,8 +132,9 @@ func joined(err error) []error {
 	return []error{err}
 }
 
-// observe records one pass that started at start and ended with err.
-func (m *Metrics) observe(start time.Time, err error) {
+// observe records one pass that started at start and ended at end with
+// err.
+func (m *Metrics) observe(start, end time.Time, err error) {
 	if m == nil {
 		return
 	}
@@ -135,7 +145,10 @@ func (m *Metrics) observe(start time.Time, err error) {
 			m.failures.WithLabelValues(p).Inc()
 		}
 	}
-	m.duration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if err == nil {
+		m.lastGood.Set(float64(end.UnixNano()) / 1e9)
+	}
+	m.duration.WithLabelValues(result).Observe(end.Sub(start).Seconds())
 }
 
 // partError marks the error of one part of a pass.

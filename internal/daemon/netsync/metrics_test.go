@@ -88,7 +88,7 @@ func TestMetricsSeriesStartAtZero(t *testing.T) {
 		t.Errorf("%d duration series, want 2", got)
 	}
 	var nilMetrics *Metrics
-	nilMetrics.observe(time.Now(), errors.New("ignored")) // a loop without metrics records nothing
+	nilMetrics.observe(time.Now(), time.Now(), errors.New("ignored")) // a loop without metrics records nothing
 }
 
 func TestFailedParts(t *testing.T) {

@@ -28,7 +28,9 @@
 // one (or by the periodic resync, Options.Resync), and a restarted daemon
 // converges the same way without history. A failed pass is retried with a
 // capped backoff. With Options.Metrics, every pass's duration and each part
-// that failed in it are recorded (metrics.go). KernelWatch also pokes the
+// that failed in it are recorded (metrics.go), and with Options.Progress
+// the time of the last good pass, which the daemon's readiness judges
+// (progress.go). KernelWatch also pokes the
 // trigger on changes of the kernel's own links the data path depends on (a
 // deleted tunnel or vlan-if, the uplink going down or changing addresses),
 // so those are repaired at once rather than at the next resync.
@@ -112,6 +114,9 @@ type Options struct {
 	Log  logr.Logger
 	// Metrics, if set, records every pass's duration and failed parts.
 	Metrics *Metrics
+	// Progress, if set, records every pass's start, end and error
+	// (progress.go).
+	Progress *Progress
 	// Parent resolves the tunnel's parent link, at most once per pass, for
 	// the parts that ask (Snapshot.Parent); nil resolves none.
 	Parent func() (overlay.Parent, error)
@@ -222,10 +227,12 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 		}
 		retry = nil
 		start := time.Now()
+		s.opts.Progress.begin(start)
 		err := pass(ctx)
 		end := time.Now()
 		next = end.Add(time.Duration(s.opts.Pace * float64(end.Sub(start))))
-		s.opts.Metrics.observe(start, err)
+		s.opts.Metrics.observe(start, end, err)
+		s.opts.Progress.end(end, err)
 		if err != nil {
 			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
 			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", backoff)
