@@ -3,6 +3,7 @@ module github.com/estuary-cni/estuary
 go 1.26.6
 
 require (
+	github.com/KimMachineGun/automemlimit v0.7.5
 	github.com/cilium/ebpf v0.22.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/florianl/go-nflog/v2 v2.3.0
@@ -37,7 +38,6 @@ require (
 require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
-	github.com/KimMachineGun/automemlimit v0.7.5 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
