@@ -31,6 +31,9 @@ type DropLog struct {
 	// lost counts messages the socket lost (the kernel's ENOBUFS) and
 	// messages that did not decode.
 	lost atomic.Uint64
+	// bound is closed once Run has bound the group: drops logged before
+	// then reach no one.
+	bound chan struct{}
 }
 
 // OpenDropLog opens the netlink log of the namespace at nsPath (the
@@ -54,7 +57,7 @@ func OpenDropLog(nsPath string) (*DropLog, error) {
 		_ = nf.Close()
 		return nil, fmt.Errorf("netlink log socket buffer: %w", err)
 	}
-	return &DropLog{nf: nf}, nil
+	return &DropLog{nf: nf, bound: make(chan struct{})}, nil
 }
 
 // Run delivers each drop the group logs to fn, from one goroutine, until
@@ -97,6 +100,7 @@ func (d *DropLog) Run(ctx context.Context, fn func(policydrops.Drop)) error {
 	if err := d.nf.RegisterWithErrorFunc(ctx, hook, onErr); err != nil {
 		return fmt.Errorf("listen on the netlink log group %d: %w", policy.DropLogGroup, err)
 	}
+	close(d.bound)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -104,6 +108,9 @@ func (d *DropLog) Run(ctx context.Context, fn func(policydrops.Drop)) error {
 		return err
 	}
 }
+
+// Bound is closed once Run listens on the group.
+func (d *DropLog) Bound() <-chan struct{} { return d.bound }
 
 // Lost is how many logged drops the reader lost: the socket's overflows
 // and messages that did not decode.

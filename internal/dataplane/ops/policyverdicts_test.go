@@ -97,6 +97,7 @@ func TestPolicyVerdictCountersAndDropLog(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- log.Run(ctx, got.add) }()
+	awaitBound(t, log)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -164,6 +165,17 @@ func TestPolicyCountersFollowTheRules(t *testing.T) {
 	}
 }
 
+// awaitBound waits until the log listens on its group, so that no drop
+// the test causes is logged to no one.
+func awaitBound(t *testing.T, log *DropLog) {
+	t.Helper()
+	select {
+	case <-log.Bound():
+	case <-time.After(verdictWait):
+		t.Fatalf("the drop log did not bind its group within %v", verdictWait)
+	}
+}
+
 // count is how many drops were collected.
 func (d *drops) count() int {
 	d.mu.Lock()
@@ -188,6 +200,7 @@ func TestPolicyDropLogIsRateLimited(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = log.Run(ctx, got.add) }()
+	awaitBound(t, log)
 	m := policy.Node{Endpoints: []policy.Endpoint{{HostVeth: b.veth, Ingress: isolatedIngress()}}}
 	n.ensure(t, m)
 	rs, _ := policy.Compile(m)
