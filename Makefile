@@ -33,7 +33,7 @@ VERSION_LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).GitCom
 
 # estuary-cni runs once per CNI call, so its start-up counts: without symbol
 # tables and without gRPC's request tracing it is half the size. The lab's
-# images build it the same way (internal/lab/images/estuary.go).
+# images build it the same way (test/infra/lab/images/estuary.go).
 CNI_BUILD_FLAGS := -trimpath -tags grpcnotrace -ldflags="-s -w $(VERSION_LDFLAGS)"
 
 .PHONY: build

@@ -32,7 +32,7 @@ NS=${DEMO_NAMESPACE:-estuary-demo}
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (the lab makes namespaces, mounts, cgroups)" >&2; exit 1; }
 
 # The lab's underlay segment on the switch, routed by the router (its
-# gateway) to the external host: internal/lab/plan.go, UnderlayCIDR.
+# gateway) to the external host: test/infra/lab/plan.go, UnderlayCIDR.
 UNDERLAY_CIDR=10.77.100.0/24
 UNDERLAY_GW=10.77.100.1
 UNDERLAY_NET=demo-underlay

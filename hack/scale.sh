@@ -5,7 +5,7 @@
 # VTEP annotations a daemon publishes, and PODS pods in Deployments of
 # PODS_PER_DEPLOYMENT over the lab's overlay and two underlay networks; then a
 # tenth of the Deployments is deleted and re-created. bin/estuary-scale
-# (internal/lab/scale) drives it and prints the report: allocation latency and
+# (test/infra/lab/scale) drives it and prints the report: allocation latency and
 # rate, webhook latency, API requests per pod, the real daemon's memory,
 # data-path pass and kernel entries, VTEP to FDB time, the manager's cold
 # start and peak memory. The lab is removed at the end (KEEP=1 leaves it).

@@ -16,9 +16,9 @@ import (
 	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/version"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 // testVersion is the version the binary under test is stamped with.
@@ -111,7 +111,7 @@ func (o outcome) fails(t *testing.T, code uint, substr string) {
 	}
 }
 
-func (e *e2e) records(t *testing.T) []store.Endpoint {
+func (e *e2e) records(t *testing.T) []endpointstore.Endpoint {
 	t.Helper()
 	list, err := e.srv.Store().List()
 	if err != nil {
@@ -173,7 +173,7 @@ func (e *e2e) testAddCheckDel(t *testing.T) {
 		r.Interfaces[1].Sandbox != "/var/run/netns/e2e-c1" || len(r.Routes) != 1 {
 		t.Fatalf("ADD result = %s", o.stdout)
 	}
-	key := store.Key{ContainerID: "c1", IfName: "eth0"}
+	key := endpointstore.Key{ContainerID: "c1", IfName: "eth0"}
 	ep, err := e.srv.Store().Get(key)
 	if err != nil || ep.PodName != "pod-c1" || ep.PodUID != "uid-c1" || ep.IPs[0] != r.IPs[0].Address.String() {
 		t.Fatalf("record after ADD = %+v, %v", ep, err)
@@ -192,7 +192,7 @@ func (e *e2e) testAddCheckDel(t *testing.T) {
 	for range 2 {
 		e.run(t, del, e.conf("")).ok(t)
 	}
-	if _, err := e.srv.Store().Get(key); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.srv.Store().Get(key); !errors.Is(err, endpointstore.ErrNotFound) {
 		t.Fatalf("record after DEL: %v", err)
 	}
 	e.run(t, env("CHECK", "c1"), withPrev).fails(t, types.ErrUnknownContainer, "c1/eth0")

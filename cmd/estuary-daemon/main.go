@@ -32,12 +32,12 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/clientgates"
+	"github.com/estuary-cni/estuary/internal/cnibackend"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/memlimit"
-	"github.com/estuary-cni/estuary/internal/node"
-	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/version"
 )
 
@@ -105,14 +105,14 @@ func main() {
 func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	fs.StringVar(&cfg.SocketPath, "socket", cniserver.DefaultSocketPath, "unix socket the CNI plugin dials")
-	fs.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
+	fs.StringVar(&cfg.StatePath, "state-db", endpointstore.DefaultPath, "endpoint state database")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary is installed into (as "+daemon.PluginType+")")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist is written into (as "+daemon.ConflistName+")")
 	fs.StringVar(&cfg.ProcSysDir, "proc-sys-dir", "", "directory the daemon reads and writes kernel settings in, instead of /proc/sys: a writable mount of the host's /proc/sys (e.g. /host/proc/sys) when the daemon's container is not privileged. Empty: /proc/sys")
 	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory iproute2 reads table names from (e.g. /etc/iproute2/rt_tables.d); estuary.conf there names estuary's routing tables for 'ip rule'. Empty: not written")
 	fs.StringVar(&cfg.CNIBinarySource, "cni-binary-source", "", "path of the estuary-cni binary to install (required)")
 	kubeclient.BindFlags(fs, &cfg.KubeClientQPS, &cfg.KubeClientBurst, "daemon")
-	fs.DurationVar(&cfg.AddressTimeout, "address-timeout", node.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
+	fs.DurationVar(&cfg.AddressTimeout, "address-timeout", cnibackend.DefaultAddressTimeout, "how long an ADD waits for the pod's addresses")
 	fs.DurationVar(&cfg.GCInterval, "gc-interval", daemon.DefaultGCInterval, "how often endpoints whose pod is gone are looked for")
 	fs.DurationVar(&cfg.GCGrace, "gc-grace", daemon.DefaultGCGrace, "how long a pod must have been gone (and its endpoint must exist) before the endpoint is removed")
 	fs.IntVar(&cfg.MTU, "mtu", 0, "MTU of every pod interface (0: the tunnel's for overlay pods, the uplink's for underlay pods)")

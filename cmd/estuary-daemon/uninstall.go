@@ -10,7 +10,7 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // uninstallCommand is the subcommand that takes estuary off the node.
@@ -23,7 +23,7 @@ func uninstallMain(args []string, out, errOut io.Writer) int {
 	fs.SetOutput(errOut)
 	var cfg daemon.Config
 	fs.StringVar(&cfg.SocketPath, "socket", cniserver.DefaultSocketPath, "unix socket of the daemon")
-	fs.StringVar(&cfg.StatePath, "state-db", store.DefaultPath, "endpoint state database")
+	fs.StringVar(&cfg.StatePath, "state-db", endpointstore.DefaultPath, "endpoint state database")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", daemon.DefaultCNIBinDir, "directory the CNI plugin binary was installed into")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", daemon.DefaultCNIConfDir, "directory the conflist was written into")
 	fs.StringVar(&cfg.RTTablesDir, "rt-tables-dir", "", "directory the routing table names were written into (empty: none were)")

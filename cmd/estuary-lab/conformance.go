@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/conformance"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/conformance"
 )
 
 func conformanceCmd(opts *lab.Options) *cobra.Command {

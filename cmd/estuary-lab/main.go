@@ -1,6 +1,6 @@
 // Command estuary-lab runs the estuary lab: a multi-node Kubernetes cluster on one
 // machine, inside network namespaces. The commands are thin wiring around
-// internal/lab.
+// test/infra/lab.
 package main
 
 import (
@@ -17,11 +17,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/netlab"
-	"github.com/estuary-cni/estuary/internal/lab/nodens"
-	"github.com/estuary-cni/estuary/internal/lab/proc"
 	"github.com/estuary-cni/estuary/internal/version"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/netlab"
+	"github.com/estuary-cni/estuary/test/infra/lab/nodens"
+	"github.com/estuary-cni/estuary/test/infra/lab/proc"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Command estuary-scale is the driver of make scale (hack/scale.sh): it
 // measures estuary on a running lab with fake nodes run by kwok. See
-// internal/lab/scale.
+// test/infra/lab/scale.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab/scale"
+	"github.com/estuary-cni/estuary/test/infra/lab/scale"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/lab/images"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 func readyNode(name string, edit ...func(*corev1.Node)) corev1.Node {

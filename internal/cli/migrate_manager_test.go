@@ -17,8 +17,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
-	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/pkg/ipam"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // startPodIPAM runs the manager's pod address controller against the test

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // Attachment is one validated CNI request as the backend sees it.
@@ -29,7 +29,7 @@ type Backend interface {
 	// network namespace is already gone.
 	Del(ctx context.Context, a Attachment) error
 	// Check verifies that the interface still matches the recorded endpoint.
-	Check(ctx context.Context, a Attachment, ep store.Endpoint) error
+	Check(ctx context.Context, a Attachment, ep endpointstore.Endpoint) error
 	// Ready returns nil when Add can be served, else the reason it cannot.
 	Ready(ctx context.Context) error
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 // BenchmarkAddDelRoundTrip measures one Add and one Del over the unix socket,

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // PolicyGate admits a new endpoint to the node's network policy: Admit
@@ -17,13 +17,13 @@ import (
 // is stored and before it replies, so a pod a policy selects is isolated
 // before its containers start; an error fails the ADD, which is rolled
 // back and retried by the runtime. The daemon's policy part is one
-// (netsync.PolicyPart); nil when the node enforces no policy.
+// (datapath.PolicyPart); nil when the node enforces no policy.
 type PolicyGate interface {
-	Admit(ctx context.Context, ep store.Endpoint) (outcome string, err error)
+	Admit(ctx context.Context, ep endpointstore.Endpoint) (outcome string, err error)
 }
 
 // admit passes ep through the gate, if there is one, and records the wait.
-func (s *Server) admit(ctx context.Context, ep store.Endpoint) error {
+func (s *Server) admit(ctx context.Context, ep endpointstore.Endpoint) error {
 	if s.gate == nil {
 		return nil
 	}

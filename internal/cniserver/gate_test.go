@@ -10,8 +10,8 @@ import (
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 // recordingGate answers every Admit with outcome and err, and records
@@ -23,12 +23,12 @@ type recordingGate struct {
 	err     error
 
 	mu       sync.Mutex
-	admitted []store.Endpoint
+	admitted []endpointstore.Endpoint
 	stored   bool
 	attached bool
 }
 
-func (g *recordingGate) Admit(_ context.Context, ep store.Endpoint) (string, error) {
+func (g *recordingGate) Admit(_ context.Context, ep endpointstore.Endpoint) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.admitted = append(g.admitted, ep)
@@ -92,7 +92,7 @@ func TestAddFailsClosedWhenTheGateFails(t *testing.T) {
 	if f.backend.Attached("c2", "eth0") {
 		t.Fatal("the interface is left after a failed admission")
 	}
-	if _, err := f.srv.Store().Get(store.Key{ContainerID: "c2", IfName: "eth0"}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.srv.Store().Get(endpointstore.Key{ContainerID: "c2", IfName: "eth0"}); !errors.Is(err, endpointstore.ErrNotFound) {
 		t.Fatalf("record after a failed admission: %v, want none", err)
 	}
 	if v := errorsOf(t, m, cniserver.CommandAdd, cniserver.ReasonDataplane); v != 1 {

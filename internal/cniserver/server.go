@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // DefaultSocketPath is where the daemon listens and estuary-cni dials.
@@ -31,7 +31,7 @@ const DefaultSocketPath = "/run/estuary/cni.sock"
 type Config struct {
 	// SocketPath is the unix socket to listen on; DefaultSocketPath if empty.
 	SocketPath string
-	// StatePath is the bbolt state file; store.DefaultPath if empty.
+	// StatePath is the bbolt state file; endpointstore.DefaultPath if empty.
 	StatePath string
 	// Backend builds and removes interfaces. Required.
 	Backend Backend
@@ -54,7 +54,7 @@ type Server struct {
 	onChange   func()
 	gate       PolicyGate
 	metrics    *Metrics
-	store      *store.Store
+	store      *endpointstore.Store
 	locks      keyLocks
 	busy       busyKeys
 	grpc       *grpc.Server
@@ -74,9 +74,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.SocketPath = DefaultSocketPath
 	}
 	if cfg.StatePath == "" {
-		cfg.StatePath = store.DefaultPath
+		cfg.StatePath = endpointstore.DefaultPath
 	}
-	st, err := store.Open(cfg.StatePath)
+	st, err := endpointstore.Open(cfg.StatePath)
 	if err != nil {
 		return nil, fmt.Errorf("cniserver: %w", err)
 	}
@@ -92,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:    cfg.Metrics,
 		store:      st,
 		locks:      keyLocks{m: map[string]*keyLock{}},
-		busy:       busyKeys{m: map[store.Key]int{}},
+		busy:       busyKeys{m: map[endpointstore.Key]int{}},
 		grpc:       grpc.NewServer(),
 		lis:        lis,
 		socketPath: cfg.SocketPath,
@@ -109,7 +109,7 @@ func (s *Server) changed() {
 }
 
 // Store returns the endpoint store the server writes.
-func (s *Server) Store() *store.Store { return s.store }
+func (s *Server) Store() *endpointstore.Store { return s.store }
 
 // SocketPath returns the path the server listens on.
 func (s *Server) SocketPath() string { return s.socketPath }
@@ -196,16 +196,16 @@ func removeStaleSocket(path string) error {
 // Busy returns the attachments with an Add, a Del or a collection in
 // progress: their interfaces and routes are being written by the backend
 // and their records may not match the kernel yet.
-func (s *Server) Busy() []store.Key { return s.busy.list() }
+func (s *Server) Busy() []endpointstore.Key { return s.busy.list() }
 
 // busyKeys counts the requests in progress per attachment.
 type busyKeys struct {
 	mu sync.Mutex
-	m  map[store.Key]int
+	m  map[endpointstore.Key]int
 }
 
 // mark records a request for k in progress and returns its end.
-func (b *busyKeys) mark(k store.Key) func() {
+func (b *busyKeys) mark(k endpointstore.Key) func() {
 	b.mu.Lock()
 	b.m[k]++
 	b.mu.Unlock()
@@ -218,10 +218,10 @@ func (b *busyKeys) mark(k store.Key) func() {
 	}
 }
 
-func (b *busyKeys) list() []store.Key {
+func (b *busyKeys) list() []endpointstore.Key {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]store.Key, 0, len(b.m))
+	out := make([]endpointstore.Key, 0, len(b.m))
 	for k := range b.m {
 		out = append(out, k)
 	}

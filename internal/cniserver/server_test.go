@@ -20,8 +20,8 @@ import (
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 func dial(tb testing.TB, socket string) cniv1.CNIClient {
@@ -125,7 +125,7 @@ func TestAddRecordsBeforeReplyAndIsIdempotent(t *testing.T) {
 	if len(reply.GetIps()) != 1 || reply.GetIps()[0].GetAddress() != "10.244.0.2/32" {
 		t.Fatalf("Add reply IPs = %v", reply.GetIps())
 	}
-	ep, err := f.srv.Store().Get(store.Key{ContainerID: "c1", IfName: "eth0"})
+	ep, err := f.srv.Store().Get(endpointstore.Key{ContainerID: "c1", IfName: "eth0"})
 	if err != nil {
 		t.Fatalf("record after Add: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestAddRecordsShapedAttachments(t *testing.T) {
 		if _, err := f.client.Add(ctx(t), &cniv1.AddRequest{Args: a}); err != nil {
 			t.Fatalf("Add with %s: %v", a.NetworkConfig, err)
 		}
-		ep, err := f.srv.Store().Get(store.Key{ContainerID: a.ContainerId, IfName: "eth0"})
+		ep, err := f.srv.Store().Get(endpointstore.Key{ContainerID: a.ContainerId, IfName: "eth0"})
 		if err != nil || ep.Shaped != c.want {
 			t.Errorf("record of Add with %s: shaped %v, %v; want %v", a.NetworkConfig, ep.Shaped, err, c.want)
 		}
@@ -206,7 +206,7 @@ func TestDelBackendFailureKeepsRecord(t *testing.T) {
 	f.backend.FailDel = status.Error(codes.Unavailable, "netlink busy")
 	_, err := f.client.Del(ctx(t), &cniv1.DelRequest{Args: args("c1")})
 	wantCode(t, err, codes.Unavailable, "netlink busy")
-	if _, err := f.srv.Store().Get(store.Key{ContainerID: "c1", IfName: "eth0"}); err != nil {
+	if _, err := f.srv.Store().Get(endpointstore.Key{ContainerID: "c1", IfName: "eth0"}); err != nil {
 		t.Fatalf("record after failed Del: %v", err)
 	}
 }
@@ -303,7 +303,7 @@ func TestGCHonoursTheNetworkName(t *testing.T) {
 func TestAddOfRecoveredEndpointAnswers(t *testing.T) {
 	f := newFixture(t)
 	a := args("c1")
-	if err := f.srv.Store().Put(store.Endpoint{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, Netns: a.Netns, Recovered: true,
+	if err := f.srv.Store().Put(endpointstore.Endpoint{Key: endpointstore.Key{ContainerID: "c1", IfName: "eth0"}, Netns: a.Netns, Recovered: true,
 		IPs: []string{"10.0.0.1/32"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestAddOfRecoveredEndpointAnswers(t *testing.T) {
 	if err != nil || len(reply.GetIps()) == 0 {
 		t.Fatalf("Add of a recovered endpoint: %v, %v", reply, err)
 	}
-	ep, err := f.srv.Store().Get(store.Key{ContainerID: "c1", IfName: "eth0"})
+	ep, err := f.srv.Store().Get(endpointstore.Key{ContainerID: "c1", IfName: "eth0"})
 	if err != nil || ep.Recovered || len(ep.Result) == 0 || ep.Network != "estuary" {
 		t.Fatalf("record after Add: %+v, %v", ep, err)
 	}
@@ -408,7 +408,7 @@ func TestBusyListsAttachmentsInFlight(t *testing.T) {
 	socket, state := cniservertest.Paths(t)
 	srv := cniservertest.Start(t, g, socket, state)
 	client := dial(t, socket)
-	key := store.Key{ContainerID: "c1", IfName: "eth0"}
+	key := endpointstore.Key{ContainerID: "c1", IfName: "eth0"}
 	if b := srv.Busy(); len(b) != 0 {
 		t.Fatalf("busy before any request: %v", b)
 	}

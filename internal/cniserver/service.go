@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // Add builds the attachment through the backend and records it before
@@ -48,7 +48,7 @@ func (s *Server) add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 		if err := s.backend.Del(ctx, attachmentOf(prev)); err != nil {
 			return nil, backendError("del of stale endpoint "+key.String(), err)
 		}
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, endpointstore.ErrNotFound):
 		return nil, storeError("add %s: %v", key, err)
 	}
 
@@ -76,7 +76,7 @@ func (s *Server) add(ctx context.Context, req *cniv1.AddRequest) (*cniv1.AddRepl
 
 // rollBack undoes a stored Add that failed after the store was written
 // (the interface, then its record), and returns the Add's error.
-func (s *Server) rollBack(ctx context.Context, a Attachment, key store.Key, err error) error {
+func (s *Server) rollBack(ctx context.Context, a Attachment, key endpointstore.Key, err error) error {
 	reason := ReasonOf(err)
 	ctx = context.WithoutCancel(ctx)
 	if delErr := s.backend.Del(ctx, a); delErr != nil {
@@ -115,7 +115,7 @@ func (s *Server) del(ctx context.Context, req *cniv1.DelRequest) (*cniv1.DelRepl
 	switch {
 	case err == nil && a.Netns == "":
 		a.Netns = ep.Netns
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	case err != nil && !errors.Is(err, endpointstore.ErrNotFound):
 		return nil, storeError("del %s: %v", key, err)
 	}
 	if err := s.backend.Del(ctx, a); err != nil {
@@ -146,7 +146,7 @@ func (s *Server) check(ctx context.Context, req *cniv1.CheckRequest) (*cniv1.Che
 
 	key := keyOf(a)
 	ep, err := s.store.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, endpointstore.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "check %s: no endpoint is recorded for this container and interface", key)
 	}
 	if err != nil {
@@ -189,9 +189,9 @@ func (s *Server) gc(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 		return nil, err
 	}
 	network := networkName(req.GetNetworkConfig())
-	valid := make(map[store.Key]bool, len(req.GetValidAttachments()))
+	valid := make(map[endpointstore.Key]bool, len(req.GetValidAttachments()))
 	for _, v := range req.GetValidAttachments() {
-		valid[store.Key{ContainerID: v.GetContainerId(), IfName: v.GetIfname()}] = true
+		valid[endpointstore.Key{ContainerID: v.GetContainerId(), IfName: v.GetIfname()}] = true
 	}
 	eps, err := s.store.List()
 	if err != nil {
@@ -222,9 +222,9 @@ func (s *Server) gc(ctx context.Context, req *cniv1.GCRequest) (*cniv1.GCReply, 
 
 // Collect removes the recorded endpoint with key through the backend, then
 // its record, as a DEL would; a key with no record is success.
-func (s *Server) Collect(ctx context.Context, key store.Key) error {
+func (s *Server) Collect(ctx context.Context, key endpointstore.Key) error {
 	ep, err := s.store.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, endpointstore.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -238,7 +238,7 @@ func (s *Server) Collect(ctx context.Context, key store.Key) error {
 }
 
 // collect removes one stale endpoint.
-func (s *Server) collect(ctx context.Context, ep store.Endpoint) error {
+func (s *Server) collect(ctx context.Context, ep endpointstore.Endpoint) error {
 	defer s.busy.mark(ep.Key)()
 	defer s.locks.lock(ep.ContainerID)()
 	if err := s.backend.Del(ctx, attachmentOf(ep)); err != nil {
@@ -251,7 +251,7 @@ func (s *Server) collect(ctx context.Context, ep store.Endpoint) error {
 }
 
 // compare lists the differences between a record and a Check request.
-func compare(ep store.Endpoint, a Attachment, prev *cniv1.AddReply) []string {
+func compare(ep endpointstore.Endpoint, a Attachment, prev *cniv1.AddReply) []string {
 	var diffs []string
 	field := func(name, got, want string) {
 		if got != want {
@@ -311,11 +311,11 @@ func (c netConf) shaped() bool {
 // refused by validateGC).
 func networkName(conf []byte) string { return parseNetConf(conf).Name }
 
-func keyOf(a Attachment) store.Key {
-	return store.Key{ContainerID: a.ContainerID, IfName: a.IfName}
+func keyOf(a Attachment) endpointstore.Key {
+	return endpointstore.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 }
 
-func attachmentOf(ep store.Endpoint) Attachment {
+func attachmentOf(ep endpointstore.Endpoint) Attachment {
 	return Attachment{
 		ContainerID:  ep.ContainerID,
 		IfName:       ep.IfName,
@@ -328,21 +328,21 @@ func attachmentOf(ep store.Endpoint) Attachment {
 
 // endpointOf builds the record for a successful Add, rejecting a backend
 // reply whose addresses the binary could not turn into a CNI result.
-func endpointOf(a Attachment, reply *cniv1.AddReply) (store.Endpoint, error) {
+func endpointOf(a Attachment, reply *cniv1.AddReply) (endpointstore.Endpoint, error) {
 	if reply == nil {
-		return store.Endpoint{}, errors.New("backend returned no result")
+		return endpointstore.Endpoint{}, errors.New("backend returned no result")
 	}
 	for i, ip := range reply.GetIps() {
 		if _, err := netip.ParsePrefix(ip.GetAddress()); err != nil {
-			return store.Endpoint{}, fmt.Errorf("backend result ips[%d]: %w", i, err)
+			return endpointstore.Endpoint{}, fmt.Errorf("backend result ips[%d]: %w", i, err)
 		}
 	}
 	raw, err := proto.Marshal(reply)
 	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("encode result: %w", err)
+		return endpointstore.Endpoint{}, fmt.Errorf("encode result: %w", err)
 	}
 	conf := parseNetConf(a.NetworkConfig)
-	return store.Endpoint{
+	return endpointstore.Endpoint{
 		Key:          keyOf(a),
 		Network:      conf.Name,
 		Netns:        a.Netns,
@@ -368,7 +368,7 @@ func addressesOf(r *cniv1.AddReply) []string {
 	return out
 }
 
-func decodeResult(ep store.Endpoint) (*cniv1.AddReply, error) {
+func decodeResult(ep endpointstore.Endpoint) (*cniv1.AddReply, error) {
 	reply := &cniv1.AddReply{}
 	if err := proto.Unmarshal(ep.Result, reply); err != nil {
 		return nil, storeError("add %s: decode recorded result: %v", ep.Key, err)

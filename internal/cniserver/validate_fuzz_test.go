@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // The fields validateArgs names, and a value each accepts.
@@ -181,16 +181,16 @@ func FuzzValidateArgs(f *testing.F) {
 		if b, err := validateArgs(&back, required); err != nil || fmt.Sprint(b) != fmt.Sprint(a) {
 			t.Fatalf("accepted request after the wire: %+v, %v; want %+v", b, err, a)
 		}
-		k := store.Key{ContainerID: a.ContainerID, IfName: a.IfName}
+		k := endpointstore.Key{ContainerID: a.ContainerID, IfName: a.IfName}
 		if cid, ifn, _ := strings.Cut(k.String(), "/"); cid != id || ifn != ifname {
 			t.Fatalf("store key %q splits into %q and %q", k, cid, ifn)
 		}
-		ep := store.Endpoint{Key: k, Netns: a.Netns, PodNamespace: a.PodNamespace, PodName: a.PodName, PodUID: a.PodUID}
+		ep := endpointstore.Endpoint{Key: k, Netns: a.Netns, PodNamespace: a.PodNamespace, PodName: a.PodName, PodUID: a.PodUID}
 		raw, err := json.Marshal(ep)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec store.Endpoint
+		var rec endpointstore.Endpoint
 		if err := json.Unmarshal(raw, &rec); err != nil || rec.Key != ep.Key || rec.Netns != ep.Netns ||
 			rec.PodNamespace != ep.PodNamespace || rec.PodName != ep.PodName || rec.PodUID != ep.PodUID {
 			t.Fatalf("the store records %+v as %+v (%v)", ep, rec, err)

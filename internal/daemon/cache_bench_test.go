@@ -19,7 +19,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 // BenchmarkCacheHeapPerPod syncs a node's caches over a real API server

@@ -14,7 +14,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestCachesSplitTheRecordsByNode syncs the daemon's two caches over a

@@ -12,10 +12,10 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/estuary-cni/estuary/internal/cnibackend"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
-	"github.com/estuary-cni/estuary/internal/node"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // Defaults of the daemon's settings; each is also the default of the flag
@@ -200,7 +200,7 @@ func (c Config) withDefaults() Config {
 		c.SocketPath = cniserver.DefaultSocketPath
 	}
 	if c.StatePath == "" {
-		c.StatePath = store.DefaultPath
+		c.StatePath = endpointstore.DefaultPath
 	}
 	if c.CNIBinDir == "" {
 		c.CNIBinDir = DefaultCNIBinDir
@@ -209,7 +209,7 @@ func (c Config) withDefaults() Config {
 		c.CNIConfDir = DefaultCNIConfDir
 	}
 	if c.AddressTimeout == 0 {
-		c.AddressTimeout = node.DefaultAddressTimeout
+		c.AddressTimeout = cnibackend.DefaultAddressTimeout
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = DefaultGCInterval

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func validConfig() Config {

@@ -5,7 +5,7 @@
 // network namespace, starts an informer cache of the API objects the node
 // needs and the address waiter over it (ipwait), the pod attachment backend
 // (node), the CNI server (cniserver) on its unix socket with its endpoint
-// store, and the data-path loop (netsync) that keeps the tunnel, the
+// store, and the data-path loop (datapath) that keeps the tunnel, the
 // underlay's VLAN interfaces, routes, rules, neighbours, FDB and NAT in line
 // with the API and the store and runs the BGP speakers; then it installs the
 // estuary-cni binary, the reference plugins and the conflist the container
@@ -43,17 +43,17 @@ import (
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/cnibackend"
+	"github.com/estuary-cni/estuary/internal/cnibackend/ipwait"
+	"github.com/estuary-cni/estuary/internal/cnibackend/segment"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/faultinject"
-	"github.com/estuary-cni/estuary/internal/node"
-	"github.com/estuary-cni/estuary/internal/node/ipwait"
-	"github.com/estuary-cni/estuary/internal/node/segment"
-	"github.com/estuary-cni/estuary/internal/node/store"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		events.close(ctx)
 	}()
-	trigger := netsync.NewTrigger()
+	trigger := datapath.NewTrigger()
 	speakers := newBGPPart(cfg, live, events, trigger)
 	c, w, err := newCache(ctx, cfg, scheme, live, speakers)
 	if err != nil {
@@ -159,8 +159,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(err, closeServer(srv))
 	}
 	defer table.Close()
-	local := node.NewLocalPods(table, srv.Store(), srv.Busy)
-	progress := netsync.NewProgress()
+	local := cnibackend.NewLocalPods(table, srv.Store(), srv.Busy)
+	progress := datapath.NewProgress()
 	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
 		records: records, local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath, progress: progress})
 	if err != nil {
@@ -168,8 +168,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	parts.goFunc("cni server", srv.Serve)
 	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
-	kernel := netsync.KernelWatch{Netns: cfg.HostNetns, Uplink: cfg.UnderlayUplink, Parent: parentSpec(cfg), Links: agent,
-		Log: log.WithName("netsync")}
+	kernel := datapath.KernelWatch{Netns: cfg.HostNetns, Uplink: cfg.UnderlayUplink, Parent: parentSpec(cfg), Links: agent,
+		Log: log.WithName("datapath")}
 	parts.goFunc("kernel link watch", func() error { return kernel.Run(ctx, trigger) })
 	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
 	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
@@ -218,56 +218,56 @@ func parentSpec(cfg Config) overlay.ParentSpec {
 // the CNI server, so an ADD in a BGP network can wait for a session from
 // the first one on. Peer passwords are read and the session states
 // published through the live client w.
-func newBGPPart(cfg Config, w client.Client, events netsync.Events, t *netsync.Trigger) *netsync.BGPPart {
-	return netsync.NewBGPPart(netsync.BGPConfig{Node: cfg.NodeName, Client: w, StartSpeaker: netsync.StartBGP,
-		Trigger: t, Events: events, Log: log.WithName("netsync")})
+func newBGPPart(cfg Config, w client.Client, events datapath.Events, t *datapath.Trigger) *datapath.BGPPart {
+	return datapath.NewBGPPart(datapath.BGPConfig{Node: cfg.NodeName, Client: w, StartSpeaker: datapath.StartBGP,
+		Trigger: t, Events: events, Log: log.WithName("datapath")})
 }
 
 // loopParts are the loop's parts built before it, and its metrics.
 type loopParts struct {
 	records  cache.Cache // other nodes' records (remote.NewCache)
-	local    netsync.LocalPods
-	bgp      *netsync.BGPPart
+	local    datapath.LocalPods
+	bgp      *datapath.BGPPart
 	fastPath *fastPath   // nil: none
 	policy   *policyPart // nil: none
-	metrics  *netsync.Metrics
-	progress *netsync.Progress
+	metrics  *datapath.Metrics
+	progress *datapath.Progress
 }
 
 // newSyncer builds the data-path loop over the cache and the endpoint
 // store, with its parts in the order a pass runs them.
 func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underlay.Agent, c cache.Cache,
-	w client.Client, eps netsync.Endpoints, t *netsync.Trigger, lp loopParts) (*netsync.Syncer, error) {
-	bit, err := netsync.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
+	w client.Client, eps datapath.Endpoints, t *datapath.Trigger, lp loopParts) (*datapath.Syncer, error) {
+	bit, err := datapath.KubeProxyMasqueradeBit(ctx, w, cfg.KubeProxyMasqueradeBit)
 	if err != nil {
 		log.Error(err, "kube-proxy's masquerade bit not read; assuming its default", "bit", bit)
 	}
-	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", netsync.MarkOf(bit)))
-	l := log.WithName("netsync")
-	var parts []netsync.Part
+	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", datapath.MarkOf(bit)))
+	l := log.WithName("datapath")
+	var parts []datapath.Part
 	if lp.policy != nil {
 		parts = append(parts, lp.policy)
 	}
 	parts = append(parts,
-		netsync.NewVTEPPart(netsync.VTEPConfig{Node: cfg.NodeName, Port: cfg.VXLANPort, Writer: w, Log: l}),
-		netsync.NewOverlayPart(netsync.OverlayConfig{Node: cfg.NodeName, KubeProxyMark: netsync.MarkOf(bit), Log: l}, agent),
-		netsync.NewUnderlayPart(netsync.UnderlayConfig{Node: cfg.NodeName, Uplink: cfg.UnderlayUplink, Links: agent, Log: l}, ua),
+		datapath.NewVTEPPart(datapath.VTEPConfig{Node: cfg.NodeName, Port: cfg.VXLANPort, Writer: w, Log: l}),
+		datapath.NewOverlayPart(datapath.OverlayConfig{Node: cfg.NodeName, KubeProxyMark: datapath.MarkOf(bit), Log: l}, agent),
+		datapath.NewUnderlayPart(datapath.UnderlayConfig{Node: cfg.NodeName, Uplink: cfg.UnderlayUplink, Links: agent, Log: l}, ua),
 		lp.bgp,
 	)
 	if lp.fastPath != nil {
-		parts = append(parts, netsync.NewFastPathPart(netsync.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
+		parts = append(parts, datapath.NewFastPathPart(datapath.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
 	}
-	opts := netsync.Options{
+	opts := datapath.Options{
 		Node: cfg.NodeName, Log: l, Metrics: lp.metrics, Progress: lp.progress,
 		Parent:     func() (overlay.Parent, error) { return agent.ResolveParent(parentSpec(cfg)) },
-		BeforeRead: []netsync.Part{netsync.NewLocalPodsPart(lp.local, l)},
+		BeforeRead: []datapath.Part{datapath.NewLocalPodsPart(lp.local, l)},
 		Parts:      parts,
 	}
 	if cfg.FaultDataPathFile != "" {
 		log.Info("fault injection: data-path passes fail while the file exists", "file", cfg.FaultDataPathFile)
 		opts.BeforeRead = append(opts.BeforeRead, faultPart{faultinject.DataPathFault{Path: cfg.FaultDataPathFile}})
 	}
-	s, err := netsync.New(ctx, opts, c, lp.records, eps, t)
+	s, err := datapath.New(ctx, opts, c, lp.records, eps, t)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
 	}
@@ -382,9 +382,9 @@ func startCaches(ctx context.Context, parts *running, caches ...cache.Cache) {
 // change of the endpoint store; m records every request; gate, when not
 // nil, admits every new endpoint to the node's policy before its ADD
 // replies.
-func startServer(cfg Config, plumber *podnet.Plumber, addrs node.Addresses, ready node.Readiness, onChange func(),
+func startServer(cfg Config, plumber *podnet.Plumber, addrs cnibackend.Addresses, ready cnibackend.Readiness, onChange func(),
 	m *cniserver.Metrics, gate cniserver.PolicyGate) (*cniserver.Server, error) {
-	backend, err := node.New(node.Config{
+	backend, err := cnibackend.New(cnibackend.Config{
 		Plumber: plumber, Addresses: addrs, AddressTimeout: cfg.AddressTimeout, MTU: cfg.MTU,
 		UnderlayMTU: cfg.UnderlayMTU, Readiness: ready,
 	})
@@ -503,6 +503,6 @@ func startHealth(ctx context.Context, cfg Config, parts *running, src healthSour
 }
 
 // hostVeth names the host side of an endpoint's veth, as podnet made it.
-func hostVeth(k store.Key) string {
+func hostVeth(k endpointstore.Key) string {
 	return podnet.HostVethName(k.ContainerID, k.IfName)
 }

@@ -2,10 +2,10 @@ package daemon
 
 // Whether the node's data path keeps up.
 //
-// The data-path loop (netsync) retries a failed pass and never stops on
+// The data-path loop (datapath) retries a failed pass and never stops on
 // one, and a pass that hangs runs no other, so a daemon whose loop is stuck
 // still answers /healthz. What tells the truth is the time of its last
-// fully successful pass (netsync.Progress): the daemon is stale when no
+// fully successful pass (datapath.Progress): the daemon is stale when no
 // pass has succeeded within staleBound of the last good one (or of its
 // start, before the first). Then
 //   - /readyz answers 503 with the reason (health.go), and before the
@@ -16,7 +16,7 @@ package daemon
 //     between (nodestatus.go writes only on change);
 //   - a Warning Event DataPathStale goes on the Node when it turns stale, a
 //     Normal DataPathRecovered when a pass succeeds again;
-//   - estuary_datapath_last_good_pass_timestamp_seconds (netsync/metrics.go)
+//   - estuary_datapath_last_good_pass_timestamp_seconds (datapath/metrics.go)
 //     stops moving, for alerts.
 //
 // /healthz, the liveness probe, does not judge the loop: a restart would
@@ -35,7 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 	"github.com/estuary-cni/estuary/internal/faultinject"
 )
 
@@ -63,11 +63,11 @@ func staleBoundFor(resync time.Duration) time.Duration {
 }
 
 // staleBound is the daemon's bound, for its loop's period.
-var staleBound = staleBoundFor(netsync.DefaultResync)
+var staleBound = staleBoundFor(datapath.DefaultResync)
 
-// passProgress is the loop's record of its passes (netsync.Progress).
+// passProgress is the loop's record of its passes (datapath.Progress).
 type passProgress interface {
-	State() netsync.PassState
+	State() datapath.PassState
 }
 
 // maxProblem is the longest data-path problem published on the Node: a
@@ -89,7 +89,7 @@ type dataPathVerdict struct {
 }
 
 // judgeDataPath judges st at now against bound.
-func judgeDataPath(st netsync.PassState, now time.Time, bound time.Duration) dataPathVerdict {
+func judgeDataPath(st datapath.PassState, now time.Time, bound time.Duration) dataPathVerdict {
 	since := st.LastGood
 	if since.IsZero() {
 		since = st.Started
@@ -198,4 +198,4 @@ const partFault = "fault"
 
 func (p faultPart) Name() string { return partFault }
 
-func (p faultPart) Sync(ctx context.Context, _ *netsync.Snapshot) error { return p.f.Check(ctx) }
+func (p faultPart) Sync(ctx context.Context, _ *datapath.Snapshot) error { return p.f.Check(ctx) }

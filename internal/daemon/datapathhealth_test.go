@@ -21,17 +21,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/faultinject"
-	"github.com/estuary-cni/estuary/internal/node/store"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 func TestStaleBoundFor(t *testing.T) {
 	for _, c := range []struct{ resync, want time.Duration }{
-		{netsync.DefaultResync, 90 * time.Second},
+		{datapath.DefaultResync, 90 * time.Second},
 		{5 * time.Second, minStaleBound},
 		{time.Minute, 3 * time.Minute},
 	} {
@@ -52,20 +52,20 @@ func TestReadyJudgesTheLastGoodPass(t *testing.T) {
 	bound := 90 * time.Second
 	for _, c := range []struct {
 		name         string
-		st           netsync.PassState
+		st           datapath.PassState
 		at           time.Duration // after t0
 		ready, stale bool
 		reason       []string
 	}{
-		{name: "starting", st: netsync.PassState{Started: t0}, at: 10 * time.Second,
+		{name: "starting", st: datapath.PassState{Started: t0}, at: 10 * time.Second,
 			reason: []string{"since the daemon started 10s ago", "no pass has started yet"}},
-		{name: "never good", st: netsync.PassState{Started: t0, LastStart: t0, LastErr: errors.New("read the cache: boom")},
+		{name: "never good", st: datapath.PassState{Started: t0, LastStart: t0, LastErr: errors.New("read the cache: boom")},
 			at: 91 * time.Second, stale: true, reason: []string{"since the daemon started 1m31s ago", "failed: read the cache: boom"}},
-		{name: "good", st: netsync.PassState{Started: t0, LastStart: t0, LastGood: t0.Add(time.Second)}, at: 91 * time.Second,
+		{name: "good", st: datapath.PassState{Started: t0, LastStart: t0, LastGood: t0.Add(time.Second)}, at: 91 * time.Second,
 			ready: true},
-		{name: "failing", st: netsync.PassState{Started: t0, LastGood: t0, LastStart: t0.Add(80 * time.Second), LastErr: errors.New("overlay: apply")},
+		{name: "failing", st: datapath.PassState{Started: t0, LastGood: t0, LastStart: t0.Add(80 * time.Second), LastErr: errors.New("overlay: apply")},
 			at: 94*time.Second + 200*time.Millisecond, stale: true, reason: []string{"for 1m35s, over the stale bound of 1m30s", "the last pass that ended failed: overlay: apply"}},
-		{name: "hung", st: netsync.PassState{Started: t0, LastGood: t0, LastStart: t0.Add(time.Second), Running: true},
+		{name: "hung", st: datapath.PassState{Started: t0, LastGood: t0, LastStart: t0.Add(time.Second), Running: true},
 			at: 100 * time.Second, stale: true, reason: []string{"for 1m40s", "the pass that started 1m39s ago has not returned"}},
 	} {
 		v := judgeDataPath(c.st, t0.Add(c.at), bound)
@@ -83,12 +83,12 @@ func TestReadyJudgesTheLastGoodPass(t *testing.T) {
 // noEndpoints is an endpoint store with no pod.
 type noEndpoints struct{}
 
-func (noEndpoints) List() ([]store.Endpoint, error) { return nil, nil }
+func (noEndpoints) List() ([]endpointstore.Endpoint, error) { return nil, nil }
 
 // startFaultyLoop runs a data-path loop over the API server of cfg, as the
 // daemon's, whose only part is the fault of --fault-datapath-file=fault, a
 // pass every 100ms.
-func startFaultyLoop(ctx context.Context, t *testing.T, cfg *rest.Config, node, fault string) *netsync.Progress {
+func startFaultyLoop(ctx context.Context, t *testing.T, cfg *rest.Config, node, fault string) *datapath.Progress {
 	t.Helper()
 	scheme, err := newScheme()
 	if err != nil {
@@ -102,9 +102,9 @@ func startFaultyLoop(ctx context.Context, t *testing.T, cfg *rest.Config, node, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := netsync.NewProgress()
-	s, err := netsync.New(ctx, netsync.Options{Node: node, Resync: 100 * time.Millisecond, Progress: p,
-		BeforeRead: []netsync.Part{faultPart{faultinject.DataPathFault{Path: fault}}}}, c, records, noEndpoints{}, netsync.NewTrigger())
+	p := datapath.NewProgress()
+	s, err := datapath.New(ctx, datapath.Options{Node: node, Resync: 100 * time.Millisecond, Progress: p,
+		BeforeRead: []datapath.Part{faultPart{faultinject.DataPathFault{Path: fault}}}}, c, records, noEndpoints{}, datapath.NewTrigger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestReadyAndStatusFollowAStaleDataPath(t *testing.T) {
 	if err := os.WriteFile(fault, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	failed := eventuallyState(t, progress, "a failed pass", func(st netsync.PassState) bool { return st.LastErr != nil })
+	failed := eventuallyState(t, progress, "a failed pass", func(st datapath.PassState) bool { return st.LastErr != nil })
 	if time.Since(failed.LastGood) < bound/2 {
 		if c, b := get(t, addr, "/readyz"); c != http.StatusOK {
 			t.Errorf("/readyz within the bound of the last good pass = %d %q, want 200", c, b)
@@ -258,7 +258,7 @@ func TestReadyAndStatusFollowAStaleDataPath(t *testing.T) {
 		t.Errorf("a stale data path was written again (resourceVersion %s -> %s)", rv, rv2)
 	}
 	running := r
-	r = newReporter(netsync.NewProgress()) // a restarted daemon, before its first pass
+	r = newReporter(datapath.NewProgress()) // a restarted daemon, before its first pass
 	if dp2, rv2 := pass("restarted daemon before its first pass"); rv2 != rv || dp2 == nil || dp2.Problem != dp.Problem {
 		t.Errorf("a restarted daemon before its first pass published %+v (resourceVersion %s -> %s), want the problem kept", dp2, rv, rv2)
 	}
@@ -304,9 +304,9 @@ func sorted(s []string) []string {
 }
 
 // eventuallyState polls p until ok holds for its state.
-func eventuallyState(t *testing.T, p *netsync.Progress, what string, ok func(netsync.PassState) bool) netsync.PassState {
+func eventuallyState(t *testing.T, p *datapath.Progress, what string, ok func(datapath.PassState) bool) datapath.PassState {
 	t.Helper()
-	var st netsync.PassState
+	var st datapath.PassState
 	eventually(t, what, func() error {
 		if st = p.State(); !ok(st) {
 			return fmt.Errorf("progress %+v", st)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // EndpointsCommandName is the estuary-daemon subcommand that prints the
@@ -68,7 +68,7 @@ func loopbackPeer(remote string) bool {
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-func endpointView(ep store.Endpoint) endpointsv1.Endpoint {
+func endpointView(ep endpointstore.Endpoint) endpointsv1.Endpoint {
 	return endpointsv1.Endpoint{PodNamespace: ep.PodNamespace, PodName: ep.PodName, PodUID: ep.PodUID,
 		ContainerID: ep.ContainerID, IfName: ep.IfName, Network: ep.Network, IPs: ep.IPs,
 		Created: ep.Created, Recovered: ep.Recovered}

@@ -15,23 +15,23 @@ import (
 
 	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // endpointsServer serves the health paths of a daemon on node-a whose
 // store holds two endpoints.
 func endpointsServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := endpointstore.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	created := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	for _, ep := range []store.Endpoint{
-		{Key: store.Key{ContainerID: "c1", IfName: "eth0"}, Netns: "/var/run/netns/c1", PodNamespace: "a", PodName: "web",
+	for _, ep := range []endpointstore.Endpoint{
+		{Key: endpointstore.Key{ContainerID: "c1", IfName: "eth0"}, Netns: "/var/run/netns/c1", PodNamespace: "a", PodName: "web",
 			PodUID: "u1", Network: "overlay", IPs: []string{"10.0.0.2/32", "fd00::2/128"}, Result: []byte(`{"secret":1}`), Created: created},
-		{Key: store.Key{ContainerID: "c2", IfName: "net1"}, Netns: "/var/run/netns/c2", PodNamespace: "b", PodName: "db",
+		{Key: endpointstore.Key{ContainerID: "c2", IfName: "net1"}, Netns: "/var/run/netns/c2", PodNamespace: "b", PodName: "db",
 			PodUID: "u2", IPs: []string{"10.1.0.3/32"}, Created: created, Recovered: true},
 	} {
 		if err := st.Put(ep); err != nil {
@@ -130,7 +130,7 @@ func TestEndpointsAddress(t *testing.T) {
 // /endpoints and /bgp answer only peers on the node's loopback; /metrics
 // answers whoever the health address lets in.
 func TestLocalPathsAnswerOnlyLoopback(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := endpointstore.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

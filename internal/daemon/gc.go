@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
 // Defaults of the node GC.
@@ -55,12 +55,12 @@ var gcCollected = prometheus.NewCounter(prometheus.CounterOpts{
 
 // endpointStore is what the GC reads of the state file.
 type endpointStore interface {
-	List() ([]store.Endpoint, error)
+	List() ([]endpointstore.Endpoint, error)
 }
 
 // collector removes one endpoint as a CNI DEL does.
 type collector interface {
-	Collect(ctx context.Context, key store.Key) error
+	Collect(ctx context.Context, key endpointstore.Key) error
 }
 
 // nodeGC collects the endpoints of pods that are gone.
@@ -71,12 +71,12 @@ type nodeGC struct {
 	netnsGone func(path string) (bool, error)
 	grace     time.Duration
 	now       func() time.Time
-	missing   map[store.Key]time.Time // when each endpoint's pod was first seen gone
+	missing   map[endpointstore.Key]time.Time // when each endpoint's pod was first seen gone
 }
 
 func newNodeGC(eps endpointStore, del collector, records client.Reader, grace time.Duration) *nodeGC {
 	return &nodeGC{eps: eps, del: del, records: records, netnsGone: netnsGone, grace: grace, now: time.Now,
-		missing: map[store.Key]time.Time{}}
+		missing: map[endpointstore.Key]time.Time{}}
 }
 
 // run collects every interval until ctx ends.
@@ -98,7 +98,7 @@ func (g *nodeGC) pass(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list endpoints: %w", err)
 	}
 	now := g.now()
-	seen := make(map[store.Key]bool, len(eps))
+	seen := make(map[endpointstore.Key]bool, len(eps))
 	collected := 0
 	var errs []error
 	for _, ep := range eps {
@@ -141,7 +141,7 @@ func (g *nodeGC) pass(ctx context.Context) (int, error) {
 
 // podGone: the endpoint's network namespace is gone, and none of its
 // addresses is recorded for its pod.
-func (g *nodeGC) podGone(ctx context.Context, ep store.Endpoint) (bool, error) {
+func (g *nodeGC) podGone(ctx context.Context, ep endpointstore.Endpoint) (bool, error) {
 	gone, err := g.netnsGone(ep.Netns)
 	if err != nil || !gone {
 		return false, err
@@ -158,7 +158,7 @@ func (g *nodeGC) podGone(ctx context.Context, ep store.Endpoint) (bool, error) {
 // recordedFor reports whether the record of address ip (CIDR form) binds it
 // to the endpoint's pod: Bound, for the pod's namespace and name, and for
 // its UID when both name one.
-func (g *nodeGC) recordedFor(ctx context.Context, ep store.Endpoint, ip string) (bool, error) {
+func (g *nodeGC) recordedFor(ctx context.Context, ep endpointstore.Endpoint, ip string) (bool, error) {
 	p, err := netip.ParsePrefix(ip)
 	if err != nil {
 		return false, fmt.Errorf("endpoint %s: address %q: %w", ep.Key, ip, err)

@@ -13,27 +13,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/node/store"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // memEndpoints is an in-memory endpoint store and collector.
 type memEndpoints struct {
 	mu        sync.Mutex
-	eps       []store.Endpoint
+	eps       []endpointstore.Endpoint
 	collected []string
 }
 
-func (m *memEndpoints) List() ([]store.Endpoint, error) {
+func (m *memEndpoints) List() ([]endpointstore.Endpoint, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.eps), nil
 }
 
-func (m *memEndpoints) Collect(_ context.Context, k store.Key) error {
+func (m *memEndpoints) Collect(_ context.Context, k endpointstore.Key) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.eps = slices.DeleteFunc(m.eps, func(ep store.Endpoint) bool { return ep.Key == k })
+	m.eps = slices.DeleteFunc(m.eps, func(ep endpointstore.Endpoint) bool { return ep.Key == k })
 	m.collected = append(m.collected, k.ContainerID)
 	return nil
 }
@@ -79,11 +79,11 @@ func TestNodeGCCollectsOnlyGonePodsAfterGrace(t *testing.T) {
 	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ep := func(id, pod, uid, netns string, created time.Time, ips ...string) store.Endpoint {
-		return store.Endpoint{Key: store.Key{ContainerID: id, IfName: "eth0"}, Netns: netns, PodNamespace: "default",
+	ep := func(id, pod, uid, netns string, created time.Time, ips ...string) endpointstore.Endpoint {
+		return endpointstore.Endpoint{Key: endpointstore.Key{ContainerID: id, IfName: "eth0"}, Netns: netns, PodNamespace: "default",
 			PodName: pod, PodUID: uid, IPs: ips, Created: created}
 	}
-	m := &memEndpoints{eps: []store.Endpoint{
+	m := &memEndpoints{eps: []endpointstore.Endpoint{
 		ep("live", "live", "uid-live", alive, old, "10.0.0.2/32"),
 		ep("records-lost", "lost", "uid-lost", alive, old, "10.0.0.7/32"),
 		ep("held", "held", "uid-held", dead, old, "10.0.0.3/32"),
@@ -122,7 +122,7 @@ func TestNodeGCCollectsOnlyGonePodsAfterGrace(t *testing.T) {
 		t.Errorf("endpoints left %v, want %v", ids, want)
 	}
 	// A pod that comes back (the same UID seen again) resets its clock.
-	if _, ok := g.missing[store.Key{ContainerID: "live", IfName: "eth0"}]; ok {
+	if _, ok := g.missing[endpointstore.Key{ContainerID: "live", IfName: "eth0"}]; ok {
 		t.Error("a live pod's endpoint is counted as missing")
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 func TestHealthCheck(t *testing.T) {

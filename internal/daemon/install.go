@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 const (
@@ -26,7 +26,7 @@ const (
 	// CNIVersion is the conflist's cniVersion.
 	CNIVersion = "1.1.0"
 	// RTTablesName is the iproute2 names file written into the rt tables
-	// dir (state.RTTablesConf).
+	// dir (desired.RTTablesConf).
 	RTTablesName = "estuary.conf"
 	// BandwidthPluginType is the reference bandwidth plugin's type in the
 	// conflist and its binary's name in the CNI bin dir.
@@ -189,7 +189,7 @@ func InstallConflist(dir string, c Conflist) (bool, error) {
 // atomically, unless the file already holds exactly them, so `ip rule` on
 // the node names estuary's tables. It reports whether it wrote.
 func InstallRTTables(dir string) (bool, error) {
-	return writeAtomic(filepath.Join(dir, RTTablesName), state.RTTablesConf(), 0o644)
+	return writeAtomic(filepath.Join(dir, RTTablesName), desired.RTTablesConf(), 0o644)
 }
 
 // InstallBinary copies the binary src to dir/PluginType, atomically, unless

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestConflistContent(t *testing.T) {
@@ -295,7 +295,7 @@ func TestInstallRTTablesNamesTablesForIP(t *testing.T) {
 			t.Fatalf("install %d: wrote %v, %v; want %v", i, wrote, err, want)
 		}
 	}
-	assertFile(t, filepath.Join(dir, RTTablesName), string(state.RTTablesConf()), 0o644)
+	assertFile(t, filepath.Join(dir, RTTablesName), string(desired.RTTablesConf()), 0o644)
 	assertOnly(t, dir, RTTablesName)
 
 	if os.Geteuid() != 0 {

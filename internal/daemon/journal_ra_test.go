@@ -5,9 +5,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // The accept_ra podnet raises before it turns IPv6 forwarding on is

@@ -6,7 +6,7 @@ package daemon
 // does not filter (a pod cannot block its own node), so that backend's
 // ingress policy is skipped: the daemon says so in its node status (a
 // problem `kubectl estuary status` shows), in a Warning Event on the Node
-// when it appears, and in its log (netsync/proxymode.go learns the mode).
+// when it appears, and in its log (datapath/proxymode.go learns the mode).
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 )
 
 // ReasonPolicyBypassedByIPVS is the reason of the Event saying kube-proxy's
@@ -26,7 +26,7 @@ const ipvsProblem = "kube-proxy runs in IPVS mode: a Service connection from a p
 	"leaves through the node's output hook, never its forward hook, so the backend's ingress policy does not judge it; " +
 	"estuary supports policy with kube-proxy's iptables mode (docs/networkpolicy.md, Limits)"
 
-// kubeProxyModeFunc learns kube-proxy's mode (netsync.ProxyModeDetector).
+// kubeProxyModeFunc learns kube-proxy's mode (datapath.ProxyModeDetector).
 type kubeProxyModeFunc func(context.Context) (string, error)
 
 // proxyModeOf is what the reporter asks kube-proxy's mode with: nil (not
@@ -35,7 +35,7 @@ func proxyModeOf(cfg Config) kubeProxyModeFunc {
 	if !cfg.NetworkPolicy {
 		return nil
 	}
-	return netsync.ProxyModeDetector{}.Detect
+	return datapath.ProxyModeDetector{}.Detect
 }
 
 // policyStatus is the policy part of the daemon's status; nil when the
@@ -49,7 +49,7 @@ func (r *statusReporter) policyStatus(ctx context.Context) *estuaryv1.NodePolicy
 		log.V(1).Info("kube-proxy's mode not learnt", "error", err.Error())
 	}
 	st := &estuaryv1.NodePolicyStatus{KubeProxyMode: mode}
-	if mode == netsync.ProxyModeIPVS {
+	if mode == datapath.ProxyModeIPVS {
 		st.Problem = ipvsProblem
 	}
 	return st

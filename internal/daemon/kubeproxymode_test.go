@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestStatusReporterKubeProxyIPVS runs the reporter against a real API
@@ -49,7 +49,7 @@ func TestStatusReporterKubeProxyIPVS(t *testing.T) {
 		_, _ = fmt.Fprint(w, mode.Load())
 	}))
 	t.Cleanup(kp.Close)
-	detect := netsync.ProxyModeDetector{URL: kp.URL + "/proxyMode"}.Detect
+	detect := datapath.ProxyModeDetector{URL: kp.URL + "/proxyMode"}.Detect
 	ev := &recorded{}
 	dir := filepath.Join(t.TempDir(), "net.d")
 	newReporter := func(node string, m kubeProxyModeFunc) *statusReporter {

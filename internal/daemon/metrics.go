@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 )
 
 // daemonMetrics are the metrics the daemon's parts record, made once per Run
@@ -12,11 +12,11 @@ import (
 // global one the endpoint does not read.
 type daemonMetrics struct {
 	cni      *cniserver.Metrics
-	datapath *netsync.Metrics
+	datapath *datapath.Metrics
 }
 
 func newDaemonMetrics() daemonMetrics {
-	return daemonMetrics{cni: cniserver.NewMetrics(), datapath: netsync.NewMetrics()}
+	return daemonMetrics{cni: cniserver.NewMetrics(), datapath: datapath.NewMetrics()}
 }
 
 // collectors lists them for the /metrics registry.

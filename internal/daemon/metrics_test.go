@@ -14,7 +14,7 @@ import (
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
 // TestMetricsEndpointServesTheDaemonsSeries starts the health server as Run

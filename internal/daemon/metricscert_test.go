@@ -14,7 +14,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/estuary-cni/estuary/internal/servingcert"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestMetricsServeTheMountedCertificateWhenItAppears starts the daemon's

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/cniserver/cniservertest"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/cniservertest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestAuthenticatedMetricsServeEveryDaemonSeries starts the daemon's

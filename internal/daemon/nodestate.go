@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/nodestate"
 	"github.com/estuary-cni/estuary/internal/version"
 )
@@ -44,7 +44,7 @@ func NodeStateMain(args []string, out, errOut io.Writer) int {
 	var (
 		addr      = fs.String("health-address", DefaultEndpointsAddress, "the daemon's --health-probe-bind-address (its /endpoints and /bgp are read)")
 		confDir   = fs.String("cni-conf-dir", DefaultCNIConfDir, "the daemon's --cni-conf-dir (its conflist is printed)")
-		stateDB   = fs.String("state-db", store.DefaultPath, "the daemon's --state-db (the node journal beside it is printed)")
+		stateDB   = fs.String("state-db", endpointstore.DefaultPath, "the daemon's --state-db (the node journal beside it is printed)")
 		node      = fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 		output    = fs.String("o", "text", "text or json")
 		timeout   = fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's health server")

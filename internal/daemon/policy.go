@@ -14,7 +14,7 @@ import (
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/estuary-cni/estuary/internal/cniserver"
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 )
@@ -22,7 +22,7 @@ import (
 // policyPart is the loop's policy part and the table it writes; nil when
 // the daemon does not enforce policy.
 type policyPart struct {
-	*netsync.PolicyPart
+	*datapath.PolicyPart
 	table *ops.Policy
 	// verdicts sits between the part and table (policyverdicts.go).
 	verdicts *policyVerdicts
@@ -50,10 +50,10 @@ func clusterPolicyServed(m meta.RESTMapper) (bool, error) {
 // startPolicy registers the policy objects' informers with c (before it
 // starts) and opens the node's policy table; with cfg.NetworkPolicy off it
 // removes a previous daemon's table instead and returns nil. The part reads
-// every pod of the cluster from a view of its own (netsync.PodView), run
+// every pod of the cluster from a view of its own (datapath.PodView), run
 // while a policy exists.
 func startPolicy(ctx context.Context, cfg Config, scheme *runtime.Scheme, live client.Client, c cache.Cache,
-	t *netsync.Trigger) (*policyPart, error) {
+	t *datapath.Trigger) (*policyPart, error) {
 	table, err := ops.OpenPolicy(cfg.HostNetns)
 	if err != nil {
 		return nil, fmt.Errorf("policy table: %w", err)
@@ -87,7 +87,7 @@ func startPolicy(ctx context.Context, cfg Config, scheme *runtime.Scheme, live c
 	log.Info("v1alpha1 admin network policies", "adminNetworkPolicy", anp, "baselineAdminNetworkPolicy", banp)
 	log.Info("network policy enforced", "table", "inet "+policy.TableName, "clusterNetworkPolicy", admin,
 		"podToNodeTraffic", cfg.PodToNodeTraffic)
-	pods := netsync.NewPodView(ctx, func() (cache.Cache, error) {
+	pods := datapath.NewPodView(ctx, func() (cache.Cache, error) {
 		return cache.New(cfg.Kube, cache.Options{Scheme: scheme, DefaultTransform: policyPodTransform})
 	}, t)
 	toNode, err := policy.ParsePodToNode(cfg.PodToNodeTraffic)
@@ -98,9 +98,9 @@ func startPolicy(ctx context.Context, cfg Config, scheme *runtime.Scheme, live c
 	verdicts := newPolicyVerdicts(table, cfg.NodeName)
 	dropLog, err := openDropLog(cfg.HostNetns)
 	verdicts.listen(ctx, dropLog, err)
-	part := netsync.NewPolicyPart(netsync.PolicyConfig{Reader: c, Pods: pods, Admin: admin, HostVeth: hostVeth,
+	part := datapath.NewPolicyPart(datapath.PolicyConfig{Reader: c, Pods: pods, Admin: admin, HostVeth: hostVeth,
 		AdminNetworkPolicy: anp, BaselineAdminNetworkPolicy: banp,
-		PodToNode: toNode, Log: log.WithName("netsync")}, verdicts)
+		PodToNode: toNode, Log: log.WithName("datapath")}, verdicts)
 	return &policyPart{PolicyPart: part, table: table, verdicts: verdicts}, nil
 }
 
@@ -113,8 +113,8 @@ func (p *policyPart) gate() cniserver.PolicyGate {
 }
 
 // admitFrom gives the part the endpoint store the CNI server writes before
-// it admits an endpoint (netsync.PolicyPart.AdmitFrom).
-func (p *policyPart) admitFrom(eps netsync.Endpoints) {
+// it admits an endpoint (datapath.PolicyPart.AdmitFrom).
+func (p *policyPart) admitFrom(eps datapath.Endpoints) {
 	if p != nil {
 		p.AdmitFrom(eps)
 	}

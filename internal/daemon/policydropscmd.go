@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/policydrops"
 )
 
@@ -46,7 +46,7 @@ func PolicyDropsMain(args []string, out, errOut io.Writer) int {
 		timeout = fs.Duration("timeout", 10*time.Second, "how long to wait for the daemon's health server")
 	)
 	fs.String("cni-conf-dir", DefaultCNIConfDir, "ignored (node-state's)")
-	fs.String("state-db", store.DefaultPath, "ignored (node-state's)")
+	fs.String("state-db", endpointstore.DefaultPath, "ignored (node-state's)")
 	fs.String("netns", "", "ignored (node-state's)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/estuary-cni/estuary/internal/daemon/netsync"
+	"github.com/estuary-cni/estuary/internal/daemon/datapath"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/policydrops"
 )
@@ -24,7 +24,7 @@ const dropRingSize = 1024
 
 // counterTable is the policy table with its counters; ops.Policy is one.
 type counterTable interface {
-	netsync.PolicyTable
+	datapath.PolicyTable
 	ReadCounters() (map[string]policy.Count, error)
 }
 
@@ -51,7 +51,7 @@ type policyVerdicts struct {
 	logErr error
 }
 
-var _ netsync.PolicyTable = (*policyVerdicts)(nil)
+var _ datapath.PolicyTable = (*policyVerdicts)(nil)
 
 func newPolicyVerdicts(table counterTable, node string) *policyVerdicts {
 	return &policyVerdicts{table: table, node: node, ring: policydrops.NewRing(dropRingSize),

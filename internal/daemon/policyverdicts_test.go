@@ -13,11 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/policydrops"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // serveTestHealth serves h on a loopback port until the test ends.
@@ -50,13 +50,13 @@ func TestPolicyDropsEndpointAndCommand(t *testing.T) {
 		SrcPort: 40000, DstPort: 8080})
 	v.add(policydrops.Drop{Time: at, Direction: "egress", HostVeth: "est2", Policy: "#c-0123456789abcdef", Protocol: "icmp",
 		Src: "fd00::2", Dst: "fd00::9"})
-	st, err := store.Open(filepath.Join(t.TempDir(), "state.db"))
+	st, err := endpointstore.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	key := store.Key{ContainerID: "c0ffee", IfName: "eth0"}
-	if err := st.Put(store.Endpoint{Key: key, PodNamespace: "shop", PodName: "web-0"}); err != nil {
+	key := endpointstore.Key{ContainerID: "c0ffee", IfName: "eth0"}
+	if err := st.Put(endpointstore.Endpoint{Key: key, PodNamespace: "shop", PodName: "web-0"}); err != nil {
 		t.Fatal(err)
 	}
 	v.add(policydrops.Drop{Time: at, Direction: "ingress", HostVeth: hostVeth(key), Protocol: "udp", Src: "10.0.0.1", Dst: "10.0.0.3",

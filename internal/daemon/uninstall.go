@@ -11,7 +11,7 @@ package daemon
 //  1. the conflist first, so the runtime stops sending pods to estuary, then
 //     the estuary-cni binary and the routing table names;
 //  2. the fast path's filters, and the clsact qdiscs left empty by them;
-//  3. every kernel object under state.DefaultOwnership (routes with
+//  3. every kernel object under desired.DefaultOwnership (routes with
 //     estuary's protocol or in its tables, its rules, addresses with its
 //     mark, permanent neighbours and FDB entries on its links) and every
 //     proxy neighbour entry; then its links (the tunnels, the pods' host
@@ -35,9 +35,9 @@ import (
 	"syscall"
 
 	"github.com/estuary-cni/estuary/internal/dataplane"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
@@ -119,9 +119,9 @@ func (r *UninstallReport) removeKernelState(ctx context.Context, h *ops.Handle) 
 		}
 		errs = append(errs, err)
 	}
-	own := state.DefaultOwnership()
-	own.Neighs = func(n state.Neigh) bool { return n.Proxy || own.OwnsDevice(n.Dev) }
-	plan, err := dataplane.NewReconciler(h, own).Reconcile(ctx, state.State{})
+	own := desired.DefaultOwnership()
+	own.Neighs = func(n desired.Neigh) bool { return n.Proxy || own.OwnsDevice(n.Dev) }
+	plan, err := dataplane.NewReconciler(h, own).Reconcile(ctx, desired.State{})
 	r.KernelObjects = plan.Len()
 	errs = append(errs, err)
 	errs = append(errs, r.removeLinks(h, own, idx))
@@ -130,7 +130,7 @@ func (r *UninstallReport) removeKernelState(ctx context.Context, h *ops.Handle) 
 
 // removeLinks deletes the links estuary owns by name and the VLAN
 // sub-interfaces it marked.
-func (r *UninstallReport) removeLinks(h *ops.Handle, own state.Ownership, idx map[string]int) error {
+func (r *UninstallReport) removeLinks(h *ops.Handle, own desired.Ownership, idx map[string]int) error {
 	var errs []error
 	vlans, err := h.VLANs().List()
 	if err != nil && !ops.VLANUnsupported(err) {
@@ -165,7 +165,7 @@ func removeNAT(h *ops.Handle) error {
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
-	if _, err := nat.Ensure(state.NAT{}); err != nil {
+	if _, err := nat.Ensure(desired.NAT{}); err != nil {
 		return fmt.Errorf("uninstall: nat: %w", err)
 	}
 	return nil

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 )
 
@@ -15,11 +15,11 @@ import (
 // another's routes or rules), each rule priority equals its table, and all
 // fall inside the default ownership that finds leftovers.
 func TestRoutingPlanOwnersAreDisjoint(t *testing.T) {
-	all := state.DefaultOwnership()
-	if ov := overlay.Ownership(); ov.Owner != state.OwnerOverlay || ov.TableMin != state.TableOverlaySubnets {
+	all := desired.DefaultOwnership()
+	if ov := overlay.Ownership(); ov.Owner != desired.OwnerOverlay || ov.TableMin != desired.TableOverlaySubnets {
 		t.Errorf("overlay's ownership is not the plan's: %+v", ov)
 	}
-	if ul := underlay.Ownership(); ul.Owner != state.OwnerUnderlay || ul.TableMin != state.TableUnderlayFirst {
+	if ul := underlay.Ownership(); ul.Owner != desired.OwnerUnderlay || ul.TableMin != desired.TableUnderlayFirst {
 		t.Errorf("underlay's ownership is not the plan's: %+v", ul)
 	}
 	type span struct {
@@ -27,7 +27,7 @@ func TestRoutingPlanOwnersAreDisjoint(t *testing.T) {
 		min, max int
 	}
 	var tables, rules []span
-	for _, o := range state.Owners() {
+	for _, o := range desired.Owners() {
 		own := o.Ownership()
 		if own.Owner != o {
 			t.Errorf("%s: ownership names %q", o, own.Owner)
@@ -52,14 +52,14 @@ func TestRoutingPlanOwnersAreDisjoint(t *testing.T) {
 			}
 		}
 	}
-	if lp := state.OwnerLocalPods.Ownership(); lp.TableMin != state.TableLocalPods || lp.TableMax != state.TableLocalPods ||
-		lp.OwnsRule(state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods}) {
+	if lp := desired.OwnerLocalPods.Ownership(); lp.TableMin != desired.TableLocalPods || lp.TableMax != desired.TableLocalPods ||
+		lp.OwnsRule(desired.Rule{Priority: desired.PriorityLocalPods, Table: desired.TableLocalPods}) {
 		t.Errorf("local-pods must own table 1000 and no rule (the shared rule is never deleted): %+v", lp)
 	}
-	if unknown := state.Owner("nobody").Ownership(); unknown.OwnsRoute(state.Route{Table: 0}) || unknown.OwnsRule(state.Rule{Priority: 0}) {
+	if unknown := desired.Owner("nobody").Ownership(); unknown.OwnsRoute(desired.Route{Table: 0}) || unknown.OwnsRule(desired.Rule{Priority: 0}) {
 		t.Errorf("an unknown owner owns table or priority 0: %+v", unknown)
 	}
-	if underlay.Slots != state.TableUnderlayLast-state.TableUnderlayFirst+1 {
+	if underlay.Slots != desired.TableUnderlayLast-desired.TableUnderlayFirst+1 {
 		t.Errorf("underlay slots %d do not fill the plan's range", underlay.Slots)
 	}
 }
@@ -69,14 +69,14 @@ func TestTableNames(t *testing.T) {
 		1000: "estuary-local-pods", 1001: "estuary-overlay", 1002: "estuary-overlay-nodes",
 		1100: "estuary-underlay-0", 1999: "estuary-underlay-899", 1003: "", 254: "", 2000: "",
 	} {
-		if got := state.TableName(table); got != want {
+		if got := desired.TableName(table); got != want {
 			t.Errorf("TableName(%d) = %q, want %q", table, got, want)
 		}
 	}
 }
 
 func TestRTTablesConf(t *testing.T) {
-	lines := strings.Split(strings.TrimSuffix(string(state.RTTablesConf()), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(string(desired.RTTablesConf()), "\n"), "\n")
 	if !strings.HasPrefix(lines[0], "#") {
 		t.Fatalf("first line %q is not a comment", lines[0])
 	}

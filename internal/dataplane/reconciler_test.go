@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/pkg/family"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -32,7 +32,7 @@ func node(t testing.TB) (*ops.Handle, bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := h.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}}); err != nil {
+	if err := h.Apply(desired.Plan{AddAddrs: []desired.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.Devices().EnsureVXLAN(ops.VXLAN{Name: "estvx", VNI: 1, Port: 4789, Parent: "eth1",
@@ -47,40 +47,40 @@ func node(t testing.TB) (*ops.Handle, bool) {
 }
 
 // desiredNode is the data plane of a node with one local overlay pod.
-func desiredNode(vxlan bool) state.State {
-	s := state.State{
-		Rules: []state.Rule{
+func desiredNode(vxlan bool) desired.State {
+	s := desired.State{
+		Rules: []desired.Rule{
 			{Priority: 1000, Table: 1000},
 			{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20},
 			{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0x20},
 			{Priority: 1000, Table: 1000, Family: family.IPv6},
 		},
-		Routes: []state.Route{
-			{Table: 1000, Dst: pfx("10.1.0.5/32"), Dev: "est1", Scope: state.ScopeLink},
+		Routes: []desired.Route{
+			{Table: 1000, Dst: pfx("10.1.0.5/32"), Dev: "est1", Scope: desired.ScopeLink},
 			{Table: 1000, Dst: pfx("fd00:1::5/128"), Dev: "est1"},
-			{Table: 1100, Dst: pfx("10.2.0.1/32"), Type: state.RouteThrow},
+			{Table: 1100, Dst: pfx("10.2.0.1/32"), Type: desired.RouteThrow},
 		},
-		Neighs: []state.Neigh{
-			{Dev: "est1", IP: ip("10.1.0.5"), MAC: state.MustParseMAC("02:00:0a:01:00:05"), Permanent: true},
+		Neighs: []desired.Neigh{
+			{Dev: "est1", IP: ip("10.1.0.5"), MAC: desired.MustParseMAC("02:00:0a:01:00:05"), Permanent: true},
 		},
-		Addrs: []state.Addr{{Dev: "eth1", Prefix: pfx("10.2.0.254/24"), Scope: state.ScopeLink, NoPrefixRoute: true}},
+		Addrs: []desired.Addr{{Dev: "eth1", Prefix: pfx("10.2.0.254/24"), Scope: desired.ScopeLink, NoPrefixRoute: true}},
 	}
 	if vxlan {
 		s.Routes = append(s.Routes,
-			state.Route{Table: 1001, Dst: pfx("10.1.0.0/16"), Dev: "estvx"},
-			state.Route{Table: 1002, Dst: pfx("0.0.0.0/0"), Dev: "estvx"})
-		s.Neighs = append(s.Neighs, state.Neigh{Dev: "estvx", IP: ip("10.1.0.5"), Proxy: true})
-		s.FDB = []state.FDB{
+			desired.Route{Table: 1001, Dst: pfx("10.1.0.0/16"), Dev: "estvx"},
+			desired.Route{Table: 1002, Dst: pfx("0.0.0.0/0"), Dev: "estvx"})
+		s.Neighs = append(s.Neighs, desired.Neigh{Dev: "estvx", IP: ip("10.1.0.5"), Proxy: true})
+		s.FDB = []desired.FDB{
 			{Dev: "estvx", Dst: ip("192.168.50.2")},
-			{Dev: "estvx", MAC: state.MustParseMAC("02:00:00:00:00:02"), Dst: ip("192.168.50.2")},
+			{Dev: "estvx", MAC: desired.MustParseMAC("02:00:00:00:00:02"), Dst: ip("192.168.50.2")},
 		}
 	}
 	return s
 }
 
-func read(t testing.TB, h *ops.Handle) state.State {
+func read(t testing.TB, h *ops.Handle) desired.State {
 	t.Helper()
-	s, err := h.Read(ops.Scope{FDBDevice: state.DefaultOwnership().OwnsDevice})
+	s, err := h.Read(ops.Scope{FDBDevice: desired.DefaultOwnership().OwnsDevice})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,25 +89,25 @@ func read(t testing.TB, h *ops.Handle) state.State {
 
 func TestReconcileConvergesAndKeepsUnowned(t *testing.T) {
 	h, vxlan := node(t)
-	unownedRoute := state.Route{Table: state.MainTable, Dst: pfx("10.9.0.0/16"), Dev: "eth1",
-		Type: state.RouteUnicast, Protocol: 4}
-	unownedRule := state.Rule{Priority: 500, Table: 500, Family: family.IPv4}
-	staleRoute := state.Route{Table: 1000, Dst: pfx("10.1.0.6/32"), Dev: "est1", Scope: state.ScopeLink,
-		Type: state.RouteUnicast, Protocol: state.ProtocolEstuary}
-	staleRule := state.Rule{Priority: 1003, Table: 1003, Family: family.IPv4}
-	staleNeigh := state.Neigh{Dev: "est1", IP: ip("10.1.0.6"), Proxy: true}
-	err := h.Apply(state.Plan{
-		AddRoutes: []state.Route{unownedRoute, staleRoute},
-		AddRules:  []state.Rule{unownedRule, staleRule},
-		AddNeighs: []state.Neigh{staleNeigh},
+	unownedRoute := desired.Route{Table: desired.MainTable, Dst: pfx("10.9.0.0/16"), Dev: "eth1",
+		Type: desired.RouteUnicast, Protocol: 4}
+	unownedRule := desired.Rule{Priority: 500, Table: 500, Family: family.IPv4}
+	staleRoute := desired.Route{Table: 1000, Dst: pfx("10.1.0.6/32"), Dev: "est1", Scope: desired.ScopeLink,
+		Type: desired.RouteUnicast, Protocol: desired.ProtocolEstuary}
+	staleRule := desired.Rule{Priority: 1003, Table: 1003, Family: family.IPv4}
+	staleNeigh := desired.Neigh{Dev: "est1", IP: ip("10.1.0.6"), Proxy: true}
+	err := h.Apply(desired.Plan{
+		AddRoutes: []desired.Route{unownedRoute, staleRoute},
+		AddRules:  []desired.Rule{unownedRule, staleRule},
+		AddNeighs: []desired.Neigh{staleNeigh},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	r := NewReconciler(h, state.DefaultOwnership())
-	desired := desiredNode(vxlan)
-	plan, err := r.Reconcile(context.Background(), desired)
+	r := NewReconciler(h, desired.DefaultOwnership())
+	want := desiredNode(vxlan)
+	plan, err := r.Reconcile(context.Background(), want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +123,11 @@ func TestReconcileConvergesAndKeepsUnowned(t *testing.T) {
 		slices.Contains(got.Neighs, staleNeigh) {
 		t.Errorf("stale owned entries survive")
 	}
-	if left := state.Diff(desired, got); !left.Empty() {
+	if left := desired.Diff(want, got); !left.Empty() {
 		t.Errorf("kernel differs from desired:\n%s", left)
 	}
 
-	again, err := r.Reconcile(context.Background(), desired)
+	again, err := r.Reconcile(context.Background(), want)
 	if err != nil || !again.Empty() {
 		t.Fatalf("second reconcile: plan\n%s error %v", again, err)
 	}
@@ -135,14 +135,14 @@ func TestReconcileConvergesAndKeepsUnowned(t *testing.T) {
 
 func TestReconcileRemovesEverythingOwned(t *testing.T) {
 	h, vxlan := node(t)
-	r := NewReconciler(h, state.DefaultOwnership())
+	r := NewReconciler(h, desired.DefaultOwnership())
 	if _, err := r.Reconcile(context.Background(), desiredNode(vxlan)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(context.Background(), state.State{}); err != nil {
+	if _, err := r.Reconcile(context.Background(), desired.State{}); err != nil {
 		t.Fatal(err)
 	}
-	o := state.DefaultOwnership()
+	o := desired.DefaultOwnership()
 	got := read(t, h)
 	if owned := got.Len() - o.Unowned(got).Len(); owned != 0 {
 		t.Fatalf("%d owned objects left: %+v", owned, got)
@@ -151,9 +151,9 @@ func TestReconcileRemovesEverythingOwned(t *testing.T) {
 
 func TestReconcileReportsWhatIsLeft(t *testing.T) {
 	h, _ := node(t)
-	r := NewReconciler(h, state.DefaultOwnership())
-	desired := state.State{Routes: []state.Route{{Table: 1000, Dst: pfx("10.1.0.7/32"), Dev: "est7"}}}
-	_, err := r.Reconcile(context.Background(), desired)
+	r := NewReconciler(h, desired.DefaultOwnership())
+	want := desired.State{Routes: []desired.Route{{Table: 1000, Dst: pfx("10.1.0.7/32"), Dev: "est7"}}}
+	_, err := r.Reconcile(context.Background(), want)
 	if err == nil || !strings.Contains(err.Error(), "add route 10.1.0.7/32 table 1000 dev est7") {
 		t.Fatalf("error = %v", err)
 	}
@@ -163,7 +163,7 @@ func TestReconcileCancelled(t *testing.T) {
 	h, _ := node(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := NewReconciler(h, state.DefaultOwnership()).Reconcile(ctx, desiredNode(false))
+	_, err := NewReconciler(h, desired.DefaultOwnership()).Reconcile(ctx, desiredNode(false))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error = %v, want context.Canceled", err)
 	}
@@ -171,19 +171,19 @@ func TestReconcileCancelled(t *testing.T) {
 
 func BenchmarkReconcileNoop(b *testing.B) {
 	h, _ := node(b)
-	var desired state.State
+	var want desired.State
 	for i := range 1000 {
-		desired.Routes = append(desired.Routes, state.Route{Table: 1000, Scope: state.ScopeLink, Dev: "est1",
+		want.Routes = append(want.Routes, desired.Route{Table: 1000, Scope: desired.ScopeLink, Dev: "est1",
 			Dst: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32)})
 	}
-	desired.Rules = []state.Rule{{Priority: 1000, Table: 1000}}
-	r := NewReconciler(h, state.DefaultOwnership())
-	if _, err := r.Reconcile(context.Background(), desired); err != nil {
+	want.Rules = []desired.Rule{{Priority: 1000, Table: 1000}}
+	r := NewReconciler(h, desired.DefaultOwnership())
+	if _, err := r.Reconcile(context.Background(), want); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		plan, err := r.Reconcile(context.Background(), desired)
+		plan, err := r.Reconcile(context.Background(), want)
 		if err != nil || !plan.Empty() {
 			b.Fatalf("no-op reconcile: plan\n%s error %v", plan, err)
 		}

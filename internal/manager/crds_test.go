@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/estuary-cni/estuary/internal/crdupgrade"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 const cnpCRD = "clusternetworkpolicies.policy.networking.k8s.io"

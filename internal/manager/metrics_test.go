@@ -16,8 +16,8 @@ import (
 
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestSecureMetricsAnswerOnlyAuthorizedScrapers: with --metrics-secure the

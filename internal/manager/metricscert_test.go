@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestMetricsSettingsNameTheFlag: bad metrics certificate and DaemonSet

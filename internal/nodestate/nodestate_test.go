@@ -13,8 +13,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // TestCollectReadsANamespacesState builds, in a network namespace of its

@@ -6,8 +6,8 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestDoRunsInTheNamespaceAndLeavesTheCallerAlone(t *testing.T) {

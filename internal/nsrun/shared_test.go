@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // mountOf is the optional fields of dir's topmost mount in this process's

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/estuary-cni/estuary/internal/lab/images"
 	"github.com/estuary-cni/estuary/internal/version"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // Platform is an operating system and CPU architecture, as GOOS and GOARCH.

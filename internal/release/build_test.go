@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/lab/images"
 	"github.com/estuary-cni/estuary/internal/version"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // TestGoBuilderStampsAndCrossCompiles builds a small command of the module

@@ -21,8 +21,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/estuary-cni/estuary/internal/lab/images"
 	"github.com/estuary-cni/estuary/internal/version"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // Defaults of Options.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestWriteInAnotherNamespaceLeavesTheCallerAlone(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/images"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 const dualStackValues = `

@@ -25,7 +25,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/daemonsetmetrics"
 	"github.com/estuary-cni/estuary/internal/metricscert"
 	"github.com/estuary-cni/estuary/internal/servingcert"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // metricsCertDir is where both components mount the metrics Secret.

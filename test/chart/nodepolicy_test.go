@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestDaemonMayPatchOnlyItsOwnNode installs the chart's RBAC and its

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 const pollInterval = 500 * time.Millisecond

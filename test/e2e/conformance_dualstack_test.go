@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab/conformance"
+	"github.com/estuary-cni/estuary/test/infra/lab/conformance"
 )
 
 // dualStackSubset are the upstream [Feature:IPv6DualStack] specs that make

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab/conformance"
+	"github.com/estuary-cni/estuary/test/infra/lab/conformance"
 )
 
 // networkPolicySubset are the upstream NetworkPolicy specs (the Netpol suite

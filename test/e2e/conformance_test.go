@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab/conformance"
+	"github.com/estuary-cni/estuary/test/infra/lab/conformance"
 )
 
 // conformanceSubset are the upstream [sig-network] [Conformance] specs that

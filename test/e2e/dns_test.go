@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // dnsLookupTimeout bounds one dig or curl in a pod.

@@ -35,8 +35,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
-	"github.com/estuary-cni/estuary/internal/lab"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // overlayV6Subnet is the default network's IPv6 subnet on a dual lab.

@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/render"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/render"
 )
 
 // The dual-stack underlay networks, their subnets and domain labels.

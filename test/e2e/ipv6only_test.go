@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // The IPv6-only lab (make test-ipv6, ESTUARY_E2E_IP_FAMILY=ipv6): nodes,

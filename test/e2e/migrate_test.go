@@ -24,9 +24,9 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/ipamcheck"
-	"github.com/estuary-cni/estuary/internal/lab"
 	"github.com/estuary-cni/estuary/internal/migrate"
 	"github.com/estuary-cni/estuary/internal/netmodel"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // The hybridnet side of TestMigrateHybridnet: a StatefulSet db of 2 on the

@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // opProbes are the probes of one action.

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // byTypeDomain is one untagged VLAN Underlay network of the by-type test:

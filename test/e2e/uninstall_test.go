@@ -18,9 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/render"
 	"github.com/estuary-cni/estuary/internal/nodesnap"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/render"
 )
 
 // helm runs the checkout's helm (the one the lab installed estuary with)

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/estuary-cni/estuary/internal/crdupgrade"
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 // upgradeFrom is the earlier commit TestUpgradeWithoutAnOutage installs

@@ -23,12 +23,12 @@ import (
 
 	"github.com/estuary-cni/estuary/internal/daemon"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
-	"github.com/estuary-cni/estuary/internal/lab/images"
 	"github.com/estuary-cni/estuary/internal/nsrun"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/lab/images"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // The shaped pod's limits in bit/s, and the burst containerd passes with

@@ -29,9 +29,9 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/pkg/ipam"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // nodeName is the node the daemon serves; pods scheduled there get served.

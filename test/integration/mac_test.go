@@ -17,10 +17,10 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // pinnedMAC is the MAC the test writes into a pod's records, as the
@@ -247,7 +247,7 @@ func (n *node) restartWithoutState(t *testing.T) {
 }
 
 // podMAC reads eth0's MAC in the pod's namespace over netlink.
-func podMAC(t *testing.T, podNS string) state.MAC {
+func podMAC(t *testing.T, podNS string) desired.MAC {
 	t.Helper()
 	h, err := ops.Open(podNS)
 	if err != nil {
@@ -258,7 +258,7 @@ func podMAC(t *testing.T, podNS string) state.MAC {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := state.MACFrom(l.MAC)
+	m, err := desired.MACFrom(l.MAC)
 	if err != nil {
 		t.Fatalf("eth0 in %s: %v", podNS, err)
 	}

@@ -24,11 +24,11 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/nsrun"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // addressTimeout is the daemon's --address-timeout in this test.
@@ -288,7 +288,7 @@ func (n *node) testStateFileLost(t *testing.T) {
 
 // endpoints lists the endpoints in the daemon's state file, read from a
 // copy: the running daemon holds the file's lock.
-func (n *node) endpoints(t *testing.T) []store.Endpoint {
+func (n *node) endpoints(t *testing.T) []endpointstore.Endpoint {
 	t.Helper()
 	b, err := os.ReadFile(n.cfg.StatePath)
 	if err != nil {
@@ -298,7 +298,7 @@ func (n *node) endpoints(t *testing.T) []store.Endpoint {
 	if err := os.WriteFile(cp, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(cp)
+	s, err := endpointstore.Open(cp)
 	if err != nil {
 		t.Fatalf("open a copy of the state file: %v", err)
 	}
@@ -317,7 +317,7 @@ func (n *node) testStop(t *testing.T) {
 	if _, err := os.Stat(n.cfg.SocketPath); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket after stop: %v, want it removed", err)
 	}
-	s, err := store.Open(n.cfg.StatePath)
+	s, err := endpointstore.Open(n.cfg.StatePath)
 	if err != nil {
 		t.Fatalf("state db after stop: %v (still held open?)", err)
 	}

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/daemon"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 // TestNodePathIsolatesNewPod runs API server, manager controllers, a node

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/nodens"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/nodens"
 )
 
 // hostPaths are places on the host a node's daemons would write to if the node's

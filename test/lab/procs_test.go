@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/lab"
-	"github.com/estuary-cni/estuary/internal/lab/proc"
+	"github.com/estuary-cni/estuary/test/infra/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab/proc"
 )
 
 // labProc is one process of the lab, told apart from a later process with the

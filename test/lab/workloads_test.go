@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/lab"
+	"github.com/estuary-cni/estuary/test/infra/lab"
 )
 
 const manifests = `

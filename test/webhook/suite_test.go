@@ -21,8 +21,8 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 var (

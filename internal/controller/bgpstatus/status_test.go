@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 func bg() context.Context { return context.Background() }

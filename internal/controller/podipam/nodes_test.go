@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/node/ipwait"
+	"github.com/estuary-cni/estuary/internal/cnibackend/ipwait"
 )
 
 // nodes stands in for the nodes' daemons and kubelets: for a pod it runs

@@ -27,8 +27,8 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/internal/testenv"
 	"github.com/estuary-cni/estuary/pkg/ipam"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 var (

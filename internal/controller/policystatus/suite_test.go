@@ -10,7 +10,7 @@ import (
 	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/estuary-cni/estuary/internal/testenv"
+	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
 var (

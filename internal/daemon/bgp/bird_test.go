@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // The router side of TestSpeakerAgainstBird: bird2 in its own namespace,

@@ -37,7 +37,7 @@ type NetworksCollector struct {
 }
 
 // NewNetworksCollector returns a collector of what peers reports: per BGP
-// network, the status of its speaker's peers (netsync.BGPPart.BGPPeers).
+// network, the status of its speaker's peers (datapath.BGPPart.BGPPeers).
 func NewNetworksCollector(peers func(context.Context) (map[string][]PeerStatus, error)) *NetworksCollector {
 	return &NetworksCollector{peers: peers}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 // TestSpeakerConfigFamilies: a dual-stack node announces each family with

@@ -11,7 +11,7 @@
 // outputs. One object it cannot read (a malformed annotation or CIDR) is
 // skipped and reported in the error while the rest of the input stays
 // valid, so one bad object never cuts the others off. The rules it applies
-// (modes, NAT defaults, domains) are package netmodel's. Package netsync
+// (modes, NAT defaults, domains) are package netmodel's. Package datapath
 // runs the loop that reads the cache, calls this package and applies the
 // results.
 package translate

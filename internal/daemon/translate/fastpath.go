@@ -6,8 +6,8 @@ import (
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // FastPathDesired lists the pods' host veths (hostVeth names them) and the
@@ -18,7 +18,7 @@ import (
 // kernel sends through it, which delivery into the pod with
 // bpf_redirect_peer would skip, and its ingress qdisc cannot share the
 // device with the fast path's clsact.
-func FastPathDesired(objs Objects, eps []store.Endpoint, hostVeth func(store.Key) string) fastpath.Desired {
+func FastPathDesired(objs Objects, eps []endpointstore.Endpoint, hostVeth func(endpointstore.Key) string) fastpath.Desired {
 	var d fastpath.Desired
 	if hostVeth != nil {
 		for _, ep := range eps {

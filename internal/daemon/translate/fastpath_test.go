@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 func TestFastPathDesired(t *testing.T) {
@@ -22,11 +22,11 @@ func TestFastPathDesired(t *testing.T) {
 			objtest.Subnet("u4", "rack", "10.77.100.0/24", nil), objtest.Subnet("bad", "ovl", "10.1.0.0/99", nil),
 		},
 	}
-	eps := []store.Endpoint{
-		{Key: store.Key{ContainerID: "c1", IfName: "eth0"}},
-		{Key: store.Key{ContainerID: "c2", IfName: "eth0"}, Shaped: true},
+	eps := []endpointstore.Endpoint{
+		{Key: endpointstore.Key{ContainerID: "c1", IfName: "eth0"}},
+		{Key: endpointstore.Key{ContainerID: "c2", IfName: "eth0"}, Shaped: true},
 	}
-	d := FastPathDesired(objs, eps, func(k store.Key) string { return "est-" + k.ContainerID })
+	d := FastPathDesired(objs, eps, func(k endpointstore.Key) string { return "est-" + k.ContainerID })
 	if !slices.Equal(d.Pods, []string{"est-c1"}) {
 		t.Errorf("pods %v, want [est-c1] (the shaped pod c2 left out)", d.Pods)
 	}
@@ -41,8 +41,8 @@ func TestFastPathDesired(t *testing.T) {
 }
 
 func TestFastPathTunnel(t *testing.T) {
-	mac := func(s string) state.MAC {
-		m, err := state.ParseMAC(s)
+	mac := func(s string) desired.MAC {
+		m, err := desired.ParseMAC(s)
 		if err != nil {
 			t.Fatal(err)
 		}

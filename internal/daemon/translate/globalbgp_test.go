@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 // globalObjects: an Overlay network, the BGP network fabric over rack r1

@@ -6,7 +6,7 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 // BenchmarkNeighTable50k is one pass's neighbour table at make scale's

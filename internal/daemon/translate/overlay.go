@@ -11,10 +11,10 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/remote"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/internal/node/store"
 )
 
 // Objects is what the API says that the data path depends on. Records are
@@ -33,7 +33,7 @@ type Objects struct {
 // with a malformed CIDR) are skipped and reported in the error; the rest of
 // the input is still valid, so one bad object never cuts the others off.
 func BuildInput(self string, cfg overlay.Config, ovl estuaryv1.Network, objs Objects,
-	endpoints []store.Endpoint) (overlay.Input, error) {
+	endpoints []endpointstore.Endpoint) (overlay.Input, error) {
 	in := overlay.Input{Config: cfg}
 	var errs []error
 	underlays := map[string]bool{}
@@ -98,7 +98,7 @@ func remoteOf(n *corev1.Node) (overlay.Remote, bool, error) {
 	if err != nil {
 		return overlay.Remote{}, false, fmt.Errorf("node %s: annotation %s: %w", n.Name, estuaryv1.AnnotationVTEPIP, err)
 	}
-	mac, err := state.ParseMAC(macS)
+	mac, err := desired.ParseMAC(macS)
 	if err == nil && (mac.IsZero() || mac.IsMulticast()) {
 		err = fmt.Errorf("%s is not a unicast MAC address", mac)
 	}
@@ -135,7 +135,7 @@ func NodeIPs(n *corev1.Node) []netip.Addr {
 }
 
 // LocalPods returns the addresses of the attachments recorded on this node.
-func LocalPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error) {
+func LocalPods(endpoints []endpointstore.Endpoint, errs []error) ([]netip.Addr, []error) {
 	var out []netip.Addr
 	for _, ep := range endpoints {
 		for _, s := range ep.IPs {
@@ -160,12 +160,12 @@ func LocalPods(endpoints []store.Endpoint, errs []error) ([]netip.Addr, []error)
 // (table 1002), so underlay pods are resolved on the tunnel too. This
 // node's own pods are not in it: they are answered by the kernel's proxy
 // entries.
-func NeighTable(self string, objs Objects) map[netip.Addr]state.MAC {
-	macs := make(map[string]state.MAC, len(objs.Nodes))
+func NeighTable(self string, objs Objects) map[netip.Addr]desired.MAC {
+	macs := make(map[string]desired.MAC, len(objs.Nodes))
 	// Sized for every record at once: growing it step by step allocated
 	// twice as much in each pass (BenchmarkNeighTable50k: 5.4 against
 	// 2.7 MB at 50,000 records).
-	out := make(map[netip.Addr]state.MAC, len(objs.Nodes)+len(objs.Records))
+	out := make(map[netip.Addr]desired.MAC, len(objs.Nodes)+len(objs.Records))
 	for _, n := range objs.Nodes {
 		r, ok, err := remoteOf(n)
 		if err != nil || !ok || n.Name == self {

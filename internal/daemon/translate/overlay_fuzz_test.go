@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 // FuzzNodeAnnotations: remoteOf, which reads the tunnel endpoint every
@@ -83,7 +83,7 @@ func checkRemote(t *testing.T, n *corev1.Node, r overlay.Remote, ok bool, err er
 		t.Fatalf("%q %q: neither a remote nor an error", ipS, macS)
 	default:
 		ip, perr := netip.ParseAddr(ipS)
-		mac, merr := state.ParseMAC(macS)
+		mac, merr := desired.ParseMAC(macS)
 		if perr != nil || merr != nil || r.VTEP != ip.Unmap() || r.MAC != mac || r.Node != n.Name {
 			t.Fatalf("accepted %q %q as %+v", ipS, macS, r)
 		}

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
-	"github.com/estuary-cni/estuary/internal/node/store"
+	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 func TestBuildInput(t *testing.T) {
@@ -24,8 +24,8 @@ func TestBuildInput(t *testing.T) {
 			objtest.Node("node-2", "10.77.0.12", "0e:00:00:00:00:02", "10.77.0.12"), objtest.Node("node-4", "", ""),
 			objtest.Node("node-5", "10.77.0.15", "not-a-mac")),
 	}
-	eps := []store.Endpoint{{Key: store.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"10.78.0.9/32", "fd00:78::9/128"}},
-		{Key: store.Key{ContainerID: "b", IfName: "eth0"}, IPs: []string{"10.78.0.5/32"}}}
+	eps := []endpointstore.Endpoint{{Key: endpointstore.Key{ContainerID: "a", IfName: "eth0"}, IPs: []string{"10.78.0.9/32", "fd00:78::9/128"}},
+		{Key: endpointstore.Key{ContainerID: "b", IfName: "eth0"}, IPs: []string{"10.78.0.5/32"}}}
 	in, err := BuildInput("node-1", overlay.Config{Device: "estvx4"}, ovl, objs, eps)
 	if err == nil || !strings.Contains(err.Error(), "subnet bad") || !strings.Contains(err.Error(), "node node-5") {
 		t.Fatalf("error = %v; want one naming subnet bad and node node-5", err)
@@ -45,7 +45,7 @@ func TestBuildInput(t *testing.T) {
 		t.Fatalf("cluster prefixes = %v; want the three valid subnets, underlay included", in.ClusterPrefixes)
 	}
 	if len(in.Remotes) != 2 || in.Remotes[0].Node != "node-2" || in.Remotes[1].Node != "node-3" ||
-		in.Remotes[1].VTEP != netip.MustParseAddr("10.77.0.13") || in.Remotes[1].MAC != state.MustParseMAC("0e:00:00:00:00:03") ||
+		in.Remotes[1].VTEP != netip.MustParseAddr("10.77.0.13") || in.Remotes[1].MAC != desired.MustParseMAC("0e:00:00:00:00:03") ||
 		len(in.Remotes[1].NodeIPs) != 2 {
 		t.Fatalf("remotes = %+v; want node-2 and node-3 (not self, not unpublished, not malformed)", in.Remotes)
 	}
@@ -65,8 +65,8 @@ func TestNeighTable(t *testing.T) {
 			objtest.Instance("10.78.0.5/32", "node-9", estuaryv1.IPInstanceBound)),
 	}
 	got := NeighTable("node-1", objs)
-	mac2 := state.MustParseMAC("0e:00:00:00:00:02")
-	want := map[netip.Addr]state.MAC{netip.MustParseAddr("10.78.0.2"): mac2, netip.MustParseAddr("10.77.0.12"): mac2}
+	mac2 := desired.MustParseMAC("0e:00:00:00:00:02")
+	want := map[netip.Addr]desired.MAC{netip.MustParseAddr("10.78.0.2"): mac2, netip.MustParseAddr("10.77.0.12"): mac2}
 	if len(got) != len(want) {
 		t.Fatalf("table = %v, want %v (no local, retained or unknown-node entries)", got, want)
 	}
@@ -104,7 +104,7 @@ func TestBuildInputUnderlays(t *testing.T) {
 		t.Errorf("overlay subnets = %+v, want ov4 only", in.Subnets)
 	}
 	table := NeighTable("node-1", objs)
-	mac := state.MustParseMAC("02:00:00:00:00:02")
+	mac := desired.MustParseMAC("02:00:00:00:00:02")
 	for _, a := range []string{"192.168.10.7", "10.90.0.9"} {
 		if got, ok := table[netip.MustParseAddr(a)]; !ok || got != mac {
 			t.Errorf("neighbour table[%s] = %v, %v; want node-2's VTEP MAC", a, got, ok)

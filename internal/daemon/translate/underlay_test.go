@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate/objtest"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
 
 func TestBuildUnderlayInput(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // forwardedEchoes counts, in host's FORWARD hook, the ICMP and ICMPv6 echo

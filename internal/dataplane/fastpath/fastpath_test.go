@@ -15,10 +15,10 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // node is a node namespace with two pods (A, B) plumbed by podnet and an

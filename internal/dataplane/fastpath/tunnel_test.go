@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // vnode is an overlay node: a namespace with an underlay link (ul0), a

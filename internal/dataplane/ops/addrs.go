@@ -8,10 +8,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
-func kernelAddr(a state.Addr) *netlink.Addr {
+func kernelAddr(a desired.Addr) *netlink.Addr {
 	ka := &netlink.Addr{IPNet: addrNet(a.Prefix), Scope: int(a.Scope)}
 	if a.NoPrefixRoute {
 		ka.Flags = unix.IFA_F_NOPREFIXROUTE
@@ -19,7 +19,7 @@ func kernelAddr(a state.Addr) *netlink.Addr {
 	return ka
 }
 
-func (h *Addrs) add(l *linkIndexes, a state.Addr) error {
+func (h *Addrs) add(l *linkIndexes, a desired.Addr) error {
 	idx, err := l.index(a.Dev)
 	if err == nil {
 		err = h.nl.AddrReplace(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}, kernelAddr(a))
@@ -30,7 +30,7 @@ func (h *Addrs) add(l *linkIndexes, a state.Addr) error {
 	return nil
 }
 
-func (h *Addrs) del(l *linkIndexes, a state.Addr) error {
+func (h *Addrs) del(l *linkIndexes, a desired.Addr) error {
 	idx, err := l.index(a.Dev)
 	if gone(err) {
 		return nil // the device is gone, and its addresses with it
@@ -45,21 +45,21 @@ func (h *Addrs) del(l *linkIndexes, a state.Addr) error {
 	return nil
 }
 
-func (h *Addrs) read(l links) ([]state.Addr, error) {
+func (h *Addrs) read(l links) ([]desired.Addr, error) {
 	as, err := retryDump("addresses", func() ([]netlink.Addr, error) { return h.nl.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
 		return nil, err
 	}
-	out := make([]state.Addr, 0, len(as))
+	out := make([]desired.Addr, 0, len(as))
 	for _, a := range as {
 		if a.IPNet == nil {
 			continue
 		}
 		ones, _ := a.Mask.Size()
-		out = append(out, state.Addr{
+		out = append(out, desired.Addr{
 			Dev:           l.byIndex[a.LinkIndex],
 			Prefix:        netip.PrefixFrom(addrOf(a.IP), ones),
-			Scope:         state.Scope(a.Scope),
+			Scope:         desired.Scope(a.Scope),
 			NoPrefixRoute: a.Flags&unix.IFA_F_NOPREFIXROUTE != 0,
 		})
 	}

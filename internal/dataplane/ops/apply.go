@@ -8,7 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -16,7 +16,7 @@ import (
 // adding what already exists and deleting what is already gone succeed. A
 // failed operation does not stop the others (the next reconcile retries
 // it); all failures are returned together, each naming what failed.
-func (h *Handle) Apply(p state.Plan) error {
+func (h *Handle) Apply(p desired.Plan) error {
 	l := h.resolver()
 	var errs []error
 	for _, st := range p.Steps() {
@@ -28,17 +28,17 @@ func (h *Handle) Apply(p state.Plan) error {
 }
 
 // apply carries out one step through the family of its object.
-func (h *Handle) apply(l *linkIndexes, st state.Step) error {
+func (h *Handle) apply(l *linkIndexes, st desired.Step) error {
 	switch o := st.Object.(type) {
-	case state.Addr:
+	case desired.Addr:
 		return pick(st.Del, h.Addrs().del, h.Addrs().add)(l, o)
-	case state.Route:
+	case desired.Route:
 		return pick(st.Del, h.Routes().del, h.Routes().add)(l, o)
-	case state.Neigh:
+	case desired.Neigh:
 		return pick(st.Del, h.Neighs().del, h.Neighs().add)(l, o)
-	case state.FDB:
+	case desired.FDB:
 		return pick(st.Del, h.Neighs().delFDB, h.Neighs().addFDB)(l, o)
-	case state.Rule:
+	case desired.Rule:
 		return pick(st.Del, h.Rules().del, h.Rules().add)(o)
 	}
 	return fmt.Errorf("apply: unknown object %T", st.Object)

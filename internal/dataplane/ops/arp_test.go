@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // arpPair returns a handle on a namespace holding a0 (10.9.0.1/24) whose
@@ -32,10 +32,10 @@ func arpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 	if err := a.Devices().AddVethPeerIn("a0", nil, "b0", nil, bPath, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "a0", Prefix: netip.MustParsePrefix("10.9.0.1/24")}}}); err != nil {
+	if err := a.Apply(desired.Plan{AddAddrs: []desired.Addr{{Dev: "a0", Prefix: netip.MustParsePrefix("10.9.0.1/24")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Apply(state.Plan{AddAddrs: []state.Addr{{Dev: "b0", Prefix: netip.MustParsePrefix("10.9.0.2/24")}}}); err != nil {
+	if err := b.Apply(desired.Plan{AddAddrs: []desired.Addr{{Dev: "b0", Prefix: netip.MustParsePrefix("10.9.0.2/24")}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, x := range []struct {

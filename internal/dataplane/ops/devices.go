@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // VXLAN describes a VXLAN device. Parent may be empty, LocalIP invalid and
@@ -21,11 +21,11 @@ type VXLAN struct {
 	Parent  string
 	LocalIP netip.Addr
 	MTU     int
-	MAC     state.MAC
+	MAC     desired.MAC
 }
 
 // EnsureVXLAN makes the overlay's tunnel device (named
-// state.OverlayDevicePrefix…) exist with the attributes of v and
+// desired.OverlayDevicePrefix…) exist with the attributes of v and
 // returns its MAC; it does not change whether the device is up, and a device
 // it creates is down, so per-device settings can be written before traffic
 // flows. Learning is off: the FDB is written by estuary. A link of that name
@@ -91,13 +91,13 @@ func sameVXLAN(link netlink.Link, want *netlink.Vxlan) bool {
 		sameSrc && !have.Learning
 }
 
-func (h *Devices) setMTUAndMAC(link netlink.Link, mtu int, mac state.MAC) error {
+func (h *Devices) setMTUAndMAC(link netlink.Link, mtu int, mac desired.MAC) error {
 	if mtu > 0 && link.Attrs().MTU != mtu {
 		if err := h.nl.LinkSetMTU(link, mtu); err != nil {
 			return fmt.Errorf("set mtu %d: %w", mtu, err)
 		}
 	}
-	if have, _ := state.MACFrom(link.Attrs().HardwareAddr); !mac.IsZero() && have != mac {
+	if have, _ := desired.MACFrom(link.Attrs().HardwareAddr); !mac.IsZero() && have != mac {
 		if err := h.nl.LinkSetHardwareAddr(link, mac.HardwareAddr()); err != nil {
 			return fmt.Errorf("set address %s: %w", mac, err)
 		}
@@ -137,7 +137,7 @@ func (h *Devices) EnsureVeth(name, peer string, mtu int) error {
 }
 
 // AddVethPeerIn creates a pod's veth pair (local-pods' host side, named
-// state.HostVethPrefix…) in one step: name (with hardware address
+// desired.HostVethPrefix…) in one step: name (with hardware address
 // mac, if not nil) in the handle's namespace and peer (with peerMAC, if not
 // nil; else the kernel picks one) directly inside the network namespace at
 // peerNS, so the peer never exists under its final name in this namespace.

@@ -20,7 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // Dump is one section of a namespace's state: its name and how to read it.
@@ -475,7 +475,7 @@ func protoName(p uint8) string {
 		return "ra"
 	case unix.RTPROT_DHCP:
 		return "dhcp"
-	case state.ProtocolEstuary:
+	case desired.ProtocolEstuary:
 		return "estuary"
 	}
 	return strconv.Itoa(int(p))

@@ -13,14 +13,14 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // The source NAT's nftables objects (owner overlay) are named in the state
 // package: the table state.state.NATTable, one per family and estuary's wholly,
-// its chain state.NATChain and its sets state.NATSetSources and
-// state.NATSetCluster. Nothing outside the table is read or written.
+// its chain desired.NATChain and its sets desired.NATSetSources and
+// desired.NATSetCluster. Nothing outside the table is read or written.
 const (
 	natTagPrefix = "estuary/masquerade/v1 oifname!="
 	// natMarkTag tags the rule that leaves packets carrying kube-proxy's
@@ -75,7 +75,7 @@ var natFamilies = []struct {
 // left untouched; one that differs in anything (chain, rule, set elements,
 // an extra object) is rewritten in a single atomic batch, so no packet ever
 // sees a half-written table. It returns the families it changed.
-func (n *NAT) Ensure(want state.NAT) ([]family.Family, error) {
+func (n *NAT) Ensure(want desired.NAT) ([]family.Family, error) {
 	var changed []family.Family
 	for _, f := range natFamilies {
 		wf := want.Family(f.fam).Canonical()
@@ -94,39 +94,39 @@ func (n *NAT) Ensure(want state.NAT) ([]family.Family, error) {
 	return changed, nil
 }
 
-func (n *NAT) write(tf nftables.TableFamily, fam family.Family, f state.NATFamily, present bool) error {
-	t := &nftables.Table{Name: state.NATTable, Family: tf}
+func (n *NAT) write(tf nftables.TableFamily, fam family.Family, f desired.NATFamily, present bool) error {
+	t := &nftables.Table{Name: desired.NATTable, Family: tf}
 	if present {
 		n.conn.DelTable(t)
 	}
 	if !f.Empty() {
 		if err := n.addTable(t, fam, f); err != nil {
-			return fmt.Errorf("nftables table %s ipv%d: %w", state.NATTable, fam.Version(), err)
+			return fmt.Errorf("nftables table %s ipv%d: %w", desired.NATTable, fam.Version(), err)
 		}
 	}
 	if err := n.conn.Flush(); err != nil {
-		return fmt.Errorf("write nftables table %s ipv%d: %w", state.NATTable, fam.Version(), err)
+		return fmt.Errorf("write nftables table %s ipv%d: %w", desired.NATTable, fam.Version(), err)
 	}
 	return nil
 }
 
-func (n *NAT) addTable(t *nftables.Table, fam family.Family, f state.NATFamily) error {
+func (n *NAT) addTable(t *nftables.Table, fam family.Family, f desired.NATFamily) error {
 	t = n.conn.AddTable(t)
 	ch := n.conn.AddChain(&nftables.Chain{
-		Name: state.NATChain, Table: t, Type: nftables.ChainTypeNAT,
+		Name: desired.NATChain, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource,
 	})
 	key := nftables.TypeIPAddr
 	if fam == family.IPv6 {
 		key = nftables.TypeIP6Addr
 	}
-	src := &nftables.Set{Table: t, Name: state.NATSetSources, KeyType: key, Interval: true}
+	src := &nftables.Set{Table: t, Name: desired.NATSetSources, KeyType: key, Interval: true}
 	if err := n.conn.AddSet(src, setElements(f.Sources, fam)); err != nil {
-		return fmt.Errorf("set %s: %w", state.NATSetSources, err)
+		return fmt.Errorf("set %s: %w", desired.NATSetSources, err)
 	}
-	cl := &nftables.Set{Table: t, Name: state.NATSetCluster, KeyType: key, Interval: true}
+	cl := &nftables.Set{Table: t, Name: desired.NATSetCluster, KeyType: key, Interval: true}
 	if err := n.conn.AddSet(cl, setElements(f.Exempt, fam)); err != nil {
-		return fmt.Errorf("set %s: %w", state.NATSetCluster, err)
+		return fmt.Errorf("set %s: %w", desired.NATSetCluster, err)
 	}
 	if f.SkipMark != 0 {
 		n.conn.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: markReturnExprs(f.SkipMark),
@@ -180,7 +180,7 @@ func ifname(s string) []byte {
 // the top of the address space), plus, as nft writes it, an interval end at
 // the zero address when the first range does not start there.
 func setElements(ps []netip.Prefix, fam family.Family) []nftables.SetElement {
-	rs := state.Ranges(ps)
+	rs := desired.Ranges(ps)
 	if len(rs) == 0 {
 		return nil
 	}
@@ -206,16 +206,16 @@ func zeroAddr(fam family.Family) netip.Addr {
 
 // natImage renders what the table should hold in the form readImage renders
 // the kernel's, so that one string comparison says whether they differ.
-func natImage(f state.NATFamily, fam family.Family) string {
+func natImage(f desired.NATFamily, fam family.Family) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", state.NATChain, nftables.ChainTypeNAT,
+	fmt.Fprintf(&b, "chain %s type %s hook %d prio %d\n", desired.NATChain, nftables.ChainTypeNAT,
 		*nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource)
 	if f.SkipMark != 0 {
 		fmt.Fprintf(&b, "rule %s\n", markTag(f.SkipMark))
 	}
 	fmt.Fprintf(&b, "rule %s\n", natTagPrefix+f.Device)
-	b.WriteString(setImage(state.NATSetCluster, setElements(f.Exempt, fam)))
-	b.WriteString(setImage(state.NATSetSources, setElements(f.Sources, fam)))
+	b.WriteString(setImage(desired.NATSetCluster, setElements(f.Exempt, fam)))
+	b.WriteString(setImage(desired.NATSetSources, setElements(f.Sources, fam)))
 	return b.String()
 }
 
@@ -239,7 +239,7 @@ func (n *NAT) readImage(tf nftables.TableFamily) (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("list nftables tables: %w", err)
 	}
-	i := slices.IndexFunc(ts, func(t *nftables.Table) bool { return t.Name == state.NATTable })
+	i := slices.IndexFunc(ts, func(t *nftables.Table) bool { return t.Name == desired.NATTable })
 	if i < 0 {
 		return "", false, nil
 	}

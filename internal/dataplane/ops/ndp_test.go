@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // ndpPair is arpPair with fd00:9::1/64 on a0 and fd00:9::2/64 on b0, both

@@ -7,10 +7,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
-func kernelNeigh(l *linkIndexes, n state.Neigh) (*netlink.Neigh, error) {
+func kernelNeigh(l *linkIndexes, n desired.Neigh) (*netlink.Neigh, error) {
 	idx, err := l.index(n.Dev)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func kernelNeigh(l *linkIndexes, n state.Neigh) (*netlink.Neigh, error) {
 	return kn, nil
 }
 
-func (h *Neighs) add(l *linkIndexes, n state.Neigh) error {
+func (h *Neighs) add(l *linkIndexes, n desired.Neigh) error {
 	kn, err := kernelNeigh(l, n)
 	if err == nil {
 		err = h.nl.NeighSet(kn)
@@ -39,7 +39,7 @@ func (h *Neighs) add(l *linkIndexes, n state.Neigh) error {
 	return nil
 }
 
-func (h *Neighs) del(l *linkIndexes, n state.Neigh) error {
+func (h *Neighs) del(l *linkIndexes, n desired.Neigh) error {
 	kn, err := kernelNeigh(l, n)
 	if gone(err) {
 		return nil // the device is gone, and its entries with it
@@ -53,7 +53,7 @@ func (h *Neighs) del(l *linkIndexes, n state.Neigh) error {
 	return nil
 }
 
-func kernelFDB(l *linkIndexes, e state.FDB) (*netlink.Neigh, error) {
+func kernelFDB(l *linkIndexes, e desired.FDB) (*netlink.Neigh, error) {
 	idx, err := l.index(e.Dev)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func kernelFDB(l *linkIndexes, e state.FDB) (*netlink.Neigh, error) {
 // addFDB writes one entry. The all-zero and multicast MACs hold a list of
 // destinations, so their entries are appended; a unicast MAC has one
 // destination, which is replaced.
-func (h *Neighs) addFDB(l *linkIndexes, e state.FDB) error {
+func (h *Neighs) addFDB(l *linkIndexes, e desired.FDB) error {
 	kn, err := kernelFDB(l, e)
 	if err == nil {
 		if e.MAC.IsZero() || e.MAC.IsMulticast() {
@@ -89,7 +89,7 @@ func (h *Neighs) addFDB(l *linkIndexes, e state.FDB) error {
 	return nil
 }
 
-func (h *Neighs) delFDB(l *linkIndexes, e state.FDB) error {
+func (h *Neighs) delFDB(l *linkIndexes, e desired.FDB) error {
 	kn, err := kernelFDB(l, e)
 	if gone(err) {
 		return nil // the device is gone, and its entries with it
@@ -106,24 +106,24 @@ func (h *Neighs) delFDB(l *linkIndexes, e state.FDB) error {
 // Resolved lists the neighbour entries on the named link that were
 // resolved rather than configured: not permanent, not proxy, with a MAC
 // (reachable, stale, or being confirmed).
-func (h *Neighs) Resolved(dev string) ([]state.Neigh, error) {
+func (h *Neighs) Resolved(dev string) ([]desired.Neigh, error) {
 	link, err := h.nl.LinkByName(dev)
 	if err != nil {
 		return nil, fmt.Errorf("neighbours of %s: %w", dev, err)
 	}
 	const resolved = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE
-	var out []state.Neigh
+	var out []desired.Neigh
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		ns, err := retryDump("neighbours of "+dev, func() ([]netlink.Neigh, error) { return h.nl.NeighList(link.Attrs().Index, fam) })
 		if err != nil {
 			return nil, err
 		}
 		for _, n := range ns {
-			mac, err := state.MACFrom(n.HardwareAddr)
+			mac, err := desired.MACFrom(n.HardwareAddr)
 			if n.State&resolved == 0 || n.State&netlink.NUD_PERMANENT != 0 || err != nil || mac.IsZero() {
 				continue
 			}
-			out = append(out, state.Neigh{Dev: dev, IP: addrOf(n.IP), MAC: mac})
+			out = append(out, desired.Neigh{Dev: dev, IP: addrOf(n.IP), MAC: mac})
 		}
 	}
 	return out, nil
@@ -131,7 +131,7 @@ func (h *Neighs) Resolved(dev string) ([]state.Neigh, error) {
 
 // Set writes one neighbour entry (replace semantics) on the named link,
 // looked up by name alone: the L2-miss answerer's write, cheaper than Apply.
-func (h *Neighs) Set(n state.Neigh) error {
+func (h *Neighs) Set(n desired.Neigh) error {
 	link, err := h.nl.LinkByName(n.Dev)
 	if err != nil {
 		return fmt.Errorf("add %s: %w", n, err)
@@ -140,8 +140,8 @@ func (h *Neighs) Set(n state.Neigh) error {
 	return h.add(l, n)
 }
 
-func (h *Neighs) read(l links) ([]state.Neigh, error) {
-	var out []state.Neigh
+func (h *Neighs) read(l links) ([]desired.Neigh, error) {
+	var out []desired.Neigh
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		ns, err := retryDump("neighbours", func() ([]netlink.Neigh, error) { return h.nl.NeighList(0, fam) })
 		if err != nil {
@@ -151,25 +151,25 @@ func (h *Neighs) read(l links) ([]state.Neigh, error) {
 			if n.State&netlink.NUD_PERMANENT == 0 {
 				continue
 			}
-			mac, _ := state.MACFrom(n.HardwareAddr)
-			out = append(out, state.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), MAC: mac, Permanent: true})
+			mac, _ := desired.MACFrom(n.HardwareAddr)
+			out = append(out, desired.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), MAC: mac, Permanent: true})
 		}
 		ps, err := retryDump("proxy neighbours", func() ([]netlink.Neigh, error) { return h.nl.NeighProxyList(0, fam) })
 		if err != nil {
 			return nil, err
 		}
 		for _, n := range ps {
-			out = append(out, state.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), Proxy: true})
+			out = append(out, desired.Neigh{Dev: l.byIndex[n.LinkIndex], IP: addrOf(n.IP), Proxy: true})
 		}
 	}
 	return out, nil
 }
 
-func (h *Neighs) readFDB(l links, sc Scope) ([]state.FDB, error) {
+func (h *Neighs) readFDB(l links, sc Scope) ([]desired.FDB, error) {
 	if sc.FDBDevice == nil {
 		return nil, nil
 	}
-	var out []state.FDB
+	var out []desired.FDB
 	for name, index := range l.byName {
 		if !sc.FDBDevice(name) {
 			continue
@@ -181,11 +181,11 @@ func (h *Neighs) readFDB(l links, sc Scope) ([]state.FDB, error) {
 			return nil, err
 		}
 		for _, e := range es {
-			mac, macErr := state.MACFrom(e.HardwareAddr)
+			mac, macErr := desired.MACFrom(e.HardwareAddr)
 			if e.IP == nil || macErr != nil {
 				continue // a local or multicast-list entry, not a tunnel entry
 			}
-			out = append(out, state.FDB{Dev: name, MAC: mac, Dst: addrOf(e.IP)})
+			out = append(out, desired.FDB{Dev: name, MAC: mac, Dst: addrOf(e.IP)})
 		}
 	}
 	return out, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // cniChainPrefix starts the chains the reference portmap plugin, which
@@ -45,7 +45,7 @@ func (n *NAT) Dump() ([]string, error) {
 			}
 			out = append(out, lines...)
 		}
-		if t.Name == state.NATTable {
+		if t.Name == desired.NATTable {
 			var b strings.Builder
 			if err := n.setsImage(&b, t); err != nil {
 				return nil, err
@@ -78,7 +78,7 @@ func (n *NAT) dumpChain(t *nftables.Table, c *nftables.Chain) ([]string, error) 
 		head += fmt.Sprintf(" policy %d", *c.Policy)
 	}
 	out := []string{fmt.Sprintf("%s rules %d", head, len(rs))}
-	if t.Name != state.NATTable && !strings.HasPrefix(c.Name, cniChainPrefix) {
+	if t.Name != desired.NATTable && !strings.HasPrefix(c.Name, cniChainPrefix) {
 		return out, nil
 	}
 	for _, r := range rs {

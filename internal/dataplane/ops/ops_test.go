@@ -10,9 +10,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 var allFDB = Scope{FDBDevice: func(string) bool { return true }}
@@ -38,7 +38,7 @@ func newNS(t *testing.T) *Handle {
 // newVXLAN creates estvx on eth1 or skips when the kernel has no VXLAN.
 func newVXLAN(t *testing.T, h *Handle, vni uint32) {
 	t.Helper()
-	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
+	apply(t, h, desired.Plan{AddAddrs: []desired.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
 	if _, err := ensureVXLANUp(h, "estvx", vni, 4789, "eth1", ip("192.168.50.1"), 1450); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			t.Skipf("kernel lacks VXLAN: %v", err)
@@ -50,14 +50,14 @@ func newVXLAN(t *testing.T, h *Handle, vni uint32) {
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
 
-func apply(t *testing.T, h *Handle, p state.Plan) {
+func apply(t *testing.T, h *Handle, p desired.Plan) {
 	t.Helper()
 	if err := h.Apply(p); err != nil {
 		t.Fatalf("apply:\n%s\nerror: %v", p, err)
 	}
 }
 
-func read(t *testing.T, h *Handle) state.State {
+func read(t *testing.T, h *Handle) desired.State {
 	t.Helper()
 	s, err := h.Read(allFDB)
 	if err != nil {
@@ -84,8 +84,8 @@ func hasNot[T comparable](t *testing.T, in []T, gone ...T) {
 	}
 }
 
-func canon(rs []state.Route) []state.Route {
-	out := make([]state.Route, len(rs))
+func canon(rs []desired.Route) []desired.Route {
+	out := make([]desired.Route, len(rs))
 	for i, r := range rs {
 		out[i] = r.Canonical()
 	}
@@ -94,25 +94,25 @@ func canon(rs []state.Route) []state.Route {
 
 func TestRoutes(t *testing.T) {
 	h := newNS(t)
-	p := state.ProtocolEstuary
-	routes := []state.Route{
-		{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est1", Scope: state.ScopeLink, Protocol: p},
+	p := desired.ProtocolEstuary
+	routes := []desired.Route{
+		{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est1", Scope: desired.ScopeLink, Protocol: p},
 		{Table: 1001, Dst: pfx("10.1.0.0/16"), Dev: "est1", Protocol: p},
-		{Table: 1100, Dst: pfx("10.2.0.1/32"), Type: state.RouteThrow, Protocol: p},
+		{Table: 1100, Dst: pfx("10.2.0.1/32"), Type: desired.RouteThrow, Protocol: p},
 		{Table: 1000, Dst: pfx("fd00::5/128"), Dev: "est1", Protocol: p},
-		{Table: 1100, Dst: pfx("fd00:2::1/128"), Type: state.RouteThrow, Protocol: p},
+		{Table: 1100, Dst: pfx("fd00:2::1/128"), Type: desired.RouteThrow, Protocol: p},
 		{Table: 1100, Dst: pfx("0.0.0.0/0"), Dev: "eth1", Gw: ip("192.168.50.254"), Protocol: p},
 	}
-	apply(t, h, state.Plan{
-		AddAddrs:  []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}},
+	apply(t, h, desired.Plan{
+		AddAddrs:  []desired.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}},
 		AddRoutes: routes,
 	})
-	apply(t, h, state.Plan{AddRoutes: routes}) // a second add is a no-op
+	apply(t, h, desired.Plan{AddRoutes: routes}) // a second add is a no-op
 	has(t, canon(read(t, h).Routes), canon(routes)...)
 
-	moved := state.Route{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "eth1", Scope: state.ScopeLink, Protocol: p}
-	apply(t, h, state.Plan{AddRoutes: []state.Route{moved}, DelRoutes: routes[2:5]})
-	apply(t, h, state.Plan{DelRoutes: routes[2:5]}) // a second delete is a no-op
+	moved := desired.Route{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "eth1", Scope: desired.ScopeLink, Protocol: p}
+	apply(t, h, desired.Plan{AddRoutes: []desired.Route{moved}, DelRoutes: routes[2:5]})
+	apply(t, h, desired.Plan{DelRoutes: routes[2:5]}) // a second delete is a no-op
 	got := canon(read(t, h).Routes)
 	has(t, got, moved.Canonical())
 	hasNot(t, got, canon(append(routes[:1:1], routes[2:5]...))...)
@@ -120,21 +120,21 @@ func TestRoutes(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	h := newNS(t)
-	rules := []state.Rule{
+	rules := []desired.Rule{
 		{Priority: 1000, Table: 1000},
 		{Priority: 1002, Table: 1002, Mark: 0x20, Mask: 0x20},
 		{Priority: 1100, Table: 1100, Src: pfx("10.1.0.0/16"), Mask: 0x20},
 		{Priority: 1101, Table: 1101, Src: pfx("fd00:1::/64"), Mark: 0x7},
 		{Priority: 1000, Table: 1000, Family: family.IPv6},
 	}
-	apply(t, h, state.Plan{AddRules: rules})
-	apply(t, h, state.Plan{AddRules: rules})
+	apply(t, h, desired.Plan{AddRules: rules})
+	apply(t, h, desired.Plan{AddRules: rules})
 	got := read(t, h).Rules
 	for i, r := range rules {
 		rules[i] = r.Canonical()
 	}
 	has(t, got, rules...)
-	has(t, got, state.Rule{Priority: 32766, Table: state.MainTable, Family: family.IPv4})
+	has(t, got, desired.Rule{Priority: 32766, Table: desired.MainTable, Family: family.IPv4})
 
 	krs, err := h.nl.RuleList(unix.AF_INET)
 	if err != nil {
@@ -146,8 +146,8 @@ func TestRules(t *testing.T) {
 		}
 	}
 
-	apply(t, h, state.Plan{DelRules: rules[1:3]})
-	apply(t, h, state.Plan{DelRules: rules[1:3]})
+	apply(t, h, desired.Plan{DelRules: rules[1:3]})
+	apply(t, h, desired.Plan{DelRules: rules[1:3]})
 	got = read(t, h).Rules
 	hasNot(t, got, rules[1:3]...)
 	has(t, got, rules[0], rules[3], rules[4])
@@ -155,15 +155,15 @@ func TestRules(t *testing.T) {
 
 func TestNeighbours(t *testing.T) {
 	h := newNS(t)
-	mac := state.MustParseMAC("ee:ee:ee:ee:ee:ee")
-	neighs := []state.Neigh{
+	mac := desired.MustParseMAC("ee:ee:ee:ee:ee:ee")
+	neighs := []desired.Neigh{
 		{Dev: "est1", IP: ip("169.254.1.1"), MAC: mac, Permanent: true},
 		{Dev: "est1", IP: ip("fe80::ecee:eeff:feee:eeee"), MAC: mac, Permanent: true},
 		{Dev: "eth1", IP: ip("10.2.0.7"), Proxy: true},
 		{Dev: "eth1", IP: ip("fd00:2::7"), Proxy: true},
 	}
-	apply(t, h, state.Plan{AddNeighs: neighs})
-	apply(t, h, state.Plan{AddNeighs: neighs})
+	apply(t, h, desired.Plan{AddNeighs: neighs})
+	apply(t, h, desired.Plan{AddNeighs: neighs})
 	has(t, read(t, h).Neighs, neighs...)
 
 	idx, err := h.Links().Index("eth1")
@@ -178,10 +178,10 @@ func TestNeighbours(t *testing.T) {
 		t.Errorf("proxy entries on eth1: %v", proxies)
 	}
 
-	newMAC := state.MustParseMAC("02:00:00:00:00:09")
-	changed := state.Neigh{Dev: "est1", IP: ip("169.254.1.1"), MAC: newMAC, Permanent: true}
-	apply(t, h, state.Plan{AddNeighs: []state.Neigh{changed}, DelNeighs: neighs[2:]})
-	apply(t, h, state.Plan{DelNeighs: neighs[2:]})
+	newMAC := desired.MustParseMAC("02:00:00:00:00:09")
+	changed := desired.Neigh{Dev: "est1", IP: ip("169.254.1.1"), MAC: newMAC, Permanent: true}
+	apply(t, h, desired.Plan{AddNeighs: []desired.Neigh{changed}, DelNeighs: neighs[2:]})
+	apply(t, h, desired.Plan{DelNeighs: neighs[2:]})
 	got := read(t, h).Neighs
 	has(t, got, changed, neighs[1])
 	hasNot(t, got, neighs[0], neighs[2], neighs[3])
@@ -190,23 +190,23 @@ func TestNeighbours(t *testing.T) {
 func TestFDB(t *testing.T) {
 	h := newNS(t)
 	newVXLAN(t, h, 42)
-	mac := state.MustParseMAC("02:00:00:00:00:02")
-	entries := []state.FDB{
+	mac := desired.MustParseMAC("02:00:00:00:00:02")
+	entries := []desired.FDB{
 		{Dev: "estvx", Dst: ip("192.168.50.2")},
 		{Dev: "estvx", Dst: ip("192.168.50.3")},
 		{Dev: "estvx", MAC: mac, Dst: ip("192.168.50.2")},
 	}
-	apply(t, h, state.Plan{AddFDB: entries})
-	apply(t, h, state.Plan{AddFDB: entries})
+	apply(t, h, desired.Plan{AddFDB: entries})
+	apply(t, h, desired.Plan{AddFDB: entries})
 	got := read(t, h).FDB
 	has(t, got, entries...)
 	if len(got) != len(entries) {
 		t.Errorf("fdb has %d entries, want %d: %v", len(got), len(entries), got)
 	}
 
-	moved := state.FDB{Dev: "estvx", MAC: mac, Dst: ip("192.168.50.3")}
-	apply(t, h, state.Plan{AddFDB: []state.FDB{moved}, DelFDB: entries[1:2]})
-	apply(t, h, state.Plan{DelFDB: entries[1:2]})
+	moved := desired.FDB{Dev: "estvx", MAC: mac, Dst: ip("192.168.50.3")}
+	apply(t, h, desired.Plan{AddFDB: []desired.FDB{moved}, DelFDB: entries[1:2]})
+	apply(t, h, desired.Plan{DelFDB: entries[1:2]})
 	got = read(t, h).FDB
 	has(t, got, entries[0], moved)
 	hasNot(t, got, entries[1], entries[2])
@@ -214,12 +214,12 @@ func TestFDB(t *testing.T) {
 
 func TestAddrs(t *testing.T) {
 	h := newNS(t)
-	addrs := []state.Addr{
-		{Dev: "eth1", Prefix: pfx("10.2.0.254/24"), Scope: state.ScopeLink, NoPrefixRoute: true},
-		{Dev: "eth1", Prefix: pfx("fd00:2::fe/64"), Scope: state.ScopeUniverse, NoPrefixRoute: true},
+	addrs := []desired.Addr{
+		{Dev: "eth1", Prefix: pfx("10.2.0.254/24"), Scope: desired.ScopeLink, NoPrefixRoute: true},
+		{Dev: "eth1", Prefix: pfx("fd00:2::fe/64"), Scope: desired.ScopeUniverse, NoPrefixRoute: true},
 	}
-	apply(t, h, state.Plan{AddAddrs: addrs})
-	apply(t, h, state.Plan{AddAddrs: addrs})
+	apply(t, h, desired.Plan{AddAddrs: addrs})
+	apply(t, h, desired.Plan{AddAddrs: addrs})
 	s := read(t, h)
 	has(t, s.Addrs, addrs...)
 	for _, r := range s.Routes {
@@ -227,8 +227,8 @@ func TestAddrs(t *testing.T) {
 			t.Errorf("noprefixroute address has a prefix route: %s", r)
 		}
 	}
-	apply(t, h, state.Plan{DelAddrs: addrs})
-	apply(t, h, state.Plan{DelAddrs: addrs})
+	apply(t, h, desired.Plan{DelAddrs: addrs})
+	apply(t, h, desired.Plan{DelAddrs: addrs})
 	hasNot(t, read(t, h).Addrs, addrs...)
 }
 
@@ -328,7 +328,7 @@ func TestDeleteLinkGoneAfterLookup(t *testing.T) {
 
 func TestApplyReportsFailure(t *testing.T) {
 	h := newNS(t)
-	err := h.Apply(state.Plan{AddRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}}})
+	err := h.Apply(desired.Plan{AddRoutes: []desired.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}}})
 	if err == nil || err.Error() != "add route 10.0.0.5/32 table 1000 dev est9: link est9 not found" {
 		t.Fatalf("error = %v", err)
 	}
@@ -339,15 +339,15 @@ func TestApplyReportsFailure(t *testing.T) {
 // whatever order the names occur.
 func TestApplyWithMissingDevice(t *testing.T) {
 	h := newNS(t)
-	err := h.Apply(state.Plan{
-		AddAddrs: []state.Addr{{Dev: "est1", Prefix: pfx("10.2.0.1/32")}},
-		AddRoutes: []state.Route{
-			{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9", Scope: state.ScopeLink},
-			{Table: 1000, Dst: pfx("10.0.0.6/32"), Dev: "est1", Scope: state.ScopeLink},
-			{Table: 1000, Dst: pfx("10.0.0.7/32"), Dev: "est9", Scope: state.ScopeLink},
+	err := h.Apply(desired.Plan{
+		AddAddrs: []desired.Addr{{Dev: "est1", Prefix: pfx("10.2.0.1/32")}},
+		AddRoutes: []desired.Route{
+			{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9", Scope: desired.ScopeLink},
+			{Table: 1000, Dst: pfx("10.0.0.6/32"), Dev: "est1", Scope: desired.ScopeLink},
+			{Table: 1000, Dst: pfx("10.0.0.7/32"), Dev: "est9", Scope: desired.ScopeLink},
 		},
-		AddNeighs: []state.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}, {Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true}},
-		DelRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.9/32"), Dev: "est9"}},
+		AddNeighs: []desired.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}, {Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true}},
+		DelRoutes: []desired.Route{{Table: 1000, Dst: pfx("10.0.0.9/32"), Dev: "est9"}},
 	})
 	want := "add route 10.0.0.5/32 table 1000 dev est9: link est9 not found\n" +
 		"add route 10.0.0.7/32 table 1000 dev est9: link est9 not found\n" +
@@ -356,13 +356,13 @@ func TestApplyWithMissingDevice(t *testing.T) {
 		t.Fatalf("error = %v\nwant %s", err, want)
 	}
 	s := read(t, h)
-	if !slices.ContainsFunc(s.Routes, func(r state.Route) bool {
+	if !slices.ContainsFunc(s.Routes, func(r desired.Route) bool {
 		return r.Table == 1000 && r.Dst == pfx("10.0.0.6/32") && r.Dev == "est1"
 	}) {
 		t.Errorf("route on est1 missing: %v", s.Routes)
 	}
-	has(t, s.Neighs, state.Neigh{Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true})
-	if !slices.ContainsFunc(s.Addrs, func(a state.Addr) bool { return a.Dev == "est1" && a.Prefix == pfx("10.2.0.1/32") }) {
+	has(t, s.Neighs, desired.Neigh{Dev: "eth1", IP: ip("10.0.0.8"), Proxy: true})
+	if !slices.ContainsFunc(s.Addrs, func(a desired.Addr) bool { return a.Dev == "est1" && a.Prefix == pfx("10.2.0.1/32") }) {
 		t.Errorf("address on est1 missing: %v", s.Addrs)
 	}
 }
@@ -377,7 +377,7 @@ func TestApplyIgnoresAltNames(t *testing.T) {
 	if err := h.nl.LinkAddAltName(link, "estalt"); err != nil {
 		t.Skipf("kernel lacks alternative names: %v", err)
 	}
-	err = h.Apply(state.Plan{AddNeighs: []state.Neigh{{Dev: "estalt", IP: ip("10.0.0.5"), Proxy: true}}})
+	err = h.Apply(desired.Plan{AddNeighs: []desired.Neigh{{Dev: "estalt", IP: ip("10.0.0.5"), Proxy: true}}})
 	if err == nil || err.Error() != "add proxy neighbour 10.0.0.5 dev estalt: link estalt not found" {
 		t.Fatalf("error = %v", err)
 	}
@@ -385,12 +385,12 @@ func TestApplyIgnoresAltNames(t *testing.T) {
 
 func TestDeleteOnMissingDeviceSucceeds(t *testing.T) {
 	h := newNS(t)
-	err := h.Apply(state.Plan{
-		DelRoutes: []state.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}},
-		DelNeighs: []state.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}},
-		DelFDB:    []state.FDB{{Dev: "est9", Dst: ip("192.168.50.2")}},
-		DelAddrs:  []state.Addr{{Dev: "est9", Prefix: pfx("10.2.0.254/24")}},
-		DelRules:  []state.Rule{{Priority: 1999, Table: 1999}},
+	err := h.Apply(desired.Plan{
+		DelRoutes: []desired.Route{{Table: 1000, Dst: pfx("10.0.0.5/32"), Dev: "est9"}},
+		DelNeighs: []desired.Neigh{{Dev: "est9", IP: ip("10.0.0.5"), Proxy: true}},
+		DelFDB:    []desired.FDB{{Dev: "est9", Dst: ip("192.168.50.2")}},
+		DelAddrs:  []desired.Addr{{Dev: "est9", Prefix: pfx("10.2.0.254/24")}},
+		DelRules:  []desired.Rule{{Priority: 1999, Table: 1999}},
 	})
 	if err != nil {
 		t.Fatalf("deleting what is gone: %v", err)

@@ -11,17 +11,17 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/nsrun"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 	"github.com/estuary-cni/estuary/pkg/family"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestEnsureVXLANDeviceMAC(t *testing.T) {
 	h := newNS(t)
 	newVXLAN(t, h, 42)
-	mac := state.MustParseMAC("02:11:22:33:44:55")
+	mac := desired.MustParseMAC("02:11:22:33:44:55")
 	v := VXLAN{Name: "estvx", VNI: 42, Port: 4789, Parent: "eth1", LocalIP: ip("192.168.50.1"), MTU: 1450, MAC: mac}
 	got, err := h.Devices().EnsureVXLAN(v)
 	if err != nil {
@@ -41,20 +41,20 @@ func TestEnsureVXLANDeviceMAC(t *testing.T) {
 
 func TestParentLookups(t *testing.T) {
 	h := newNS(t)
-	apply(t, h, state.Plan{AddAddrs: []state.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
+	apply(t, h, desired.Plan{AddAddrs: []desired.Addr{{Dev: "eth1", Prefix: pfx("192.168.50.1/24")}}})
 	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "" {
 		t.Fatalf("no default route: %q, %v", name, err)
 	}
-	if err := h.Routes().AddOnlink(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
+	if err := h.Routes().AddOnlink(desired.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.50.254"), Dev: "eth1"}); err != nil {
 		t.Fatal(err)
 	}
 	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link %q, %v; want eth1", name, err)
 	}
 	// Default routes in other tables are not the main table's.
-	apply(t, h, state.Plan{AddRoutes: []state.Route{
-		{Table: 1001, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
-		{Table: 100, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: state.ScopeLink},
+	apply(t, h, desired.Plan{AddRoutes: []desired.Route{
+		{Table: 1001, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: desired.ScopeLink},
+		{Table: 100, Dst: pfx("0.0.0.0/0"), Dev: "est1", Scope: desired.ScopeLink},
 	}})
 	if name, err := h.Routes().DefaultLink(family.IPv4); err != nil || name != "eth1" {
 		t.Fatalf("default route link with other tables' defaults %q, %v; want eth1", name, err)
@@ -100,7 +100,7 @@ func TestWatchNeighMisses(t *testing.T) {
 	if err := sysctl.Write(h.ns, []sysctl.Setting{{Key: "net/ipv4/neigh/estvx/app_solicit", Value: "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	apply(t, h, state.Plan{AddRoutes: []state.Route{{Dst: pfx("10.244.0.0/16"), Dev: "estvx", Scope: state.ScopeLink}}})
+	apply(t, h, desired.Plan{AddRoutes: []desired.Route{{Dst: pfx("10.244.0.0/16"), Dev: "estvx", Scope: desired.ScopeLink}}})
 	target := ip("10.244.7.7")
 	deadline := time.After(10 * time.Second)
 	for got := false; !got; {
@@ -126,8 +126,8 @@ func TestWatchNeighMisses(t *testing.T) {
 	}
 }
 
-func natOf(dev string, src []string, exempt ...string) state.NATFamily {
-	f := state.NATFamily{Device: dev}
+func natOf(dev string, src []string, exempt ...string) desired.NATFamily {
+	f := desired.NATFamily{Device: dev}
 	for _, s := range src {
 		f.Sources = append(f.Sources, pfx(s))
 	}
@@ -153,11 +153,11 @@ func TestNATEnsure(t *testing.T) {
 	if err := n.conn.Flush(); err != nil {
 		t.Skipf("kernel lacks nf_tables: %v", err)
 	}
-	want := state.NAT{
+	want := desired.NAT{
 		IPv4: natOf("estvx1", []string{"10.244.0.0/16", "10.245.0.0/16"}, "10.244.0.0/15", "10.96.0.0/12", "0.0.0.0/32"),
 		IPv6: natOf("estvx1", []string{"fd00::/64"}, "fd00::/48"),
 	}
-	ensure := func(w state.NAT, changed ...family.Family) {
+	ensure := func(w desired.NAT, changed ...family.Family) {
 		t.Helper()
 		got, err := n.Ensure(w)
 		if err != nil {
@@ -180,9 +180,9 @@ func TestNATEnsure(t *testing.T) {
 	want.IPv4.SkipMark = 1 << 12
 	ensure(want, family.IPv4)
 	ensure(want)
-	ensure(state.NAT{IPv4: want.IPv4}, family.IPv6)
-	ensure(state.NAT{}, family.IPv4)
-	ensure(state.NAT{})
+	ensure(desired.NAT{IPv4: want.IPv4}, family.IPv6)
+	ensure(desired.NAT{}, family.IPv4)
+	ensure(desired.NAT{})
 	ts, err := n.conn.ListTables()
 	if err != nil {
 		t.Fatal(err)
@@ -207,9 +207,9 @@ func sendUDP(dst netip.Addr) error {
 // address in the kernel's list; it must never be taken for the node's.
 func TestParentSkipsScopeLinkAddresses(t *testing.T) {
 	h := newNS(t)
-	apply(t, h, state.Plan{AddAddrs: []state.Addr{
+	apply(t, h, desired.Plan{AddAddrs: []desired.Addr{
 		{Dev: "eth1", Prefix: pfx("192.168.50.1/24")},
-		{Dev: "eth1", Prefix: pfx("10.77.100.10/24"), Scope: state.ScopeLink, NoPrefixRoute: true},
+		{Dev: "eth1", Prefix: pfx("10.77.100.10/24"), Scope: desired.ScopeLink, NoPrefixRoute: true},
 	}})
 	la, err := h.Addrs().OfLink("eth1")
 	if err != nil || !slices.Equal(la.Addrs, []netip.Addr{ip("192.168.50.1")}) {

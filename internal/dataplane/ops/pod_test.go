@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestAddVethPeerIn(t *testing.T) {
@@ -88,7 +88,7 @@ func TestAddVethPeerInKernelMAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := state.MACFrom(pl.MAC); err != nil || m.IsZero() || m.IsMulticast() {
+	if m, err := desired.MACFrom(pl.MAC); err != nil || m.IsZero() || m.IsMulticast() {
 		t.Errorf("pod end MAC = %s (%v), want a unicast address the kernel chose", pl.MAC, err)
 	}
 }
@@ -125,15 +125,15 @@ func TestAddOnlinkRoute(t *testing.T) {
 	if err := h.Links().SetUp("lo"); err != nil {
 		t.Fatal(err)
 	}
-	p := state.ProtocolEstuary
-	def := state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "est1", Protocol: p}
+	p := desired.ProtocolEstuary
+	def := desired.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "est1", Protocol: p}
 	for range 2 { // a second write is a no-op
 		if err := h.Routes().AddOnlink(def); err != nil {
 			t.Fatal(err)
 		}
 	}
 	has(t, canon(read(t, h).Routes), def.Canonical())
-	if err := h.Routes().AddOnlink(state.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "nosuch"}); err == nil {
+	if err := h.Routes().AddOnlink(desired.Route{Dst: pfx("0.0.0.0/0"), Gw: ip("169.254.1.1"), Dev: "nosuch"}); err == nil {
 		t.Error("route on a missing device succeeded")
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/nsrun"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // dropWait is how long a connection attempt or a datagram waits before a

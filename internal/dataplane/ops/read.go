@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -36,12 +36,12 @@ func (h *Handle) links() (links, error) {
 // cache is not state and is skipped), the tunnel FDB entries (those with a
 // destination) of the links sc selects, addresses and neighbours unless sc
 // leaves them out, and the names of the links that exist.
-func (h *Handle) Read(sc Scope) (state.State, error) {
+func (h *Handle) Read(sc Scope) (desired.State, error) {
 	l, err := h.links()
 	if err != nil {
-		return state.State{}, err
+		return desired.State{}, err
 	}
-	s := state.State{Links: l.byName}
+	s := desired.State{Links: l.byName}
 	steps := []func() error{
 		func() (err error) { s.Routes, err = h.Routes().read(l); return },
 		func() (err error) { s.Rules, err = h.Rules().read(); return },
@@ -55,7 +55,7 @@ func (h *Handle) Read(sc Scope) (state.State, error) {
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
-			return state.State{}, err
+			return desired.State{}, err
 		}
 	}
 	return s, nil

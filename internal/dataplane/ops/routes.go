@@ -8,18 +8,18 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-func kernelRoute(l *linkIndexes, r state.Route) (*netlink.Route, error) {
+func kernelRoute(l *linkIndexes, r desired.Route) (*netlink.Route, error) {
 	idx, err := l.index(r.Dev)
 	if err != nil {
 		return nil, err
 	}
 	table := r.Table
 	if table == 0 {
-		table = state.MainTable
+		table = desired.MainTable
 	}
 	kr := &netlink.Route{
 		Table:     table,
@@ -39,7 +39,7 @@ func kernelRoute(l *linkIndexes, r state.Route) (*netlink.Route, error) {
 	return kr, nil
 }
 
-func (h *Routes) add(l *linkIndexes, r state.Route) error {
+func (h *Routes) add(l *linkIndexes, r desired.Route) error {
 	kr, err := kernelRoute(l, r)
 	if err == nil {
 		err = h.nl.RouteReplace(kr)
@@ -50,7 +50,7 @@ func (h *Routes) add(l *linkIndexes, r state.Route) error {
 	return nil
 }
 
-func (h *Routes) del(l *linkIndexes, r state.Route) error {
+func (h *Routes) del(l *linkIndexes, r desired.Route) error {
 	kr, err := kernelRoute(l, r)
 	if gone(err) {
 		return nil // the device is gone, and its routes with it
@@ -68,7 +68,7 @@ func (h *Routes) del(l *linkIndexes, r state.Route) error {
 // destination) with the onlink flag: the gateway is taken to be directly on
 // r.Dev even though no route or address says so. Pods use it for their
 // default route via a link-local next hop that exists nowhere.
-func (h *Routes) AddOnlink(r state.Route) error {
+func (h *Routes) AddOnlink(r desired.Route) error {
 	kr, err := kernelRoute((*Handle)(h).resolver(), r)
 	if err == nil {
 		kr.Flags |= int(netlink.FLAG_ONLINK)
@@ -122,8 +122,8 @@ func (h *Routes) table(fam, table int) ([]netlink.Route, error) {
 	return rs, err
 }
 
-func (h *Routes) read(l links) ([]state.Route, error) {
-	var out []state.Route
+func (h *Routes) read(l links) ([]desired.Route, error) {
+	var out []desired.Route
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		rs, err := retryDump("routes", func() ([]netlink.Route, error) {
 			return h.nl.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -138,19 +138,19 @@ func (h *Routes) read(l links) ([]state.Route, error) {
 	return out, nil
 }
 
-func routeFromKernel(r netlink.Route, fam int, l links) state.Route {
-	out := state.Route{
+func routeFromKernel(r netlink.Route, fam int, l links) desired.Route {
+	out := desired.Route{
 		Table:    r.Table,
 		Dst:      prefixOf(r.Dst, fam),
 		Gw:       addrOf(r.Gw),
-		Scope:    state.Scope(r.Scope),
-		Type:     state.RouteType(r.Type),
+		Scope:    desired.Scope(r.Scope),
+		Type:     desired.RouteType(r.Type),
 		Protocol: uint8(r.Protocol),
 	}
 	if len(r.MultiPath) == 0 {
 		out.Dev = l.byIndex[r.LinkIndex]
 	}
-	if out.Type == state.RouteThrow {
+	if out.Type == desired.RouteThrow {
 		out.Dev = "" // the kernel reports IPv6 throw routes on lo
 	}
 	return out

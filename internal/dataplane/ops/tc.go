@@ -7,12 +7,12 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // The fast path's tc filter (owner fast-path) is one cls_bpf filter in
-// direct-action mode on a device's ingress, at state.TCPriority and
-// state.TCHandle on the clsact qdisc. The qdisc is shared with anything else
+// direct-action mode on a device's ingress, at desired.TCPriority and
+// desired.TCHandle on the clsact qdisc. The qdisc is shared with anything else
 // that uses tc on the device; only the filter is estuary's.
 
 // IngressProgram is the BPF program estuary's filter on a device runs.
@@ -39,7 +39,7 @@ func (h *TC) AttachIngress(link string, fd int, name string) error {
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
-			Handle: state.TCHandle, Priority: state.TCPriority, Protocol: unix.ETH_P_ALL,
+			Handle: desired.TCHandle, Priority: desired.TCPriority, Protocol: unix.ETH_P_ALL,
 		},
 		Fd: fd, Name: name, DirectAction: true,
 	}
@@ -91,7 +91,7 @@ func (h *TC) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 	}
 	for _, f := range fs {
 		b, ok := f.(*netlink.BpfFilter)
-		if ok && b.Priority == state.TCPriority && b.Handle == state.TCHandle {
+		if ok && b.Priority == desired.TCPriority && b.Handle == desired.TCHandle {
 			return b, nil
 		}
 	}

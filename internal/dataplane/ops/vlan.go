@@ -7,10 +7,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
-// The underlay's sub-interfaces (owner underlay) carry state.VLANMarker as
+// The underlay's sub-interfaces (owner underlay) carry desired.VLANMarker as
 // their alias: it is how estuary tells its own from ones an administrator
 // made.
 
@@ -24,12 +24,12 @@ type VLANLink struct {
 	Name   string
 	Parent string // the parent link's name; "" when it is in another namespace
 	ID     int
-	// Marked reports whether the link carries state.VLANMarker, i.e. estuary made it.
+	// Marked reports whether the link carries desired.VLANMarker, i.e. estuary made it.
 	Marked bool
 }
 
 // Ensure makes the 802.1Q link name (VLAN id on parent) exist. A new
-// link is created down and marked with state.VLANMarker, so that the caller can
+// link is created down and marked with desired.VLANMarker, so that the caller can
 // write its per-link settings before bringing it up (Links.SetUp). An existing
 // link of that name is kept if it is a VLAN with this id on this parent,
 // whoever made it (an administrator's sub-interface is used, never marked,
@@ -57,7 +57,7 @@ func (h *VLANs) Ensure(parent string, id int, name string) error {
 		if isVLAN && v.VlanId == id && v.ParentIndex == p.Attrs().Index {
 			return nil
 		}
-		if link.Attrs().Alias != state.VLANMarker {
+		if link.Attrs().Alias != desired.VLANMarker {
 			return fmt.Errorf("ensure vlan %s: a %s link of that name exists and is not estuary's", name, link.Type())
 		}
 		if err := h.nl.LinkDel(link); err != nil {
@@ -65,7 +65,7 @@ func (h *VLANs) Ensure(parent string, id int, name string) error {
 		}
 	}
 	v := &netlink.Vlan{
-		LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: p.Attrs().Index, Alias: state.VLANMarker},
+		LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: p.Attrs().Index, Alias: desired.VLANMarker},
 		VlanId:    id,
 	}
 	if err := h.nl.LinkAdd(v); err != nil {
@@ -101,13 +101,13 @@ func (h *VLANs) List() ([]VLANLink, error) {
 			continue
 		}
 		a := v.Attrs()
-		out = append(out, VLANLink{Name: a.Name, Parent: names[a.ParentIndex], ID: v.VlanId, Marked: a.Alias == state.VLANMarker})
+		out = append(out, VLANLink{Name: a.Name, Parent: names[a.ParentIndex], ID: v.VlanId, Marked: a.Alias == desired.VLANMarker})
 	}
 	return out, nil
 }
 
 // DeleteMarked deletes the named link if it is an 802.1Q link carrying
-// state.VLANMarker; a link that does not exist is success, and any other link is
+// desired.VLANMarker; a link that does not exist is success, and any other link is
 // an error and is left alone.
 func (h *VLANs) DeleteMarked(name string) error {
 	link, err := h.nl.LinkByName(name)
@@ -117,7 +117,7 @@ func (h *VLANs) DeleteMarked(name string) error {
 	if err != nil {
 		return fmt.Errorf("delete vlan %s: %w", name, err)
 	}
-	if _, ok := link.(*netlink.Vlan); !ok || link.Attrs().Alias != state.VLANMarker {
+	if _, ok := link.(*netlink.Vlan); !ok || link.Attrs().Alias != desired.VLANMarker {
 		return fmt.Errorf("delete vlan %s: the %s link is not estuary's", name, link.Type())
 	}
 	if err := h.nl.LinkDel(link); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // vlanHandle returns a handle on a fresh namespace holding a veth pair

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/estuary-cni/estuary/internal/dataplane"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
@@ -57,17 +57,17 @@ func (a *Agent) Close() {
 // written), reconciles routes, rules, proxy neighbours and FDB entries under
 // Ownership, and ensures the NAT tables. It returns the reconcile's plan,
 // which is empty when nothing but NAT changed. It is idempotent.
-func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
+func (a *Agent) Apply(ctx context.Context, in Input) (desired.Plan, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := validate(in.Config); err != nil {
-		return state.Plan{}, err
+		return desired.Plan{}, err
 	}
 	if err := a.ensureDevice(in); err != nil {
-		return state.Plan{}, err
+		return desired.Plan{}, err
 	}
-	desired, nat := Desired(in)
-	plan, err := a.rec.Reconcile(ctx, desired)
+	want, nat := Desired(in)
+	plan, err := a.rec.Reconcile(ctx, want)
 	if err != nil {
 		return plan, fmt.Errorf("overlay %s: %w", in.Device, err)
 	}
@@ -169,14 +169,14 @@ func ipv6Enabled() bool {
 // Remove takes the overlay off the node: its rules, routes, proxy
 // neighbours and FDB entries, estuary's NAT tables, then the device. It
 // returns the reconcile's plan. Removing what is gone succeeds.
-func (a *Agent) Remove(ctx context.Context, device string) (state.Plan, error) {
+func (a *Agent) Remove(ctx context.Context, device string) (desired.Plan, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	plan, err := a.rec.Reconcile(ctx, state.State{})
+	plan, err := a.rec.Reconcile(ctx, desired.State{})
 	if err != nil {
 		return plan, fmt.Errorf("remove overlay %s: %w", device, err)
 	}
-	if _, err := a.nat.Ensure(state.NAT{}); err != nil {
+	if _, err := a.nat.Ensure(desired.NAT{}); err != nil {
 		return plan, fmt.Errorf("remove overlay %s: nat: %w", device, err)
 	}
 	if err := a.h.Links().Delete(device); err != nil {

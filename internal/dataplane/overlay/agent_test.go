@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // addForeign writes objects the overlay does not own into n's namespace.
@@ -39,7 +39,7 @@ func checkForeign(t *testing.T, n *node) {
 	}
 }
 
-func apply(t *testing.T, n *node, in Input) state.Plan {
+func apply(t *testing.T, n *node, in Input) desired.Plan {
 	t.Helper()
 	plan, err := n.agent.Apply(context.Background(), in)
 	if err != nil {
@@ -127,14 +127,14 @@ func testAnswerer(t *testing.T, l *lab, inA, inB Input) {
 	if fdb := nstest.Run(t, "bridge", "-n", basename(l.a.ns), "fdb", "show", "dev", inA.Device); strings.Contains(fdb, "00:00:00:00:00:00") {
 		t.Fatalf("flood entries left:\n%s", fdb)
 	}
-	macs := map[netip.Addr]state.MAC{}
+	macs := map[netip.Addr]desired.MAC{}
 	for _, n := range []*node{l.a, l.b} {
 		nstest.IP(t, n.ns, "neigh", "flush", "dev", inA.Device)
 		for _, ip := range append([]netip.Addr{n.ip, n.ip6}, n.podIPs...) {
 			macs[ip] = StableMAC(n.name)
 		}
 	}
-	lookup := func(ip netip.Addr) (state.MAC, bool) { m, ok := macs[ip]; return m, ok }
+	lookup := func(ip netip.Addr) (desired.MAC, bool) { m, ok := macs[ip]; return m, ok }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)

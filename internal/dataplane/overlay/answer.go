@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/resubscribe"
 )
 
@@ -25,7 +25,7 @@ const (
 // once the entry ages). Addresses lookup does not know are left to the
 // kernel's next probe, a broadcast over the flood entries. A failed
 // subscription is retried with backoff; Answer returns nil when ctx ends.
-func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Addr) (state.MAC, bool)) error {
+func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Addr) (desired.MAC, bool)) error {
 	h, err := ops.Open(a.hostNetns)
 	if err != nil {
 		return fmt.Errorf("answer misses on %s: %w", device, err)
@@ -36,7 +36,7 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 		if !ok || mac.IsZero() {
 			return
 		}
-		if err := h.Neighs().Set(state.Neigh{Dev: device, IP: ip, MAC: mac}); err != nil {
+		if err := h.Neighs().Set(desired.Neigh{Dev: device, IP: ip, MAC: mac}); err != nil {
 			a.report(fmt.Errorf("answer miss on %s: %w", device, err))
 		}
 	}
@@ -52,7 +52,7 @@ func (a *Agent) Answer(ctx context.Context, device string, lookup func(netip.Add
 // alone would not correct them, because the fast path encapsulates through
 // an entry without ever making the kernel confirm it. Addresses lookup does
 // not know are left alone. It returns how many entries it rewrote.
-func (a *Agent) Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)) (int, error) {
+func (a *Agent) Refresh(device string, lookup func(netip.Addr) (desired.MAC, bool)) (int, error) {
 	ns, err := a.h.Neighs().Resolved(device)
 	if err != nil {
 		return 0, fmt.Errorf("refresh neighbours: %w", err)
@@ -64,7 +64,7 @@ func (a *Agent) Refresh(device string, lookup func(netip.Addr) (state.MAC, bool)
 		if !ok || mac.IsZero() || mac == e.MAC {
 			continue
 		}
-		if err := a.h.Neighs().Set(state.Neigh{Dev: device, IP: e.IP, MAC: mac}); err != nil {
+		if err := a.h.Neighs().Set(desired.Neigh{Dev: device, IP: e.IP, MAC: mac}); err != nil {
 			errs = append(errs, fmt.Errorf("refresh neighbours: %w", err))
 			continue
 		}

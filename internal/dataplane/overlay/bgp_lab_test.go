@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // bgpLab is one node of a BGP underlay network, its peer (the fabric's
@@ -73,7 +73,7 @@ func TestBGPSubnetTableAndNAT(t *testing.T) {
 			Subnets: []underlay.Subnet{{Name: "fabric-a", CIDR: bgpSubnet, NATOutgoing: true,
 				LocalPods: []netip.Addr{bgpPod}}}}},
 		Cluster:   []underlay.SubnetRef{{Name: "fabric-a", CIDR: bgpSubnet, Created: time.Unix(1, 0)}},
-		NodeAddrs: []state.Addr{{Dev: "eth0", Prefix: netip.PrefixFrom(bgpNode, 24)}},
+		NodeAddrs: []desired.Addr{{Dev: "eth0", Prefix: netip.PrefixFrom(bgpNode, 24)}},
 	}
 	for i := range 2 {
 		plan, err := ua.Apply(context.Background(), uin)
@@ -84,7 +84,7 @@ func TestBGPSubnetTableAndNAT(t *testing.T) {
 			t.Errorf("second Apply changed:\n%s", plan)
 		}
 	}
-	table := state.TableUnderlayFirst + underlay.Numbering(uin.Cluster)["fabric-a"]
+	table := desired.TableUnderlayFirst + underlay.Numbering(uin.Cluster)["fabric-a"]
 	tbl := strings.TrimSpace(nstest.IP(t, l.node, "route", "show", "table", strconv.Itoa(table)))
 	if tbl != "default via "+bgpPeer.String()+" dev eth0 proto 229" {
 		t.Errorf("table %d = %q, want only the default route via the first peer on eth0", table, tbl)

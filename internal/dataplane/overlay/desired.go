@@ -3,49 +3,49 @@ package overlay
 import (
 	"net/netip"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // Desired computes the kernel state and the NAT the overlay wants on a node.
 // It is pure: equal inputs give equal outputs, and nothing is read.
-func Desired(in Input) (state.State, state.NAT) {
-	var s state.State
+func Desired(in Input) (desired.State, desired.NAT) {
+	var s desired.State
 	fams := subnetFamilies(in.Subnets)
 	for _, sn := range in.Subnets {
 		if !sn.CIDR.IsValid() {
 			continue
 		}
-		s.Routes = append(s.Routes, onDevice(state.TableOverlaySubnets, sn.CIDR.Masked(), in.Device))
-		s.Rules = append(s.Rules, state.Rule{Priority: state.PriorityOverlayNodes, Table: state.TableOverlayNodes, Src: sn.CIDR.Masked()})
+		s.Routes = append(s.Routes, onDevice(desired.TableOverlaySubnets, sn.CIDR.Masked(), in.Device))
+		s.Rules = append(s.Rules, desired.Rule{Priority: desired.PriorityOverlayNodes, Table: desired.TableOverlayNodes, Src: sn.CIDR.Masked()})
 	}
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
 		if fams[f] {
-			s.Rules = append(s.Rules, state.Rule{Priority: state.PriorityOverlaySubnets, Table: state.TableOverlaySubnets, Family: f})
+			s.Rules = append(s.Rules, desired.Rule{Priority: desired.PriorityOverlaySubnets, Table: desired.TableOverlaySubnets, Family: f})
 		}
 	}
 	for _, r := range remotes(in) {
 		for _, ip := range r.NodeIPs {
 			if ip = ip.Unmap(); ip.IsValid() && fams[family.Of(ip)] {
-				s.Routes = append(s.Routes, onDevice(state.TableOverlayNodes, netip.PrefixFrom(ip, ip.BitLen()), in.Device))
+				s.Routes = append(s.Routes, onDevice(desired.TableOverlayNodes, netip.PrefixFrom(ip, ip.BitLen()), in.Device))
 			}
 		}
 		if !in.NoFlood {
-			s.FDB = append(s.FDB, state.FDB{Dev: in.Device, Dst: r.VTEP})
+			s.FDB = append(s.FDB, desired.FDB{Dev: in.Device, Dst: r.VTEP})
 		}
 		if !r.MAC.IsZero() {
-			s.FDB = append(s.FDB, state.FDB{Dev: in.Device, MAC: r.MAC, Dst: r.VTEP})
+			s.FDB = append(s.FDB, desired.FDB{Dev: in.Device, MAC: r.MAC, Dst: r.VTEP})
 		}
 	}
 	s.Routes = append(s.Routes, underlayRoutes(in, fams, s.Routes)...)
 	for _, p := range in.LocalPods {
 		if p.IsValid() {
-			s.Neighs = append(s.Neighs, state.Neigh{Dev: in.Device, IP: p.Unmap(), Proxy: true})
+			s.Neighs = append(s.Neighs, desired.Neigh{Dev: in.Device, IP: p.Unmap(), Proxy: true})
 		}
 	}
 	for _, ip := range in.NodeIPs {
 		if ip.IsValid() && family.Of(ip.Unmap()) == family.IPv6 && fams[family.IPv6] {
-			s.Neighs = append(s.Neighs, state.Neigh{Dev: in.Device, IP: ip, Proxy: true})
+			s.Neighs = append(s.Neighs, desired.Neigh{Dev: in.Device, IP: ip, Proxy: true})
 		}
 	}
 	return s, desiredNAT(in)
@@ -72,13 +72,13 @@ func remotes(in Input) []Remote {
 // the tunnel for overlay sources (table 1002), each gateway inside its
 // subnet thrown back to the node's own routing. Destinations table 1002
 // already holds (have: a node's address) and repeated CIDRs are skipped.
-func underlayRoutes(in Input, fams map[family.Family]bool, have []state.Route) []state.Route {
-	seen := map[state.RouteKey]bool{}
+func underlayRoutes(in Input, fams map[family.Family]bool, have []desired.Route) []desired.Route {
+	seen := map[desired.RouteKey]bool{}
 	for _, r := range have {
 		seen[r.Key()] = true
 	}
-	var out []state.Route
-	add := func(r state.Route) {
+	var out []desired.Route
+	add := func(r desired.Route) {
 		if !seen[r.Key()] {
 			seen[r.Key()] = true
 			out = append(out, r)
@@ -89,27 +89,27 @@ func underlayRoutes(in Input, fams map[family.Family]bool, have []state.Route) [
 			continue
 		}
 		cidr := netip.PrefixFrom(u.CIDR.Addr().Unmap(), u.CIDR.Bits()).Masked()
-		add(onDevice(state.TableOverlayNodes, cidr, in.Device))
+		add(onDevice(desired.TableOverlayNodes, cidr, in.Device))
 		if gw := u.Gateway.Unmap(); gw.IsValid() && cidr.Contains(gw) {
-			add(state.Route{Table: state.TableOverlayNodes, Dst: netip.PrefixFrom(gw, gw.BitLen()), Type: state.RouteThrow,
-				Protocol: state.ProtocolEstuary})
+			add(desired.Route{Table: desired.TableOverlayNodes, Dst: netip.PrefixFrom(gw, gw.BitLen()), Type: desired.RouteThrow,
+				Protocol: desired.ProtocolEstuary})
 		}
 	}
 	return out
 }
 
-func onDevice(table int, dst netip.Prefix, dev string) state.Route {
-	return state.Route{Table: table, Dst: dst, Dev: dev, Scope: state.ScopeLink, Protocol: state.ProtocolEstuary}
+func onDevice(table int, dst netip.Prefix, dev string) desired.Route {
+	return desired.Route{Table: table, Dst: dst, Dev: dev, Scope: desired.ScopeLink, Protocol: desired.ProtocolEstuary}
 }
 
 // desiredNAT masquerades, per family, the NATOutgoing overlay subnets and
 // the natOutgoing underlay subnets (UnderlayNAT) towards every destination
 // outside the cluster's prefixes and those subnets, unless the packet leaves
 // through the tunnel or carries kube-proxy's masquerade mark.
-func desiredNAT(in Input) state.NAT {
-	var n state.NAT
+func desiredNAT(in Input) desired.NAT {
+	var n desired.NAT
 	for _, f := range []family.Family{family.IPv4, family.IPv6} {
-		var nf state.NATFamily
+		var nf desired.NATFamily
 		for _, sn := range in.Subnets {
 			if !sn.CIDR.IsValid() || family.Of(sn.CIDR.Addr().Unmap()) != f {
 				continue

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -14,8 +14,8 @@ func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
 
 var (
-	macA = state.MustParseMAC("02:00:00:00:00:0a")
-	macB = state.MustParseMAC("02:00:00:00:00:0b")
+	macA = desired.MustParseMAC("02:00:00:00:00:0a")
+	macB = desired.MustParseMAC("02:00:00:00:00:0b")
 )
 
 func baseInput() Input {
@@ -29,22 +29,22 @@ func baseInput() Input {
 	}
 }
 
-func route(table int, dst string) state.Route {
-	return state.Route{Table: table, Dst: pfx(dst), Dev: "estvx4", Scope: state.ScopeLink, Protocol: state.ProtocolEstuary}
+func route(table int, dst string) desired.Route {
+	return desired.Route{Table: table, Dst: pfx(dst), Dev: "estvx4", Scope: desired.ScopeLink, Protocol: desired.ProtocolEstuary}
 }
 
 func TestDesired(t *testing.T) {
 	v4 := Subnet{Name: "a", CIDR: pfx("10.244.0.0/16"), NATOutgoing: true}
 	v6 := Subnet{Name: "b", CIDR: pfx("fd00::/64"), NATOutgoing: true}
-	flood := state.FDB{Dev: "estvx4", Dst: ip("10.0.0.2")}
-	uni := state.FDB{Dev: "estvx4", MAC: macB, Dst: ip("10.0.0.2")}
+	flood := desired.FDB{Dev: "estvx4", Dst: ip("10.0.0.2")}
+	uni := desired.FDB{Dev: "estvx4", MAC: macB, Dst: ip("10.0.0.2")}
 	for _, tc := range []struct {
 		name      string
 		edit      func(*Input)
-		routes    []state.Route
-		rules     []state.Rule
-		neighs    []state.Neigh
-		fdb       []state.FDB
+		routes    []desired.Route
+		rules     []desired.Rule
+		neighs    []desired.Neigh
+		fdb       []desired.FDB
 		nat4      []netip.Prefix
 		nat6      []netip.Prefix
 		exempt4   []netip.Prefix
@@ -53,13 +53,13 @@ func TestDesired(t *testing.T) {
 		{
 			name:   "v4",
 			edit:   func(in *Input) { in.Subnets = []Subnet{v4}; in.LocalPods = []netip.Addr{ip("10.244.3.3")} },
-			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
-			rules: []state.Rule{
+			routes: []desired.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
-			neighs:  []state.Neigh{{Dev: "estvx4", IP: ip("10.244.3.3"), Proxy: true}},
-			fdb:     []state.FDB{flood, uni},
+			neighs:  []desired.Neigh{{Dev: "estvx4", IP: ip("10.244.3.3"), Proxy: true}},
+			fdb:     []desired.FDB{flood, uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
 			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
 		},
@@ -70,13 +70,13 @@ func TestDesired(t *testing.T) {
 				in.LocalPods = []netip.Addr{ip("fd00::5")}
 				in.NodeIPs = []netip.Addr{ip("10.0.0.1"), ip("fd10::1")}
 			},
-			routes: []state.Route{route(1001, "fd00::/64"), route(1002, "fd10::2/128")},
-			rules: []state.Rule{
+			routes: []desired.Route{route(1001, "fd00::/64"), route(1002, "fd10::2/128")},
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
 				{Priority: 1001, Table: 1001, Family: family.IPv6},
 			},
-			neighs: []state.Neigh{{Dev: "estvx4", IP: ip("fd00::5"), Proxy: true}, {Dev: "estvx4", IP: ip("fd10::1"), Proxy: true}},
-			fdb:    []state.FDB{flood, uni},
+			neighs: []desired.Neigh{{Dev: "estvx4", IP: ip("fd00::5"), Proxy: true}, {Dev: "estvx4", IP: ip("fd10::1"), Proxy: true}},
+			fdb:    []desired.FDB{flood, uni},
 			nat6:   []netip.Prefix{pfx("fd00::/64")},
 		},
 		{
@@ -86,17 +86,17 @@ func TestDesired(t *testing.T) {
 				s6.NATOutgoing = false
 				in.Subnets = []Subnet{v4, s6}
 			},
-			routes: []state.Route{
+			routes: []desired.Route{
 				route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32"),
 				route(1001, "fd00::/64"), route(1002, "fd10::2/128"),
 			},
-			rules: []state.Rule{
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1002, Table: 1002, Src: pfx("fd00::/64")},
 				{Priority: 1001, Table: 1001, Family: family.IPv4},
 				{Priority: 1001, Table: 1001, Family: family.IPv6},
 			},
-			fdb:     []state.FDB{flood, uni},
+			fdb:     []desired.FDB{flood, uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
 			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
 		},
@@ -107,8 +107,8 @@ func TestDesired(t *testing.T) {
 				s.NATOutgoing = false
 				in.Subnets, in.Remotes = []Subnet{s}, nil
 			},
-			routes: []state.Route{route(1001, "10.244.0.0/16")},
-			rules: []state.Rule{
+			routes: []desired.Route{route(1001, "10.244.0.0/16")},
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
@@ -119,24 +119,24 @@ func TestDesired(t *testing.T) {
 				in.Subnets = []Subnet{v4}
 				in.Remotes = append(in.Remotes, Remote{Node: "c", VTEP: ip("fd10::3"), MAC: macB, NodeIPs: []netip.Addr{ip("10.0.0.3")}})
 			},
-			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
-			rules: []state.Rule{
+			routes: []desired.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
-			fdb:     []state.FDB{flood, uni},
+			fdb:     []desired.FDB{flood, uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
 			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
 		},
 		{
 			name:   "no flood",
 			edit:   func(in *Input) { in.Subnets = []Subnet{v4}; in.NoFlood = true },
-			routes: []state.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
-			rules: []state.Rule{
+			routes: []desired.Route{route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32")},
+			rules: []desired.Rule{
 				{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 				{Priority: 1001, Table: 1001, Family: family.IPv4},
 			},
-			fdb:     []state.FDB{uni},
+			fdb:     []desired.FDB{uni},
 			nat4:    []netip.Prefix{pfx("10.244.0.0/16")},
 			exempt4: []netip.Prefix{pfx("10.96.0.0/12"), pfx("10.244.0.0/16")},
 		},
@@ -157,7 +157,7 @@ func TestDesired(t *testing.T) {
 			if tc.exempt4 != nil {
 				same(t, "nat4 exempt", nat.IPv4.Exempt, tc.exempt4)
 			}
-			for _, f := range []state.NATFamily{nat.IPv4, nat.IPv6} {
+			for _, f := range []desired.NATFamily{nat.IPv4, nat.IPv6} {
 				if !f.Empty() && f.Device != "estvx4" {
 					t.Errorf("nat device = %q", f.Device)
 				}
@@ -195,7 +195,7 @@ func TestDeviceName(t *testing.T) {
 }
 
 func TestStableMAC(t *testing.T) {
-	seen := map[state.MAC]string{}
+	seen := map[desired.MAC]string{}
 	for _, n := range []string{"node-1", "node-2", "worker-a", "", strings.Repeat("x", 300)} {
 		m := StableMAC(n)
 		if m != StableMAC(n) {
@@ -228,32 +228,32 @@ func TestMTUFor(t *testing.T) {
 // underlay's.
 func TestOwnership(t *testing.T) {
 	o := Ownership()
-	podRoute := state.Route{Table: 1000, Dst: pfx("10.244.1.1/32"), Dev: "est0123456789a", Protocol: state.ProtocolEstuary}
-	podDefault := state.Route{Table: state.MainTable, Dst: pfx("0.0.0.0/0"), Protocol: state.ProtocolEstuary}
-	for _, r := range []state.Route{podRoute, podDefault} {
+	podRoute := desired.Route{Table: 1000, Dst: pfx("10.244.1.1/32"), Dev: "est0123456789a", Protocol: desired.ProtocolEstuary}
+	podDefault := desired.Route{Table: desired.MainTable, Dst: pfx("0.0.0.0/0"), Protocol: desired.ProtocolEstuary}
+	for _, r := range []desired.Route{podRoute, podDefault} {
 		if o.OwnsRoute(r) {
 			t.Errorf("owns %v", r)
 		}
 	}
-	if !o.OwnsRoute(state.Route{Table: 1001, Dst: pfx("10.0.0.0/8")}) || !o.OwnsRoute(route(1002, "10.0.0.2/32")) {
+	if !o.OwnsRoute(desired.Route{Table: 1001, Dst: pfx("10.0.0.0/8")}) || !o.OwnsRoute(route(1002, "10.0.0.2/32")) {
 		t.Error("does not own its tables")
 	}
-	if o.OwnsRule(state.Rule{Priority: 1000, Table: 1000}) || !o.OwnsRule(state.Rule{Priority: 1001, Table: 1001}) {
+	if o.OwnsRule(desired.Rule{Priority: 1000, Table: 1000}) || !o.OwnsRule(desired.Rule{Priority: 1001, Table: 1001}) {
 		t.Error("rule ownership wrong")
 	}
 	// Tables and priorities 1100-1999 are the underlay's per-subnet ones.
 	if o.OwnsRoute(route(1100, "192.168.60.0/24")) || o.OwnsRoute(route(1999, "0.0.0.0/0")) ||
-		o.OwnsRule(state.Rule{Priority: 1100, Table: 1100}) || o.OwnsRule(state.Rule{Priority: 1999, Table: 1999}) {
+		o.OwnsRule(desired.Rule{Priority: 1100, Table: 1100}) || o.OwnsRule(desired.Rule{Priority: 1999, Table: 1999}) {
 		t.Error("owns the underlay's tables or rules")
 	}
-	if o.OwnsNeigh(state.Neigh{Dev: "est0123456789a", IP: ip("10.244.1.1"), Proxy: true}) ||
-		!o.OwnsNeigh(state.Neigh{Dev: "estvx4", IP: ip("10.244.1.1"), Proxy: true}) {
+	if o.OwnsNeigh(desired.Neigh{Dev: "est0123456789a", IP: ip("10.244.1.1"), Proxy: true}) ||
+		!o.OwnsNeigh(desired.Neigh{Dev: "estvx4", IP: ip("10.244.1.1"), Proxy: true}) {
 		t.Error("neighbour ownership wrong")
 	}
-	if o.OwnsAddr(state.Addr{Dev: "estvx4", Prefix: pfx("10.1.1.1/24"), Scope: state.ScopeLink, NoPrefixRoute: true}) {
+	if o.OwnsAddr(desired.Addr{Dev: "estvx4", Prefix: pfx("10.1.1.1/24"), Scope: desired.ScopeLink, NoPrefixRoute: true}) {
 		t.Error("owns an address")
 	}
-	plan := o.Diff(state.State{}, state.State{Routes: []state.Route{podRoute}, Rules: []state.Rule{{Priority: 1000, Table: 1000}}})
+	plan := o.Diff(desired.State{}, desired.State{Routes: []desired.Route{podRoute}, Rules: []desired.Rule{{Priority: 1000, Table: 1000}}})
 	if !plan.Empty() {
 		t.Errorf("diff deletes podnet's objects:\n%s", plan)
 	}

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // TestDesiredFootprint checks the package doc's kernel footprint: with P
@@ -23,7 +23,7 @@ func TestDesiredFootprint(t *testing.T) {
 	for i := range N {
 		vtep := netip.AddrFrom4([4]byte{10, 0, 0, byte(2 + i)})
 		in.Remotes = append(in.Remotes, Remote{Node: fmt.Sprint("n", i), VTEP: vtep,
-			MAC: state.MAC{2, 0, 0, 0, 1, byte(i)}, NodeIPs: []netip.Addr{vtep}})
+			MAC: desired.MAC{2, 0, 0, 0, 1, byte(i)}, NodeIPs: []netip.Addr{vtep}})
 	}
 	for i := range S {
 		in.Subnets = append(in.Subnets, Subnet{Name: fmt.Sprint("s", i), CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24)})

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // lab6 is two nodes and an external host on one switch whose pods hold
@@ -198,14 +198,14 @@ func (l *lab6) testAnswerer(t *testing.T, inA, inB Input) {
 	inA.NoFlood, inB.NoFlood = true, true
 	apply(t, l.a, inA)
 	apply(t, l.b, inB)
-	macs := map[netip.Addr]state.MAC{}
+	macs := map[netip.Addr]desired.MAC{}
 	for _, n := range []*node{l.a, l.b} {
 		nstest.IP(t, n.ns, "-6", "neigh", "flush", "dev", inA.Device)
 		for _, ip := range append([]netip.Addr{n.ip6}, n.podIPs...) {
 			macs[ip] = StableMAC(n.name)
 		}
 	}
-	lookup := func(ip netip.Addr) (state.MAC, bool) { m, ok := macs[ip]; return m, ok }
+	lookup := func(ip netip.Addr) (desired.MAC, bool) { m, ok := macs[ip]; return m, ok }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, n := range []*node{l.a, l.b} {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // node is one simulated node: its namespace, its address on the switch,

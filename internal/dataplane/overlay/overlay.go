@@ -130,14 +130,14 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // Constants of the overlay; its tables and rule priorities are in the
-// routing plan (internal/dataplane/state, routing.go).
+// routing plan (internal/dataplane/desired, routing.go).
 const (
 	// DevicePrefix starts the VXLAN device's name.
-	DevicePrefix = state.OverlayDevicePrefix
+	DevicePrefix = desired.OverlayDevicePrefix
 	// DefaultPort is the VXLAN UDP port (the Linux kernel's, flannel's).
 	DefaultPort = 8472
 )
@@ -146,7 +146,7 @@ const (
 type Remote struct {
 	Node    string
 	VTEP    netip.Addr
-	MAC     state.MAC
+	MAC     desired.MAC
 	NodeIPs []netip.Addr
 }
 
@@ -159,13 +159,13 @@ type Subnet struct {
 
 // Config is the VXLAN device of the overlay network.
 type Config struct {
-	Device  string     // DeviceName(netID)
-	VNI     uint32     //
-	Port    int        // UDP port, DefaultPort when 0
-	Parent  string     // parent link name (resolved by ResolveParent)
-	LocalIP netip.Addr // VTEP address on the parent
-	MTU     int        // device MTU, see MTUFor
-	MAC     state.MAC  // StableMAC(nodeName): survives device re-creation
+	Device  string      // DeviceName(netID)
+	VNI     uint32      //
+	Port    int         // UDP port, DefaultPort when 0
+	Parent  string      // parent link name (resolved by ResolveParent)
+	LocalIP netip.Addr  // VTEP address on the parent
+	MTU     int         // device MTU, see MTUFor
+	MAC     desired.MAC // StableMAC(nodeName): survives device re-creation
 }
 
 // Input is everything the overlay data path of a node depends on.
@@ -214,9 +214,9 @@ func DeviceName(netID uint32) string {
 
 // StableMAC returns a locally administered unicast MAC derived from the
 // node's name, so a node's VTEP MAC is the same across device re-creations.
-func StableMAC(node string) state.MAC {
+func StableMAC(node string) desired.MAC {
 	sum := sha256.Sum256([]byte("estuary-vtep/" + node))
-	var m state.MAC
+	var m desired.MAC
 	copy(m[:], sum[:len(m)])
 	m[0] = (m[0] | 0x02) &^ 0x01
 	return m
@@ -237,9 +237,9 @@ func MTUFor(parentMTU int, underlay6 bool) int {
 	return parentMTU - overhead4
 }
 
-// Ownership is what the overlay reconcile owns (state.OwnerOverlay of the
+// Ownership is what the overlay reconcile owns (desired.OwnerOverlay of the
 // routing plan): routes in tables 1001-1099 whatever their protocol, rules
 // at priorities 1001-1099, neighbours and FDB entries on estvx* devices, no
 // addresses. It never claims table 1000, rule 1000 or host veths, nor the
 // underlay's tables and rules 1100-1999.
-func Ownership() state.Ownership { return state.OwnerOverlay.Ownership() }
+func Ownership() desired.Ownership { return desired.OwnerOverlay.Ownership() }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 func TestResolveParent(t *testing.T) {

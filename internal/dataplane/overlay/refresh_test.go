@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // Refresh rewrites a resolved entry whose MAC is no longer its address's
@@ -32,13 +32,13 @@ func TestRefreshMovesEntriesToTheCurrentVTEP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	want, _ := state.ParseMAC(newMAC)
-	table := map[netip.Addr]state.MAC{
+	want, _ := desired.ParseMAC(newMAC)
+	table := map[netip.Addr]desired.MAC{
 		netip.MustParseAddr("10.9.0.5"): want, // moved
 		netip.MustParseAddr("10.9.0.6"): want, // right already
 		netip.MustParseAddr("10.9.0.8"): want, // permanent: not the answerer's
 	}
-	lookup := func(ip netip.Addr) (state.MAC, bool) { m, ok := table[ip]; return m, ok }
+	lookup := func(ip netip.Addr) (desired.MAC, bool) { m, ok := table[ip]; return m, ok }
 	n, err := a.Refresh("estvx9", lookup)
 	if err != nil || n != 1 {
 		t.Fatalf("Refresh = %d, %v; want 1 entry rewritten", n, err)

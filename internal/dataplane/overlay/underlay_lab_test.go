@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // An untagged VLAN underlay subnet on the lab's segment, with one pod on
@@ -50,7 +50,7 @@ func newHybridNode(t *testing.T, n *node, host int) *hybridNode {
 	return h
 }
 
-// apply applies the overlay (underlay subnets and pods included, as netsync
+// apply applies the overlay (underlay subnets and pods included, as datapath
 // computes them) and the underlay on h, twice, the second time a no-op.
 func (h *hybridNode) apply(t *testing.T, l *lab, other *node) Input {
 	t.Helper()
@@ -64,7 +64,7 @@ func (h *hybridNode) apply(t *testing.T, l *lab, other *node) Input {
 			Name: "vlan0-a", CIDR: vlanSubnet, Gateway: vlanGw, LocalPods: []netip.Addr{h.uIP},
 		}}}},
 		Cluster:   []underlay.SubnetRef{{Name: "vlan0-a", CIDR: vlanSubnet, Created: time.Unix(1, 0)}},
-		NodeAddrs: []state.Addr{{Dev: "eth0", Prefix: netip.PrefixFrom(h.ip, 24)}},
+		NodeAddrs: []desired.Addr{{Dev: "eth0", Prefix: netip.PrefixFrom(h.ip, 24)}},
 	}
 	for i := range 2 {
 		plan := apply(t, h.node, in)
@@ -95,7 +95,7 @@ func TestOverlayToUnderlayRidesTheTunnel(t *testing.T) {
 	// a broadcast request from a node's address for an underlay pod fails
 	// the pod's node's reverse-path check, since that node routes the
 	// pod's subnet to node addresses out of its physical link.
-	answer(t, dev, map[netip.Addr]state.MAC{
+	answer(t, dev, map[netip.Addr]desired.MAC{
 		a.podIPs[0]: StableMAC(a.name), a.uIP: StableMAC(a.name), a.ip: StableMAC(a.name),
 		b.podIPs[0]: StableMAC(b.name), b.uIP: StableMAC(b.name), b.ip: StableMAC(b.name),
 	}, a.node, b.node)
@@ -131,7 +131,7 @@ func TestOverlayToUnderlayRidesTheTunnel(t *testing.T) {
 }
 
 // answer runs the agents' answerers on dev with macs until the test ends.
-func answer(t *testing.T, dev string, macs map[netip.Addr]state.MAC, nodes ...*node) {
+func answer(t *testing.T, dev string, macs map[netip.Addr]desired.MAC, nodes ...*node) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -141,7 +141,7 @@ func answer(t *testing.T, dev string, macs map[netip.Addr]state.MAC, nodes ...*n
 			t.Error("Answer did not return after its context ended")
 		}
 	})
-	lookup := func(ip netip.Addr) (state.MAC, bool) { m, ok := macs[ip]; return m, ok }
+	lookup := func(ip netip.Addr) (desired.MAC, bool) { m, ok := macs[ip]; return m, ok }
 	for _, n := range nodes {
 		n.agent.OnError = func(err error) { t.Logf("%s: answerer: %v", n.name, err) }
 		wg.Go(func() { _ = n.agent.Answer(ctx, dev, lookup) })

@@ -4,12 +4,12 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-func throw(dst string) state.Route {
-	return state.Route{Table: 1002, Dst: pfx(dst), Type: state.RouteThrow, Protocol: state.ProtocolEstuary}
+func throw(dst string) desired.Route {
+	return desired.Route{Table: 1002, Dst: pfx(dst), Type: desired.RouteThrow, Protocol: desired.ProtocolEstuary}
 }
 
 // Underlay subnets go into table 1002 (overlay sources only), each gateway
@@ -27,16 +27,16 @@ func TestDesiredUnderlays(t *testing.T) {
 		{},
 	}
 	s, _ := Desired(in)
-	same(t, "routes", s.Routes, []state.Route{
+	same(t, "routes", s.Routes, []desired.Route{
 		route(1001, "10.244.0.0/16"), route(1002, "10.0.0.2/32"),
 		route(1002, "192.168.60.0/24"), throw("192.168.60.1/32"), route(1002, "10.90.0.0/24"),
 		route(1002, "192.168.61.0/24"), route(1002, "10.0.0.0/24"),
 	})
-	same(t, "rules", s.Rules, []state.Rule{
+	same(t, "rules", s.Rules, []desired.Rule{
 		{Priority: 1002, Table: 1002, Src: pfx("10.244.0.0/16")},
 		{Priority: 1001, Table: 1001, Family: family.IPv4},
 	})
-	keys := map[state.RouteKey]bool{}
+	keys := map[desired.RouteKey]bool{}
 	for _, r := range s.Routes {
 		if keys[r.Key()] {
 			t.Errorf("two routes for %v", r.Key())

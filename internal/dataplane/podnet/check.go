@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // Mismatch lists what of a Spec's interface is missing in the kernel.
@@ -68,11 +68,11 @@ func (p *plumbing) check() []error {
 		}
 	}
 	for _, f := range families(p.s.IPs) {
-		n := state.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true}
+		n := desired.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true}
 		if !slices.Contains(podState.Neighs, n) {
 			missing("pod %s", n)
 		}
-		if r := localPodsRule(f).Canonical(); !slices.ContainsFunc(hostState.Rules, func(k state.Rule) bool {
+		if r := localPodsRule(f).Canonical(); !slices.ContainsFunc(hostState.Rules, func(k desired.Rule) bool {
 			return k.Canonical() == r
 		}) {
 			missing("host %s", r)
@@ -98,16 +98,16 @@ func (p *plumbing) checkLinks() (errs []error, stop bool) {
 	return nil, false
 }
 
-func (p *plumbing) hasAddr(s state.State, a netip.Addr) bool {
-	return slices.ContainsFunc(s.Addrs, func(k state.Addr) bool {
+func (p *plumbing) hasAddr(s desired.State, a netip.Addr) bool {
+	return slices.ContainsFunc(s.Addrs, func(k desired.Addr) bool {
 		return k.Dev == p.s.IfName && k.Prefix.Addr() == a && k.Prefix.Bits() == a.BitLen()
 	})
 }
 
 // hasRoute matches a route by table, destination, device and gateway.
-func hasRoute(s state.State, want state.Route) bool {
+func hasRoute(s desired.State, want desired.Route) bool {
 	want = want.Canonical()
-	return slices.ContainsFunc(s.Routes, func(r state.Route) bool {
+	return slices.ContainsFunc(s.Routes, func(r desired.Route) bool {
 		r = r.Canonical()
 		return r.Key() == want.Key() && r.Dev == want.Dev && r.Gw == want.Gw
 	})

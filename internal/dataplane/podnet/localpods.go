@@ -4,7 +4,7 @@ package podnet
 // pod is reachable the moment its ADD returns, without waiting for the
 // loop. The routes are also the loop's like everything else: LocalPods
 // derives table 1000 from a list of pods and reconciles it as the routing
-// plan's owner local-pods (state.OwnerLocalPods), so a route deleted by hand
+// plan's owner local-pods (desired.OwnerLocalPods), so a route deleted by hand
 // comes back and a route left on a veth the list no longer names goes.
 //
 // In-flight attachments. A route is written before its pod is listed (the
@@ -23,8 +23,8 @@ import (
 	"net/netip"
 
 	"github.com/estuary-cni/estuary/internal/dataplane"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -52,7 +52,7 @@ func NewLocalPods(hostNetns string) (*LocalPods, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local pods: %w", err)
 	}
-	return &LocalPods{h: h, rec: dataplane.NewReconciler(h, state.OwnerLocalPods.Ownership())}, nil
+	return &LocalPods{h: h, rec: dataplane.NewReconciler(h, desired.OwnerLocalPods.Ownership())}, nil
 }
 
 // Close releases the writer's handle.
@@ -61,23 +61,23 @@ func (l *LocalPods) Close() { l.h.Close() }
 // Reconcile brings table 1000 and the shared rule to what list says; list
 // is called once the kernel has been read. It returns the plan it applied
 // and the host veths of the pods skipped because their veth does not exist.
-func (l *LocalPods) Reconcile(ctx context.Context, list ListFunc) (state.Plan, []string, error) {
+func (l *LocalPods) Reconcile(ctx context.Context, list ListFunc) (desired.Plan, []string, error) {
 	var (
 		missing []string
 		listErr error
 	)
-	plan, err := l.rec.ReconcileLive(ctx, func(own state.Ownership, actual state.State) (state.State, state.Ownership) {
+	plan, err := l.rec.ReconcileLive(ctx, func(own desired.Ownership, actual desired.State) (desired.State, desired.Ownership) {
 		pods, busyList, err := list()
 		if err != nil {
 			listErr = fmt.Errorf("local pods: %w", err)
 			own.Skip = func(string) bool { return true }
-			return state.State{}, own
+			return desired.State{}, own
 		}
 		busy := make(map[string]bool, len(busyList))
 		for _, dev := range busyList {
 			busy[dev] = true
 		}
-		var want state.State
+		var want desired.State
 		want, missing = DesiredLocalPods(pods, busy, func(dev string) bool { _, ok := actual.Links[dev]; return ok })
 		own.Skip = func(dev string) bool { return busy[dev] }
 		return want, own
@@ -92,9 +92,9 @@ func (l *LocalPods) Reconcile(ctx context.Context, list ListFunc) (state.Plan, [
 // the pod's host veth and the shared rule of each family present. Pods
 // whose veth is busy (named in busy) or does not exist (exists says) are
 // left out; the host veths of the latter are returned.
-func DesiredLocalPods(pods []LocalPod, busy map[string]bool, exists func(dev string) bool) (state.State, []string) {
+func DesiredLocalPods(pods []LocalPod, busy map[string]bool, exists func(dev string) bool) (desired.State, []string) {
 	var (
-		want    state.State
+		want    desired.State
 		missing []string
 		fams    = map[family.Family]bool{}
 	)

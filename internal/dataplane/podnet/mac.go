@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // peerMAC is the MAC to create the pod side with: nil lets the kernel
@@ -33,7 +33,7 @@ func (p *plumbing) peerMAC() net.HardwareAddr {
 // at the old MAC, which the fast path's FIB lookups would use) are deleted,
 // so the host resolves the pod again.
 func (p *plumbing) pin(pl ops.Link) error {
-	if have, _ := state.MACFrom(pl.MAC); p.s.MAC.IsZero() || have == p.s.MAC {
+	if have, _ := desired.MACFrom(pl.MAC); p.s.MAC.IsZero() || have == p.s.MAC {
 		return nil
 	}
 	if err := p.pod.Links().SetMAC(p.s.IfName, p.s.MAC.HardwareAddr()); err != nil {
@@ -41,7 +41,7 @@ func (p *plumbing) pin(pl ops.Link) error {
 	}
 	stale, err := p.host.Neighs().Resolved(p.hostVeth)
 	if err == nil {
-		err = p.host.Apply(state.Plan{DelNeighs: stale})
+		err = p.host.Apply(desired.Plan{DelNeighs: stale})
 	}
 	if err != nil {
 		return fmt.Errorf("host side %s: forget the pod's old MAC: %w", p.hostVeth, err)
@@ -56,7 +56,7 @@ func (p *plumbing) checkMAC(pl, hl ops.Link) error {
 	if !ok || alias.mac.IsZero() {
 		return nil
 	}
-	if have, _ := state.MACFrom(pl.MAC); have != alias.mac {
+	if have, _ := desired.MACFrom(pl.MAC); have != alias.mac {
 		return fmt.Errorf("interface %s has MAC %s, not the pinned %s", p.s.IfName, pl.MAC, alias.mac)
 	}
 	return nil

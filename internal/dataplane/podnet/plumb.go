@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
@@ -146,12 +146,12 @@ func (p *plumbing) podSysctls() []sysctl.Setting {
 // configurePod writes the pod's addresses, the permanent neighbour for each
 // family's gateway and the onlink default routes.
 func (p *plumbing) configurePod() error {
-	var plan state.Plan
+	var plan desired.Plan
 	for _, ip := range p.s.IPs {
-		plan.AddAddrs = append(plan.AddAddrs, state.Addr{Dev: p.s.IfName, Prefix: hostPrefix(ip)})
+		plan.AddAddrs = append(plan.AddAddrs, desired.Addr{Dev: p.s.IfName, Prefix: hostPrefix(ip)})
 	}
 	for _, f := range families(p.s.IPs) {
-		plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true})
+		plan.AddNeighs = append(plan.AddNeighs, desired.Neigh{Dev: p.s.IfName, IP: gatewayOf(f), MAC: HostMAC, Permanent: true})
 	}
 	if err := p.pod.Apply(plan); err != nil {
 		return fmt.Errorf("pod side %s: %w", p.s.IfName, err)
@@ -164,16 +164,16 @@ func (p *plumbing) configurePod() error {
 	return nil
 }
 
-func (p *plumbing) podRoutes() []state.Route {
-	var rs []state.Route
+func (p *plumbing) podRoutes() []desired.Route {
+	var rs []desired.Route
 	for _, f := range families(p.s.IPs) {
 		dst := "0.0.0.0/0"
 		if f == family.IPv6 {
 			dst = "::/0"
 		}
-		rs = append(rs, state.Route{
-			Table: state.MainTable, Dst: mustPrefix(dst), Gw: gatewayOf(f), Dev: p.s.IfName,
-			Protocol: state.ProtocolEstuary,
+		rs = append(rs, desired.Route{
+			Table: desired.MainTable, Dst: mustPrefix(dst), Gw: gatewayOf(f), Dev: p.s.IfName,
+			Protocol: desired.ProtocolEstuary,
 		})
 	}
 	return rs
@@ -181,32 +181,32 @@ func (p *plumbing) podRoutes() []state.Route {
 
 // hostPlan: the local-pods routes, the IPv6 gateway's proxy entry and the
 // shared rule per family (applied last by Apply).
-func (p *plumbing) hostPlan() state.Plan {
-	var plan state.Plan
+func (p *plumbing) hostPlan() desired.Plan {
+	var plan desired.Plan
 	for _, ip := range p.s.IPs {
 		plan.AddRoutes = append(plan.AddRoutes, p.hostRoute(ip))
 	}
 	for _, f := range families(p.s.IPs) {
 		if f == family.IPv6 {
-			plan.AddNeighs = append(plan.AddNeighs, state.Neigh{Dev: p.hostVeth, IP: GatewayIPv6, Proxy: true})
+			plan.AddNeighs = append(plan.AddNeighs, desired.Neigh{Dev: p.hostVeth, IP: GatewayIPv6, Proxy: true})
 		}
 		plan.AddRules = append(plan.AddRules, localPodsRule(f))
 	}
 	return plan
 }
 
-func (p *plumbing) hostRoute(a netip.Addr) state.Route { return localRoute(p.hostVeth, a) }
+func (p *plumbing) hostRoute(a netip.Addr) desired.Route { return localRoute(p.hostVeth, a) }
 
 // localRoute is a's route in the local-pods table, through the host veth dev.
-func localRoute(dev string, a netip.Addr) state.Route {
-	return state.Route{
-		Table: state.TableLocalPods, Dst: hostPrefix(a), Dev: dev, Scope: state.ScopeLink,
-		Protocol: state.ProtocolEstuary,
+func localRoute(dev string, a netip.Addr) desired.Route {
+	return desired.Route{
+		Table: desired.TableLocalPods, Dst: hostPrefix(a), Dev: dev, Scope: desired.ScopeLink,
+		Protocol: desired.ProtocolEstuary,
 	}
 }
 
-func localPodsRule(f family.Family) state.Rule {
-	return state.Rule{Priority: state.PriorityLocalPods, Table: state.TableLocalPods, Family: f}
+func localPodsRule(f family.Family) desired.Rule {
+	return desired.Rule{Priority: desired.PriorityLocalPods, Table: desired.TableLocalPods, Family: f}
 }
 
 func hasFamily(ips []netip.Addr, f family.Family) bool {

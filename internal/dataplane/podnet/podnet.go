@@ -36,7 +36,7 @@
 //
 // Naming. The host side is "est" followed by 11 hex digits of SHA-256 over
 // the container ID and the interface name: 14 bytes (the kernel allows 15),
-// inside estuary's device prefix (state.Ownership), and derived from the
+// inside estuary's device prefix (desired.Ownership), and derived from the
 // attachment's identity alone, so a retried ADD, a DEL and a GC find it even
 // when the runtime sends no pod namespace/name. The pod's namespace/name is
 // deliberately not used: a recreated pod's new sandbox can coexist briefly
@@ -71,21 +71,21 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 // HostVethPrefix starts every host-side veth name; the routing plan
-// (internal/dataplane/state) names it with its owner. Local pod routes go in
-// state.TableLocalPods.
-const HostVethPrefix = state.HostVethPrefix
+// (internal/dataplane/desired) names it with its owner. Local pod routes go in
+// desired.TableLocalPods.
+const HostVethPrefix = desired.HostVethPrefix
 
 // Gateways and the host side's MAC, as the pod sees them.
 var (
 	GatewayIPv4 = netip.MustParseAddr("169.254.1.1")
 	GatewayIPv6 = netip.MustParseAddr("fe80::ecee:eeff:feee:eeee")
-	HostMAC     = state.MustParseMAC("ee:ee:ee:ee:ee:ee")
+	HostMAC     = desired.MustParseMAC("ee:ee:ee:ee:ee:ee")
 )
 
 // ErrPodNetns marks the failure to open a pod's network namespace.
@@ -102,7 +102,7 @@ type Spec struct {
 	// IPs are the pod's addresses; each sits alone (/32, /128) on IfName.
 	IPs []netip.Addr
 	// MAC is the pod side's pinned MAC; zero lets the kernel choose.
-	MAC state.MAC
+	MAC desired.MAC
 	// MTU of both veth ends; 0 keeps the kernel's default.
 	MTU int
 }

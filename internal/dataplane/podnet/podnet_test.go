@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
@@ -15,7 +15,7 @@ func TestHostVethName(t *testing.T) {
 	if len(n) != 14 || !strings.HasPrefix(n, HostVethPrefix) || n != HostVethName("abc", "eth0") {
 		t.Errorf("HostVethName = %q", n)
 	}
-	if !state.DefaultOwnership().OwnsDevice(n) {
+	if !desired.DefaultOwnership().OwnsDevice(n) {
 		t.Errorf("%s is outside estuary's devices", n)
 	}
 	for _, other := range [][2]string{{"abd", "eth0"}, {"abc", "net1"}} {
@@ -35,8 +35,8 @@ const maxContainerIDLen = 128
 func TestEndpointAliasRoundTrip(t *testing.T) {
 	// The longest key the CNI server accepts.
 	sp := Spec{ContainerID: strings.Repeat("c", maxContainerIDLen), IfName: "net123456789abc", Netns: "/var/run/netns/cni-1234"}
-	mac := state.MustParseMAC("02:42:0a:00:00:07")
-	for _, pinned := range []state.MAC{{}, mac} {
+	mac := desired.MustParseMAC("02:42:0a:00:00:07")
+	for _, pinned := range []desired.MAC{{}, mac} {
 		sp.MAC = pinned
 		got, ok := parseEndpointAlias(endpointAlias(sp))
 		if !ok || got.containerID != sp.ContainerID || got.ifName != sp.IfName || got.netns != sp.Netns || got.mac != pinned {
@@ -73,11 +73,11 @@ func TestDesiredLocalPods(t *testing.T) {
 	if len(missing) != 0 {
 		t.Errorf("missing = %v", missing)
 	}
-	wantRoutes := []state.Route{localRoute("est1", netip.MustParseAddr("10.0.0.5")), localRoute("est2", netip.MustParseAddr("fd00::5"))}
+	wantRoutes := []desired.Route{localRoute("est1", netip.MustParseAddr("10.0.0.5")), localRoute("est2", netip.MustParseAddr("fd00::5"))}
 	if !slices.Equal(want.Routes, wantRoutes) {
 		t.Errorf("routes = %v, want %v", want.Routes, wantRoutes)
 	}
-	if !slices.Equal(want.Rules, []state.Rule{localPodsRule(family.IPv4), localPodsRule(family.IPv6)}) {
+	if !slices.Equal(want.Rules, []desired.Rule{localPodsRule(family.IPv4), localPodsRule(family.IPv6)}) {
 		t.Errorf("rules = %v", want.Rules)
 	}
 	none := func(string) bool { return false }

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 )
 
 // aliasTag starts the alias of every host veth podnet makes.
@@ -51,7 +51,7 @@ type aliasFields struct {
 	containerID string
 	ifName      string
 	netns       string
-	mac         state.MAC // zero: none pinned
+	mac         desired.MAC // zero: none pinned
 }
 
 // parseEndpointAlias reads an alias endpointAlias wrote.
@@ -74,7 +74,7 @@ func parseEndpointAlias(s string) (aliasFields, bool) {
 		return aliasFields{}, false
 	case len(rest) == 1:
 		v, tagged := strings.CutPrefix(rest[0], aliasMAC)
-		mac, err := state.ParseMAC(v)
+		mac, err := desired.ParseMAC(v)
 		if !tagged || err != nil {
 			return aliasFields{}, false
 		}
@@ -123,7 +123,7 @@ func (h *Plumber) Interfaces() (ifs []Plumbed, unnamed []string, err error) {
 		}
 		p := Plumbed{ContainerID: alias.containerID, IfName: alias.ifName, Netns: alias.netns, HostVeth: l.Name}
 		for _, rt := range kernel.Routes {
-			if rt.Table == state.TableLocalPods && rt.Dev == l.Name && rt.Dst.IsSingleIP() {
+			if rt.Table == desired.TableLocalPods && rt.Dev == l.Name && rt.Dst.IsSingleIP() {
 				p.IPs = append(p.IPs, rt.Dst)
 			}
 		}

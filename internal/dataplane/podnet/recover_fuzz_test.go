@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // aliasKeyValid is what the CNI server accepts of a container ID and an
@@ -53,7 +53,7 @@ func FuzzParseEndpointAlias(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, alias, id, ifname, netns string, macBytes []byte) {
 		checkAliasParse(t, alias)
-		var m state.MAC
+		var m desired.MAC
 		if len(macBytes) != len(m) || !aliasKeyValid(id, ifname) {
 			return
 		}

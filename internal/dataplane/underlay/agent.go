@@ -10,14 +10,14 @@ import (
 	"sync"
 
 	"github.com/estuary-cni/estuary/internal/dataplane"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
 // podnetPrefix starts podnet's host veths and the overlay's devices: links
-// of that name are never the underlay's unless they carry state.VLANMarker.
-const podnetPrefix = state.DevicePrefix
+// of that name are never the underlay's unless they carry desired.VLANMarker.
+const podnetPrefix = desired.DevicePrefix
 
 // Agent applies the underlay data path to one node's network namespace.
 // Apply and Remove calls run one at a time.
@@ -60,7 +60,7 @@ func (a *Agent) Applied() []sysctl.Setting {
 // are applied. It returns the plan it carried out, the deleted local routes
 // among its DelRoutes; a second Apply with the same input returns an empty
 // plan.
-func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
+func (a *Agent) Apply(ctx context.Context, in Input) (desired.Plan, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	errs := Problems(in)
@@ -94,7 +94,7 @@ func (a *Agent) Apply(ctx context.Context, in Input) (state.Plan, error) {
 // pods, which deletes every rule, table, proxy entry and enhanced address
 // the underlay owns and every marked sub-interface. in.Cluster tells which
 // neighbours and addresses are the underlay's.
-func (a *Agent) Remove(ctx context.Context, in Input) (state.Plan, error) {
+func (a *Agent) Remove(ctx context.Context, in Input) (desired.Plan, error) {
 	in.Networks = nil
 	return a.Apply(ctx, in)
 }
@@ -193,25 +193,25 @@ func (a *Agent) deleteUnused(devs []Device) error {
 
 // reconcile brings the kernel to Desired(in) with Hidden(in) absent,
 // through the reconcile every writer shares (dataplane.Reconciler): the
-// plan's order (state.Plan.Steps) deletes a stale enhanced address before
+// plan's order (desired.Plan.Steps) deletes a stale enhanced address before
 // its successor is added, deletes the kernel's local route of each new one
 // right after it, and adds on-link routes before the gateway routes that
 // need them. The ownership is narrowed to what the input makes the
 // underlay's (ownership), with the sub-interfaces estuary made listed after
 // each read of the kernel. The returned plan lists the deleted local routes
 // among its DelRoutes.
-func (a *Agent) reconcile(ctx context.Context, in Input) (state.Plan, error) {
-	desired := Desired(in)
-	desired.Absent = hiddenOf(desired)
+func (a *Agent) reconcile(ctx context.Context, in Input) (desired.Plan, error) {
+	want := Desired(in)
+	want.Absent = hiddenOf(want)
 	var markedErr error
-	plan, err := a.rec.ReconcileLive(ctx, func(own state.Ownership, _ state.State) (state.State, state.Ownership) {
+	plan, err := a.rec.ReconcileLive(ctx, func(own desired.Ownership, _ desired.State) (desired.State, desired.Ownership) {
 		marked, err := a.marked()
 		if err != nil {
 			markedErr = err
 			own.Skip = func(string) bool { return true }
-			return state.State{}, own
+			return desired.State{}, own
 		}
-		return desired, ownership(own, in, marked)
+		return want, ownership(own, in, marked)
 	})
 	return plan, errors.Join(markedErr, err)
 }
@@ -236,7 +236,7 @@ func (a *Agent) marked() (map[string]bool, error) {
 // (IPv4, not link-local, scope link, noprefixroute) on a sub-interface
 // estuary made, or inside one of the input's underlay subnets on any link
 // but podnet's and the overlay's (named est*, unless marked).
-func ownership(own state.Ownership, in Input, marked map[string]bool) state.Ownership {
+func ownership(own desired.Ownership, in Input, marked map[string]bool) desired.Ownership {
 	prefixes := underlayPrefixes(in)
 	ours := func(dev string, ip netip.Addr) bool {
 		if marked[dev] {
@@ -247,10 +247,10 @@ func ownership(own state.Ownership, in Input, marked map[string]bool) state.Owne
 		}
 		return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) })
 	}
-	own.Neighs = func(n state.Neigh) bool { return n.Proxy && ours(n.Dev, n.IP) }
-	own.Addrs = func(ad state.Addr) bool {
+	own.Neighs = func(n desired.Neigh) bool { return n.Proxy && ours(n.Dev, n.IP) }
+	own.Addrs = func(ad desired.Addr) bool {
 		ip := ad.Prefix.Addr().Unmap()
-		return ip.Is4() && !ip.IsLinkLocalUnicast() && ad.Scope == state.ScopeLink && ad.NoPrefixRoute && ours(ad.Dev, ip)
+		return ip.Is4() && !ip.IsLinkLocalUnicast() && ad.Scope == desired.ScopeLink && ad.NoPrefixRoute && ours(ad.Dev, ip)
 	}
 	return own
 }

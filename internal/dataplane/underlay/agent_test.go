@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // addForeign writes objects into the node's namespace that the underlay
@@ -42,7 +42,7 @@ func checkForeign(t *testing.T, l *lab) {
 	}
 }
 
-func apply(t *testing.T, l *lab, in Input) state.Plan {
+func apply(t *testing.T, l *lab, in Input) desired.Plan {
 	t.Helper()
 	plan, err := l.agent.Apply(context.Background(), in)
 	if err != nil {
@@ -122,7 +122,7 @@ func nodeMAC(t *testing.T, l *lab) string {
 // and sysctls, and that the pod's address is not local to the node.
 func checkKernel(t *testing.T, l *lab, in Input) {
 	t.Helper()
-	table := fmt.Sprint(state.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
+	table := fmt.Sprint(desired.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
 	for _, want := range []struct{ out, substr string }{
 		{nstest.IP(t, l.node, "rule", "show"), table + ":\tfrom 192.168.60.0/24 lookup " + table},
 		{nstest.IP(t, l.node, "route", "show", "table", table), "default via 192.168.60.1 dev eth0"},
@@ -227,14 +227,14 @@ func testLinkBounce(t *testing.T, l *lab, in Input) {
 // testRemove: without local pods every underlay object goes; the pod's own
 // plumbing, the overlay and the foreign objects stay.
 func testRemove(t *testing.T, l *lab, in Input) {
-	for _, apply := range []func() (state.Plan, error){
-		func() (state.Plan, error) { return l.agent.Apply(context.Background(), l.input()) },
-		func() (state.Plan, error) { return l.agent.Remove(context.Background(), in) },
+	for _, apply := range []func() (desired.Plan, error){
+		func() (desired.Plan, error) { return l.agent.Apply(context.Background(), l.input()) },
+		func() (desired.Plan, error) { return l.agent.Remove(context.Background(), in) },
 	} {
 		if _, err := apply(); err != nil {
 			t.Fatal(err)
 		}
-		table := fmt.Sprint(state.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
+		table := fmt.Sprint(desired.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-a"])
 		if out := nstest.IP(t, l.node, "route", "show", "table", table); strings.TrimSpace(out) != "" {
 			t.Errorf("table %s left:\n%s", table, out)
 		}
@@ -317,7 +317,7 @@ func TestUnderlayTagged(t *testing.T) {
 	nstest.IP(t, l.node, "link", "add", "link", "eth0", "name", "eth0.200", "type", "vlan", "id", "200")
 	checkKernel(t, l, in)
 	link := nstest.IP(t, l.node, "-d", "link", "show", "eth0.100")
-	for _, want := range []string{"vlan protocol 802.1Q id 100", "alias " + state.VLANMarker, "state UP"} {
+	for _, want := range []string{"vlan protocol 802.1Q id 100", "alias " + desired.VLANMarker, "state UP"} {
 		if !strings.Contains(link, want) {
 			t.Errorf("eth0.100 lacks %q:\n%s", want, link)
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // bgpInput is one BGP network with a v4 and a v6 subnet on uplink eth0,
@@ -26,7 +26,7 @@ func bgpInput(peers ...string) Input {
 		Networks: []Network{n},
 		Cluster: []SubnetRef{{Name: "fabric-a", CIDR: pfx("10.90.0.0/24"), Created: t0},
 			{Name: "fabric-6", CIDR: pfx("fd90::/64"), Created: t0}, {Name: "fabric-empty", CIDR: pfx("10.91.0.0/24"), Created: t0}},
-		NodeAddrs: []state.Addr{
+		NodeAddrs: []desired.Addr{
 			{Dev: "eth0", Prefix: pfx("10.77.0.11/24")}, {Dev: "eth0", Prefix: pfx("fd77::11/64")},
 			{Dev: "eth1", Prefix: pfx("10.50.0.11/24")},
 		},
@@ -38,12 +38,12 @@ func TestDesiredBGP(t *testing.T) {
 	// peer of each family is the subnets' next hop.
 	in := bgpInput("10.50.0.1", "10.60.0.1", "10.77.0.1", "10.77.0.2", "fd77::1")
 	slots := Numbering(in.Cluster)
-	t4, t6 := state.TableUnderlayFirst+slots["fabric-a"], state.TableUnderlayFirst+slots["fabric-6"]
-	want := state.State{
-		Rules: []state.Rule{{Priority: t4, Table: t4, Src: pfx("10.90.0.0/24")}, {Priority: t6, Table: t6, Src: pfx("fd90::/64")}},
-		Routes: []state.Route{
-			{Table: t4, Dst: pfx("0.0.0.0/0"), Gw: ip("10.77.0.1"), Dev: "eth0", Protocol: state.ProtocolEstuary},
-			{Table: t6, Dst: pfx("::/0"), Gw: ip("fd77::1"), Dev: "eth0", Protocol: state.ProtocolEstuary},
+	t4, t6 := desired.TableUnderlayFirst+slots["fabric-a"], desired.TableUnderlayFirst+slots["fabric-6"]
+	want := desired.State{
+		Rules: []desired.Rule{{Priority: t4, Table: t4, Src: pfx("10.90.0.0/24")}, {Priority: t6, Table: t6, Src: pfx("fd90::/64")}},
+		Routes: []desired.Route{
+			{Table: t4, Dst: pfx("0.0.0.0/0"), Gw: ip("10.77.0.1"), Dev: "eth0", Protocol: desired.ProtocolEstuary},
+			{Table: t6, Dst: pfx("::/0"), Gw: ip("fd77::1"), Dev: "eth0", Protocol: desired.ProtocolEstuary},
 		},
 	}
 	if t4 > t6 {
@@ -83,7 +83,7 @@ func TestDesiredBGPNoReachablePeer(t *testing.T) {
 	}
 	// A node address without its prefix length (/32) reaches no peer.
 	in := bgpInput("10.77.0.1")
-	in.NodeAddrs = []state.Addr{{Dev: "eth0", Prefix: pfx("10.77.0.11/32")}}
+	in.NodeAddrs = []desired.Addr{{Dev: "eth0", Prefix: pfx("10.77.0.11/32")}}
 	if got := Desired(in); len(got.Rules) != 0 {
 		t.Errorf("Desired = %+v; want nothing without the uplink's prefix", got)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // Device is a vlan-if the underlay uses on this node.
@@ -128,31 +128,31 @@ var maxTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // local subnet its rule, table, proxy neighbours and enhanced address (a
 // BGP subnet: its rule and `default via <peer> dev <uplink>` only). It is
 // pure: equal inputs give equal outputs, and nothing is read.
-func Desired(in Input) state.State {
-	var s state.State
+func Desired(in Input) desired.State {
+	var s desired.State
 	ls, _ := resolve(in)
 	for _, l := range ls {
-		table := state.TableUnderlayFirst + l.slot
+		table := desired.TableUnderlayFirst + l.slot
 		cidr := l.sub.CIDR
-		s.Rules = append(s.Rules, state.Rule{Priority: table, Table: table, Src: cidr})
+		s.Rules = append(s.Rules, desired.Rule{Priority: table, Table: table, Src: cidr})
 		if l.bgp {
-			s.Routes = append(s.Routes, state.Route{
+			s.Routes = append(s.Routes, desired.Route{
 				Table: table, Dst: netip.PrefixFrom(unspecified(l.peer), 0), Gw: l.peer, Dev: l.dev,
-				Protocol: state.ProtocolEstuary,
+				Protocol: desired.ProtocolEstuary,
 			})
 			continue
 		}
-		s.Routes = append(s.Routes, state.Route{
-			Table: table, Dst: cidr, Dev: l.dev, Scope: state.ScopeLink, Protocol: state.ProtocolEstuary,
+		s.Routes = append(s.Routes, desired.Route{
+			Table: table, Dst: cidr, Dev: l.dev, Scope: desired.ScopeLink, Protocol: desired.ProtocolEstuary,
 		})
 		if gw := l.sub.Gateway; gw.IsValid() && gw.Is4() == cidr.Addr().Is4() {
-			s.Routes = append(s.Routes, state.Route{
+			s.Routes = append(s.Routes, desired.Route{
 				Table: table, Dst: netip.PrefixFrom(unspecified(gw), 0), Gw: gw, Dev: l.dev,
-				Protocol: state.ProtocolEstuary,
+				Protocol: desired.ProtocolEstuary,
 			})
 		}
 		for _, p := range l.pods {
-			s.Neighs = append(s.Neighs, state.Neigh{Dev: l.dev, IP: p, Proxy: true})
+			s.Neighs = append(s.Neighs, desired.Neigh{Dev: l.dev, IP: p, Proxy: true})
 		}
 		if a, ok := enhanced(in, l); ok {
 			s.Addrs = append(s.Addrs, a)
@@ -165,19 +165,19 @@ func Desired(in Input) state.State {
 // local pod address with the subnet's length, scope link, noprefixroute.
 // IPv6 subnets and subnets in which the node holds an address on the
 // vlan-if get none.
-func enhanced(in Input, l local) (state.Addr, bool) {
+func enhanced(in Input, l local) (desired.Addr, bool) {
 	if !l.sub.CIDR.Addr().Is4() {
-		return state.Addr{}, false
+		return desired.Addr{}, false
 	}
 	for _, a := range in.NodeAddrs {
 		if a.Dev == l.dev && l.sub.CIDR.Contains(a.Prefix.Addr().Unmap()) {
-			return state.Addr{}, false
+			return desired.Addr{}, false
 		}
 	}
-	return state.Addr{
+	return desired.Addr{
 		Dev:           l.dev,
 		Prefix:        netip.PrefixFrom(l.pods[0], l.sub.CIDR.Bits()),
-		Scope:         state.ScopeLink,
+		Scope:         desired.ScopeLink,
 		NoPrefixRoute: true,
 	}, true
 }
@@ -185,13 +185,13 @@ func enhanced(in Input, l local) (state.Addr, bool) {
 // Hidden returns the routes that must not exist for Desired(in) to work:
 // the kernel's `local <addr>` route in table local for each enhanced
 // address, which would make the node take that pod's packets as its own.
-func Hidden(in Input) []state.Route { return hiddenOf(Desired(in)) }
+func Hidden(in Input) []desired.Route { return hiddenOf(Desired(in)) }
 
-// hiddenOf returns the local routes of desired's enhanced addresses.
-func hiddenOf(desired state.State) []state.Route {
-	var out []state.Route
-	for _, a := range desired.Addrs {
-		out = append(out, state.LocalRouteOf(a))
+// hiddenOf returns the local routes of want's enhanced addresses.
+func hiddenOf(want desired.State) []desired.Route {
+	var out []desired.Route
+	for _, a := range want.Addrs {
+		out = append(out, desired.LocalRouteOf(a))
 	}
 	return out
 }

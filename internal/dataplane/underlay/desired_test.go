@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -32,25 +32,25 @@ func oneSubnet(id int, pods ...string) Input {
 
 func TestDesiredUntagged(t *testing.T) {
 	in := oneSubnet(0, "192.168.60.9", "192.168.60.5", "10.0.0.1", "192.168.60.5")
-	table := state.TableUnderlayFirst + Numbering(in.Cluster)["vlan-a"]
-	want := state.State{
-		Rules: []state.Rule{{Priority: table, Table: table, Src: pfx("192.168.60.0/24")}},
-		Routes: []state.Route{
-			{Table: table, Dst: pfx("192.168.60.0/24"), Dev: "eth0", Scope: state.ScopeLink, Protocol: state.ProtocolEstuary},
-			{Table: table, Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.60.1"), Dev: "eth0", Protocol: state.ProtocolEstuary},
+	table := desired.TableUnderlayFirst + Numbering(in.Cluster)["vlan-a"]
+	want := desired.State{
+		Rules: []desired.Rule{{Priority: table, Table: table, Src: pfx("192.168.60.0/24")}},
+		Routes: []desired.Route{
+			{Table: table, Dst: pfx("192.168.60.0/24"), Dev: "eth0", Scope: desired.ScopeLink, Protocol: desired.ProtocolEstuary},
+			{Table: table, Dst: pfx("0.0.0.0/0"), Gw: ip("192.168.60.1"), Dev: "eth0", Protocol: desired.ProtocolEstuary},
 		},
-		Neighs: []state.Neigh{
+		Neighs: []desired.Neigh{
 			{Dev: "eth0", IP: ip("192.168.60.5"), Proxy: true},
 			{Dev: "eth0", IP: ip("192.168.60.9"), Proxy: true},
 		},
-		Addrs: []state.Addr{{Dev: "eth0", Prefix: pfx("192.168.60.5/24"), Scope: state.ScopeLink, NoPrefixRoute: true}},
+		Addrs: []desired.Addr{{Dev: "eth0", Prefix: pfx("192.168.60.5/24"), Scope: desired.ScopeLink, NoPrefixRoute: true}},
 	}
 	if got := Desired(in); !reflect.DeepEqual(got, want) {
 		t.Errorf("Desired =\n%+v\nwant\n%+v", got, want)
 	}
 	hidden := Hidden(in)
-	if len(hidden) != 1 || hidden[0] != (state.Route{Table: LocalTable, Dst: pfx("192.168.60.5/32"), Dev: "eth0",
-		Type: RouteLocal, Scope: state.ScopeHost}) {
+	if len(hidden) != 1 || hidden[0] != (desired.Route{Table: LocalTable, Dst: pfx("192.168.60.5/32"), Dev: "eth0",
+		Type: RouteLocal, Scope: desired.ScopeHost}) {
 		t.Errorf("Hidden = %+v", hidden)
 	}
 	if d := Devices(in); !reflect.DeepEqual(d, []Device{{Name: "eth0", V4: true}}) {
@@ -134,7 +134,7 @@ func TestSeveralSubnets(t *testing.T) {
 				{Name: "s6", CIDR: pfx("fd00:10::/64"), Gateway: ip("fd00:10::1"), LocalPods: []netip.Addr{ip("fd00:10::7")}},
 			}},
 		},
-		NodeAddrs: []state.Addr{{Dev: "bond0.20", Prefix: pfx("10.2.0.2/24")}},
+		NodeAddrs: []desired.Addr{{Dev: "bond0.20", Prefix: pfx("10.2.0.2/24")}},
 	}
 	s := Desired(in)
 	if len(s.Rules) != 3 {
@@ -240,18 +240,18 @@ func TestNATSources(t *testing.T) {
 // and rules.
 func TestOwnership(t *testing.T) {
 	o := Ownership()
-	for _, r := range []state.Route{
-		{Table: 1000, Protocol: state.ProtocolEstuary}, {Table: 1001}, {Table: 1099}, {Table: state.MainTable, Protocol: state.ProtocolEstuary},
+	for _, r := range []desired.Route{
+		{Table: 1000, Protocol: desired.ProtocolEstuary}, {Table: 1001}, {Table: 1099}, {Table: desired.MainTable, Protocol: desired.ProtocolEstuary},
 	} {
 		if o.OwnsRoute(r) {
 			t.Errorf("owns %v", r)
 		}
 	}
-	if !o.OwnsRoute(state.Route{Table: 1100}) || !o.OwnsRoute(state.Route{Table: 1999}) {
+	if !o.OwnsRoute(desired.Route{Table: 1100}) || !o.OwnsRoute(desired.Route{Table: 1999}) {
 		t.Error("does not own its tables")
 	}
 	for _, p := range []int{1000, 1001, 1002, 1099, 2000} {
-		if o.OwnsRule(state.Rule{Priority: p}) {
+		if o.OwnsRule(desired.Rule{Priority: p}) {
 			t.Errorf("owns rule %d", p)
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest/nspod"
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest/nspod"
 )
 
 // The IPv6 lab: one node on an untagged segment that also holds a host of
@@ -68,7 +68,7 @@ func TestUnderlayUntaggedIPv6(t *testing.T) {
 			Name: "vlan0-v6", CIDR: podSubnet6, Gateway: gwIP6, LocalPods: []netip.Addr{podIP6},
 		}}}},
 		Cluster:   []SubnetRef{{Name: "vlan0-v6", CIDR: podSubnet6, Created: time.Unix(1, 0)}},
-		NodeAddrs: []state.Addr{{Dev: "eth0", Prefix: netip.MustParsePrefix("fd00:50::11/64")}},
+		NodeAddrs: []desired.Addr{{Dev: "eth0", Prefix: netip.MustParsePrefix("fd00:50::11/64")}},
 	}
 	if plan := apply(t, l, in); plan.Empty() {
 		t.Fatal("first Apply changed nothing")
@@ -103,7 +103,7 @@ func TestUnderlayUntaggedIPv6(t *testing.T) {
 // link-local address) and that the pod's address is not local to the node.
 func checkKernel6(t *testing.T, l *lab, in Input) {
 	t.Helper()
-	table := fmt.Sprint(state.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-v6"])
+	table := fmt.Sprint(desired.TableUnderlayFirst + Numbering(in.Cluster)["vlan0-v6"])
 	for _, want := range []struct{ out, substr string }{
 		{nstest.IP(t, l.node, "-6", "rule", "show"), table + ":\tfrom " + podSubnet6.String() + " lookup " + table},
 		{nstest.IP(t, l.node, "-6", "route", "show", "table", table), "default via " + gwIP6.String() + " dev eth0"},

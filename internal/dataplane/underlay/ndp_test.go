@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/nstest"
+	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
 // TestNDPHelpers: on an IPv6 subnet the gateway check, duplicate address

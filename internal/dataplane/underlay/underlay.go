@@ -40,7 +40,7 @@
 // kernel's 15 bytes, else `est` + 6 hex digits of SHA-256 over the NIC name
 // + `.<id>` (at most 14 bytes, never one of podnet's `est` + 11 hex names,
 // which have no dot). Links estuary creates carry the alias
-// state.VLANMarker; only marked links are deleted (when no local subnet uses
+// desired.VLANMarker; only marked links are deleted (when no local subnet uses
 // them any more) or re-created. A sub-interface of the wanted name, id and
 // parent that an administrator made is used as it is and never deleted.
 //
@@ -134,20 +134,20 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/dataplane/state"
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 )
 
 // Constants of the underlay; its tables and rule priorities are in the
-// routing plan (internal/dataplane/state, routing.go).
+// routing plan (internal/dataplane/desired, routing.go).
 const (
-	// Slots is the number of per-subnet tables, state.TableUnderlayFirst
-	// to state.TableUnderlayLast (the routing plan); slot n is table and
-	// priority state.TableUnderlayFirst+n.
-	Slots = state.TableUnderlayLast - state.TableUnderlayFirst + 1
+	// Slots is the number of per-subnet tables, desired.TableUnderlayFirst
+	// to desired.TableUnderlayLast (the routing plan); slot n is table and
+	// priority desired.TableUnderlayFirst+n.
+	Slots = desired.TableUnderlayLast - desired.TableUnderlayFirst + 1
 	// LocalTable is the kernel's table of local and broadcast routes.
-	LocalTable = state.LocalTable
+	LocalTable = desired.LocalTable
 	// RouteLocal is the kernel's route type of a local address (RTN_LOCAL).
-	RouteLocal = state.RouteLocal
+	RouteLocal = desired.RouteLocal
 	// MaxVLAN is the highest 802.1Q id.
 	MaxVLAN = 4094
 )
@@ -169,7 +169,7 @@ type Input struct {
 	// ones), with their prefix lengths. A subnet with a node address inside
 	// it on its vlan-if needs no enhanced address; a BGP peer inside the
 	// prefix of one on the uplink is reachable.
-	NodeAddrs []state.Addr
+	NodeAddrs []desired.Addr
 }
 
 // Mode is an underlay network's mode.
@@ -232,11 +232,11 @@ func VLANName(uplink string, id int) string {
 		return uplink + suffix
 	}
 	sum := sha256.Sum256([]byte(uplink))
-	return state.DevicePrefix + hex.EncodeToString(sum[:3]) + suffix
+	return desired.DevicePrefix + hex.EncodeToString(sum[:3]) + suffix
 }
 
 // Numbering assigns each subnet of refs its slot n (table and priority
-// state.TableUnderlayFirst+n): SHA-256 of the name mod Slots, probing linearly in order of
+// desired.TableUnderlayFirst+n): SHA-256 of the name mod Slots, probing linearly in order of
 // creation. Subnets beyond Slots get none.
 func Numbering(refs []SubnetRef) map[string]int {
 	sorted := slices.Clone(refs)
@@ -260,12 +260,12 @@ func Numbering(refs []SubnetRef) map[string]int {
 	return out
 }
 
-// Ownership is the underlay reconcile's base ownership (state.OwnerUnderlay
+// Ownership is the underlay reconcile's base ownership (desired.OwnerUnderlay
 // of the routing plan): routes of tables 1100-1999 whatever their protocol,
 // rules at priorities 1100-1999. Which neighbours and addresses it owns
 // depends on the input (see the package design); Agent narrows what it
 // reads accordingly.
-func Ownership() state.Ownership { return state.OwnerUnderlay.Ownership() }
+func Ownership() desired.Ownership { return desired.OwnerUnderlay.Ownership() }
 
 // vlanOf returns the subnet's effective VLAN id; a BGP subnet is always on
 // the uplink itself.
