@@ -145,8 +145,7 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 		"what a pod sends its own node (its addresses, host-network pods): allow admits it whatever the pod's egress policy, as Kubernetes specifies; policy judges it by the pod's egress policy")
 	fs.BoolVar(&cfg.Pprof, "pprof", false,
 		"serve Go's profiles (/debug/pprof/: heap, goroutines, CPU) on --health-probe-bind-address, to peers on the node's loopback only")
-	fs.StringVar(&cfg.FaultDataPathFile, "fault-datapath-file", "",
-		`fault testing only: while this file exists every data-path pass fails, and while it holds "hang" every pass hangs until it changes (empty: off)`)
+	bindFaultFlags(fs, cfg)
 	fs.StringVar(&cfg.HealthAddr, "health-probe-bind-address", daemon.DefaultHealthAddress,
 		`address /healthz (liveness), /readyz (readiness: also a data-path pass succeeded within the stale bound), /metrics, /bgp (the BGP peers as JSON), /endpoints (the endpoint store as JSON) and /debug/policy/drops (the policy's recent drops as JSON) bind to ("0" disables); `+
 			`/bgp, /endpoints and /debug/policy/drops answer only peers on the node's loopback whatever the address, and so does /metrics with --metrics-bind-address`)

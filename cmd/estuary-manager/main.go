@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/estuary-cni/estuary/internal/clientgates"
-	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/manager"
 	"github.com/estuary-cni/estuary/internal/memlimit"
@@ -68,8 +67,7 @@ func main() {
 	flag.StringVar(&cfg.BootstrapOwner, "bootstrap-owner", "", "cluster-scoped object, <kind>.<group>/<name>, that owns every bootstrap object created, so deleting it deletes them; empty: none")
 	flag.StringVar(&cfg.PodLabelSelector, "pod-label-selector", "", "label selector (kubectl's syntax, e.g. \"networking.example.com/cni=estuary\") of the pods estuary serves: the manager gives no address to another pod and the pod webhooks skip it; empty: every pod")
 	kubeclient.BindFlags(flag.CommandLine, &cfg.KubeClientQPS, &cfg.KubeClientBurst, "manager")
-	var loseEvery int64
-	flag.Int64Var(&loseEvery, "fault-lose-answers", 0, "fault testing only: every nth write to IPInstances reaches the API server and its answer is then dropped, as when a connection fails after the write (0: off)")
+	applyFaults := bindFaultFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,10 +86,7 @@ func main() {
 		log.Error(err, "load kubeconfig")
 		os.Exit(1)
 	}
-	if loseEvery > 0 {
-		log.Info("fault injection: the answers to some IPInstance writes will be lost", "every", loseEvery)
-		faultinject.LoseAnswers(kube, loseEvery, "ipinstances")
-	}
+	applyFaults(log, kube)
 	cfg.Kube = kube
 	if err := manager.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		log.Error(err, "manager stopped")

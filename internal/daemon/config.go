@@ -126,7 +126,8 @@ type Config struct {
 	Pprof bool
 	// FaultDataPathFile, for fault testing only, fails every data-path
 	// pass while the file exists and hangs it while it holds "hang"
-	// (--fault-datapath-file; faultinject.DataPathFault). Empty: off.
+	// (--fault-datapath-file; faultinject.DataPathFault). Empty: off. Only
+	// a build with the faultinject tag injects it; another refuses it.
 	FaultDataPathFile string
 	// KubeProxyMasqueradeBit is kube-proxy's masquerade bit, 0-31, whose
 	// mark estuary's NAT leaves to kube-proxy; AutoMasqueradeBit reads it
@@ -247,6 +248,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--kubeconfig: no API server configuration"))
 	}
 	errs = append(errs, c.validateClient()...)
+	errs = append(errs, c.validateFaults())
 	errs = append(errs,
 		absolute("--socket", c.SocketPath),
 		absolute("--state-db", c.StatePath),

@@ -1,5 +1,9 @@
 // Package daemon owns the node agent's lifecycle: it wires the pieces of the
 // estuary daemon together, starts them in order and stops them cleanly.
+// Each piece is a component with a start and a stop hook (components.go);
+// Run registers them on an internal/lifecycle.Lifecycle in start order, and
+// the lifecycle stops them in reverse, or, when one fails to start, stops
+// those already started.
 //
 // Run sets the node sysctls, opens the overlay data plane on the node's
 // network namespace, starts an informer cache of the API objects the node
@@ -48,12 +52,11 @@ import (
 	"github.com/estuary-cni/estuary/internal/cnibackend/segment"
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/daemon/datapath"
-	"github.com/estuary-cni/estuary/internal/daemon/remote"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
 	"github.com/estuary-cni/estuary/internal/endpointstore"
-	"github.com/estuary-cni/estuary/internal/faultinject"
+	"github.com/estuary-cni/estuary/internal/lifecycle"
 	"github.com/estuary-cni/estuary/internal/sysctl"
 )
 
@@ -76,109 +79,19 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Kube = cfg.RESTConfig()
 	sysctl.SetRoot(cfg.ProcSysDir)
 	log.Info("starting", "node", cfg.NodeName, "hostNetns", cfg.HostNetns)
-	j, err := openOrResetJournal(cfg.stateDir(), cfg.HostNetns)
-	if err != nil {
-		return err
-	}
-	sysctl.SetRecorder(j)
-	defer sysctl.SetRecorder(nil)
-	if err := sysctl.Write(cfg.HostNetns, nodeSysctls); err != nil {
-		return fmt.Errorf("node sysctls: %w", err)
-	}
-	log.Info("node sysctls set", "sysctls", sysctl.List(nodeSysctls))
-	fp, fpStatus, err := startFastPath(cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = fp.Close() }()
-
 	ctx, cancel := context.WithCancel(ctx)
-	parts := newRunning()
-	defer func() {
-		cancel()
-		parts.wait()
-	}()
-
-	agent, err := overlay.NewAgent(cfg.HostNetns)
-	if err != nil {
-		return fmt.Errorf("overlay data plane: %w", err)
+	defer cancel()
+	d := &components{cfg: cfg, parts: newRunning(), cancel: cancel}
+	var lc lifecycle.Lifecycle
+	for _, h := range d.hooks() {
+		lc.Append(h)
 	}
-	defer agent.Close()
-	ua, err := underlay.NewAgent(cfg.HostNetns)
-	if err != nil {
-		return fmt.Errorf("underlay data plane: %w", err)
-	}
-	defer ua.Close()
-	cfg.MTU, cfg.UnderlayMTU = podMTU(cfg, agent)
-
-	scheme, err := newScheme()
-	if err != nil {
+	if err := lc.Start(ctx); err != nil {
 		return err
 	}
-	// One live client: the Node patches and BGP Secret reads of the loop,
-	// and the event reads that explain a timed-out ADD.
-	live, err := client.New(cfg.Kube, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("api client: %w", err)
-	}
-	events := newNodeEvents(live, cfg.NodeName)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-		defer cancel()
-		events.close(ctx)
-	}()
-	trigger := datapath.NewTrigger()
-	speakers := newBGPPart(cfg, live, events, trigger)
-	c, w, err := newCache(ctx, cfg, scheme, live, speakers)
-	if err != nil {
-		return err
-	}
-	records, err := remote.NewCache(cfg.Kube, cfg.NodeName)
-	if err != nil {
-		return err
-	}
-	pol, err := startPolicy(ctx, cfg, scheme, live, c, trigger)
-	if err != nil {
-		return err
-	}
-	defer pol.Close()
-	startCaches(ctx, parts, c, records)
-	metrics := newDaemonMetrics()
-	plumber := podnet.NewPlumber(cfg.HostNetns)
-	srv, err := startServer(cfg, plumber, w, segmentChecks(cfg, agent, ua), trigger.Poke, metrics.cni, pol.gate())
-	if err != nil {
-		return err
-	}
-	pol.admitFrom(srv.Store())
-	log.Info("cni server listening", "socket", cfg.SocketPath, "state", cfg.StatePath)
-	if err := recoverEndpoints(ctx, cfg, srv.Store(), plumber, c, parts); err != nil {
-		return errors.Join(err, closeServer(srv))
-	}
-	table, err := podnet.NewLocalPods(cfg.HostNetns)
-	if err != nil {
-		return errors.Join(err, closeServer(srv))
-	}
-	defer table.Close()
-	local := cnibackend.NewLocalPods(table, srv.Store(), srv.Busy)
-	progress := datapath.NewProgress()
-	syncer, err := newSyncer(ctx, cfg, agent, ua, c, live, srv.Store(), trigger, loopParts{
-		records: records, local: local, bgp: speakers, fastPath: fp, policy: pol, metrics: metrics.datapath, progress: progress})
-	if err != nil {
-		return errors.Join(err, closeServer(srv))
-	}
-	parts.goFunc("cni server", srv.Serve)
-	parts.goFunc("data-path loop", func() error { return syncer.Run(ctx) })
-	kernel := datapath.KernelWatch{Netns: cfg.HostNetns, Uplink: cfg.UnderlayUplink, Parent: parentSpec(cfg), Links: agent,
-		Log: log.WithName("datapath")}
-	parts.goFunc("kernel link watch", func() error { return kernel.Run(ctx, trigger) })
-	gc := newNodeGC(srv.Store(), srv, live, cfg.GCGrace)
-	parts.goFunc("node gc", func() error { return gc.run(ctx, cfg.GCInterval) })
-	rep := &statusReporter{node: cfg.NodeName, reader: c, writer: live, events: events, dir: cfg.CNIConfDir,
-		fastPath: fpStatus, kubeProxyMode: proxyModeOf(cfg), passes: progress, staleAfter: staleBound, interval: statusInterval}
-	stopErr := run(ctx, cfg, parts, j, rep, healthSources{peers: speakers.BGPPeers, fp: fp, endpoints: srv.Store(), passes: progress,
-		metrics: append(metrics.collectors(), pol.collectors()...), drops: pol.drops()})
+	stopErr := d.wait(ctx)
 	cancel()
-	return errors.Join(stopErr, closeServer(srv))
+	return errors.Join(stopErr, lc.Stop(context.WithoutCancel(ctx)))
 }
 
 // podMTU is the configured pod MTU for every pod or, when none is, the
@@ -263,10 +176,7 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 		BeforeRead: []datapath.Part{datapath.NewLocalPodsPart(lp.local, l)},
 		Parts:      parts,
 	}
-	if cfg.FaultDataPathFile != "" {
-		log.Info("fault injection: data-path passes fail while the file exists", "file", cfg.FaultDataPathFile)
-		opts.BeforeRead = append(opts.BeforeRead, faultPart{faultinject.DataPathFault{Path: cfg.FaultDataPathFile}})
-	}
+	opts.BeforeRead = append(opts.BeforeRead, faultParts(cfg, log)...)
 	s, err := datapath.New(ctx, opts, c, lp.records, eps, t)
 	if err != nil {
 		return nil, fmt.Errorf("data-path loop: %w", err)
@@ -293,30 +203,6 @@ type healthSources struct {
 	drops *policyVerdicts
 	// passes is the data-path loop's progress, for /readyz.
 	passes passProgress
-}
-
-// run installs the plugin, starts publishing the daemon's status on its
-// Node, serves health and waits for the end.
-func run(ctx context.Context, cfg Config, parts *running, j *journal, rep *statusReporter, src healthSources) error {
-	list, err := install(cfg, j)
-	if err != nil {
-		return err
-	}
-	rep.list = list
-	if err := rep.installConflist(ctx); err != nil {
-		return err
-	}
-	parts.goFunc("daemon status", func() error { return rep.run(ctx, parts.synced) })
-	if _, err := startServing(ctx, cfg, parts, src); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		log.Info("stopping")
-		return nil
-	case err := <-parts.failed:
-		return err
-	}
 }
 
 // newCache builds the cache of the API objects the node needs (every Node,
@@ -413,13 +299,6 @@ func segmentChecks(cfg Config, agent *overlay.Agent, ua *underlay.Agent) *segmen
 		}
 		return p.Link, nil
 	}}
-}
-
-func closeServer(srv *cniserver.Server) error {
-	if err := srv.Close(); err != nil {
-		return fmt.Errorf("close cni server: %w", err)
-	}
-	return nil
 }
 
 // install puts the plugin binary, the reference plugins and the routing

@@ -36,7 +36,6 @@ import (
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/daemon/datapath"
-	"github.com/estuary-cni/estuary/internal/faultinject"
 )
 
 // Reasons of the data path's Events.
@@ -190,12 +189,17 @@ func (r *statusReporter) dataPathTransitions(prev *estuaryv1.NodeDaemonStatus, s
 	}
 }
 
-// faultPart runs a data-path fault (--fault-datapath-file) in every pass.
-type faultPart struct{ f faultinject.DataPathFault }
+// checkPart runs a check before every pass's read and fails the pass when
+// the check fails: the data-path fault (--fault-datapath-file) of a
+// faultinject build.
+type checkPart struct {
+	name  string
+	check func(context.Context) error
+}
 
 // partFault labels the fault's failures in the loop's metrics.
 const partFault = "fault"
 
-func (p faultPart) Name() string { return partFault }
+func (p checkPart) Name() string { return p.name }
 
-func (p faultPart) Sync(ctx context.Context, _ *datapath.Snapshot) error { return p.f.Check(ctx) }
+func (p checkPart) Sync(ctx context.Context, _ *datapath.Snapshot) error { return p.check(ctx) }

@@ -104,7 +104,7 @@ func startFaultyLoop(ctx context.Context, t *testing.T, cfg *rest.Config, node, 
 	}
 	p := datapath.NewProgress()
 	s, err := datapath.New(ctx, datapath.Options{Node: node, Resync: 100 * time.Millisecond, Progress: p,
-		BeforeRead: []datapath.Part{faultPart{faultinject.DataPathFault{Path: fault}}}}, c, records, noEndpoints{}, datapath.NewTrigger())
+		BeforeRead: []datapath.Part{checkPart{name: partFault, check: faultinject.DataPathFault{Path: fault}.Check}}}, c, records, noEndpoints{}, datapath.NewTrigger())
 	if err != nil {
 		t.Fatal(err)
 	}

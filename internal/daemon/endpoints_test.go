@@ -14,7 +14,7 @@ import (
 	"time"
 
 	endpointsv1 "github.com/estuary-cni/estuary/api/endpoints/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/endpointstore"
 )
 
@@ -135,7 +135,7 @@ func TestLocalPathsAnswerOnlyLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	h := &health{endpoints: st, node: "node-a", bgp: func(context.Context) (map[string][]bgp.PeerStatus, error) { return nil, nil }}
+	h := &health{endpoints: st, node: "node-a", bgp: func(context.Context) (map[string][]bgpstatus.PeerStatus, error) { return nil, nil }}
 	mux := h.mux()
 	for remote, want := range map[string]int{
 		"127.0.0.1:40000": http.StatusOK, "127.0.0.53:40000": http.StatusOK, "[::1]:40000": http.StatusOK,

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/dataplane/fastpath"
 )
@@ -71,13 +72,13 @@ func (s healthSources) fastPathProgram() *fastpath.Program {
 }
 
 // bgpPeers returns the status of the BGP speakers' peers, per network.
-type bgpPeers func(context.Context) (map[string][]bgp.PeerStatus, error)
+type bgpPeers func(context.Context) (map[string][]bgpstatus.PeerStatus, error)
 
 // bgpStatus is /bgp's JSON: every BGP network's peers, and the error of
 // any speaker that could not say.
 type bgpStatus struct {
-	Networks map[string][]bgp.PeerStatus `json:"networks"`
-	Error    string                      `json:"error,omitempty"`
+	Networks map[string][]bgpstatus.PeerStatus `json:"networks"`
+	Error    string                            `json:"error,omitempty"`
 }
 
 // serveBGP writes the peers' status as JSON.

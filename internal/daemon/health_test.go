@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 )
 
@@ -116,9 +116,9 @@ func TestBGPStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.conn.Close() })
-	peer := bgp.PeerStatus{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgp.StateEstablished}
-	h.bgp = func(context.Context) (map[string][]bgp.PeerStatus, error) {
-		return map[string][]bgp.PeerStatus{"fabric": {peer}}, errors.New("network other: list bgp peers: timeout")
+	peer := bgpstatus.PeerStatus{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgpstatus.StateEstablished}
+	h.bgp = func(context.Context) (map[string][]bgpstatus.PeerStatus, error) {
+		return map[string][]bgpstatus.PeerStatus{"fabric": {peer}}, errors.New("network other: list bgp peers: timeout")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -148,8 +148,8 @@ func TestMetricsExportPeerState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.conn.Close() })
-	h.bgp = func(context.Context) (map[string][]bgp.PeerStatus, error) {
-		return map[string][]bgp.PeerStatus{"fabric": {{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgp.StateEstablished}}}, nil
+	h.bgp = func(context.Context) (map[string][]bgpstatus.PeerStatus, error) {
+		return map[string][]bgpstatus.PeerStatus{"fabric": {{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000, State: bgpstatus.StateEstablished}}}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/test/infra/cniservertest"
 	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
@@ -39,9 +39,9 @@ func TestAuthenticatedMetricsServeEveryDaemonSeries(t *testing.T) {
 	}
 
 	socket, _ := cniservertest.Paths(t)
-	peers := func(context.Context) (map[string][]bgp.PeerStatus, error) {
-		return map[string][]bgp.PeerStatus{"fabric": {{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000,
-			State: bgp.StateEstablished, Advertised: 2}}}, nil
+	peers := func(context.Context) (map[string][]bgpstatus.PeerStatus, error) {
+		return map[string][]bgpstatus.PeerStatus{"fabric": {{Address: netip.MustParseAddr("10.77.0.1"), ASN: 65000,
+			State: bgpstatus.StateEstablished, Advertised: 2}}}, nil
 	}
 	parts := newRunning()
 	t.Cleanup(func() { cancel(); parts.wait() })

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/estuary-cni/estuary/internal/endpointstore"
-	"github.com/estuary-cni/estuary/internal/nodestate"
+	"github.com/estuary-cni/estuary/internal/nodesnap"
 	"github.com/estuary-cni/estuary/internal/version"
 )
 
@@ -28,7 +28,7 @@ const NodeStateCommandName = "node-state"
 const maxFileBytes = 1 << 20
 
 // NodeStateMain runs `estuary-daemon node-state [flags]`: it prints the
-// node's kernel state (package nodestate), the running daemon's endpoint
+// node's kernel state (package nodesnap), the running daemon's endpoint
 // store and BGP peers (read from its health server), its conflist and its
 // node journal, as text or JSON. A part that cannot be read is reported in
 // its section; the exit code is 0 once the report is written, 2 on bad
@@ -62,7 +62,7 @@ func NodeStateMain(args []string, out, errOut io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	r := nodestate.Collect(ctx, nodestate.Options{
+	r := nodesnap.Collect(ctx, nodesnap.CollectOptions{
 		Node: *node, Version: version.Line("estuary-daemon"), Netns: *hostNetns,
 		Extra: daemonSources(*addr, filepath.Join(*confDir, ConflistName), filepath.Join(filepath.Dir(*stateDB), JournalName)),
 	})
@@ -82,8 +82,8 @@ func NodeStateMain(args []string, out, errOut io.Writer) int {
 }
 
 // daemonSources are the sections the daemon adds to the kernel's.
-func daemonSources(addr, conflist, journal string) []nodestate.Source {
-	return []nodestate.Source{
+func daemonSources(addr, conflist, journal string) []nodesnap.Source {
+	return []nodesnap.Source{
 		{Name: "endpoints", Read: func(ctx context.Context) ([]string, error) { return endpointLines(ctx, addr) }},
 		{Name: "bgp", Read: func(ctx context.Context) ([]string, error) { return bgpLines(ctx, addr) }},
 		{Name: "file " + conflist, Read: func(context.Context) ([]string, error) { return fileLines(conflist, true) }},

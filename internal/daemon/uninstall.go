@@ -64,7 +64,7 @@ func Uninstall(ctx context.Context, cfg Config) (UninstallReport, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("uninstall: %w", err))
 	} else {
-		errs = append(errs, r.removeKernelState(ctx, h), removeNAT(h), removePolicy(cfg.HostNetns))
+		errs = append(errs, r.removeKernelState(ctx, h), removeNAT(cfg.HostNetns), removePolicy(cfg.HostNetns))
 		h.Close()
 	}
 	j, err := openJournal(cfg.stateDir(), cfg.HostNetns)
@@ -160,11 +160,12 @@ func (r *UninstallReport) removeLinks(h *ops.Handle, own desired.Ownership, idx 
 }
 
 // removeNAT deletes estuary's nft tables.
-func removeNAT(h *ops.Handle) error {
-	nat, err := h.NAT()
+func removeNAT(nsPath string) error {
+	nat, err := ops.OpenNAT(nsPath)
 	if err != nil {
 		return fmt.Errorf("uninstall: %w", err)
 	}
+	defer nat.Close()
 	if _, err := nat.Ensure(desired.NAT{}); err != nil {
 		return fmt.Errorf("uninstall: nat: %w", err)
 	}

@@ -1,4 +1,4 @@
-// Package store owns the daemon's durable record of CNI endpoints: one entry
+// Package endpointstore owns the daemon's durable record of CNI endpoints: one entry
 // per attachment (container ID + interface name) in a bbolt file, so that a
 // restarted daemon knows every pod interface it built.
 //

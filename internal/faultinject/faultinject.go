@@ -3,7 +3,9 @@
 // API server stores but whose answers never reach the manager, as when a
 // connection drops after the write (LoseAnswers); into the daemon's
 // data-path loop, passes that fail or hang while a file says so
-// (DataPathFault). Nothing here is on unless a flag asks for it.
+// (DataPathFault). Nothing here is on unless a flag asks for it, and the
+// flags exist only in binaries built with BuildTag: the lab's, whose fault
+// tests use them; a release's manager and daemon link none of this.
 package faultinject
 
 import (
@@ -21,6 +23,10 @@ import (
 
 	"k8s.io/client-go/rest"
 )
+
+// BuildTag is the build tag that gives estuary-manager (--fault-lose-answers)
+// and estuary-daemon (--fault-datapath-file) their fault flags.
+const BuildTag = "faultinject"
 
 // LoseAnswers makes every nth write (POST, PUT, PATCH or DELETE) to a
 // resource whose path has one of the given segments (e.g. "ipinstances")

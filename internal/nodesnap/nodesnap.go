@@ -1,9 +1,24 @@
-// Package nodesnap takes a snapshot of what a CNI plugin can leave on a
-// node (links, addresses, policy rules, routes in every table, static and
-// proxy neighbours, FDB entries, nft tables, qdiscs, sysctls and files) as
-// normalised text, and compares two snapshots: the uninstall tests prove a
-// node after `helm uninstall` equals the node before install.
+// Package nodesnap owns the snapshots of a node's networking, in two
+// forms for two readers.
 //
+// A Report (Collect) is the support bundle's: links, addresses, policy
+// rules, routes of every table, neighbours, FDB, traffic control and BPF
+// filters, nftables (estuary's tables and the portmap plugin's chains in
+// full, others counted) and the sysctls estuary sets, plus whatever sources
+// the caller adds (the daemon adds its endpoint store, BGP peers and
+// files). The kernel's objects are read through package ops as plain values
+// and rendered here in iproute2's words, since the daemon's image carries
+// no iproute2. `estuary-daemon node-state` prints it; `kubectl estuary
+// sysdump` runs that in every daemon pod and renders the JSON with
+// WriteText. A section that cannot be read is recorded with its error and
+// the others are still read: a support bundle is most needed on a node
+// that is broken.
+//
+// A Snapshot (Take) is the uninstall tests': what a CNI plugin can leave on
+// a node (links, addresses, policy rules, routes in every table, static and
+// proxy neighbours, FDB entries, nft tables, qdiscs, sysctls and files) as
+// normalised text from the node's own ip/nft/tc commands, and Diff compares
+// two: a node after `helm uninstall` must equal the node before install.
 // Commands run through a Runner, so the same snapshot is taken of a lab
 // node (in its network and mount namespaces) and of a test's namespace.
 // Normalisation drops what changes without anyone changing the node:

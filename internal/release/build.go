@@ -6,11 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/estuary-cni/estuary/internal/cniplugins"
 	"github.com/estuary-cni/estuary/internal/version"
-	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // Platform is an operating system and CPU architecture, as GOOS and GOARCH.
@@ -53,7 +54,7 @@ type Builder interface {
 	// Commands builds each command for p into dir, as dir/<name>.
 	Commands(ctx context.Context, p Platform, dir string, cmds ...Command) error
 	// CNIPlugins builds the reference CNI plugins the daemon image carries
-	// (images.CNIPluginPackages) for p into dir, as dir/<name>.
+	// (cniplugins.Packages) for p into dir, as dir/<name>.
 	CNIPlugins(ctx context.Context, p Platform, dir string) error
 }
 
@@ -62,13 +63,14 @@ type Builder interface {
 type GoBuilder struct {
 	Repo  string        // the checkout
 	Stamp version.Stamp // the version linked into estuary's binaries
+	Tags  []string      // build tags added to every command's
 }
 
 // Commands builds cmds for p into dir, one go build per set of tags.
 func (b GoBuilder) Commands(ctx context.Context, p Platform, dir string, cmds ...Command) error {
 	byTags := map[string][]string{}
 	for _, c := range cmds {
-		tags := strings.Join(c.Tags, ",")
+		tags := strings.Join(append(slices.Clone(c.Tags), b.Tags...), ",")
 		byTags[tags] = append(byTags[tags], c.Path)
 	}
 	keys := make([]string, 0, len(byTags))
@@ -89,7 +91,7 @@ func (b GoBuilder) Commands(ctx context.Context, p Platform, dir string, cmds ..
 	return nil
 }
 
-// CNIPlugins installs the reference plugins at images.CNIPluginsVersion for
+// CNIPlugins installs the reference plugins at cniplugins.Version for
 // p, stamped with that version, with `go install module@version` into a
 // scratch GOPATH (go install puts
 // binaries of another platform in GOPATH/bin/<os>_<arch>), sharing this
@@ -104,22 +106,18 @@ func (b GoBuilder) CNIPlugins(ctx context.Context, p Platform, dir string) error
 	if err != nil {
 		return err
 	}
-	pkgs := images.CNIPluginPackages()
 	// The plugins report their version as their own release builds do.
-	ldflags := "-ldflags=-s -w -X " + images.CNIPluginsModule + "/pkg/utils/buildversion.BuildVersion=" + images.CNIPluginsVersion
-	args := []string{"install", "-trimpath", ldflags}
-	for _, pkg := range sortedValues(pkgs) {
-		args = append(args, images.CNIPluginsModule+"/"+pkg+"@"+images.CNIPluginsVersion)
-	}
+	ldflags := "-ldflags=-s -w -X " + cniplugins.Module + "/pkg/utils/buildversion.BuildVersion=" + cniplugins.Version
+	args := append([]string{"install", "-trimpath", ldflags}, cniplugins.InstallArgs()...)
 	env := []string{"GOPATH=" + gopath, "GOMODCACHE=" + modCache, "GOBIN=", "GOFLAGS="}
 	if err := goTool(ctx, gopath, p, env, args...); err != nil {
-		return fmt.Errorf("install CNI plugins %s for %s: %w", images.CNIPluginsVersion, p, err)
+		return fmt.Errorf("install CNI plugins %s for %s: %w", cniplugins.Version, p, err)
 	}
 	bin := filepath.Join(gopath, "bin")
 	if _, err := os.Stat(filepath.Join(bin, p.OS+"_"+p.Arch)); err == nil {
 		bin = filepath.Join(bin, p.OS+"_"+p.Arch)
 	}
-	for name := range pkgs {
+	for name := range cniplugins.Packages() {
 		if err := moveFile(filepath.Join(bin, name), filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("CNI plugin %s for %s: %w", name, p, err)
 		}
@@ -161,15 +159,6 @@ func moveFile(src, dst string) error {
 		return fmt.Errorf("write %s: %w", dst, err)
 	}
 	return nil
-}
-
-func sortedValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func lastLines(s string, n int) string {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/estuary-cni/estuary/internal/cniplugins"
 	"github.com/estuary-cni/estuary/internal/version"
-	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // TestGoBuilderStampsAndCrossCompiles builds a small command of the module
@@ -87,7 +87,7 @@ func TestGoBuilderCNIPlugins(t *testing.T) {
 	for _, name := range pluginNames() {
 		// Without CNI_COMMAND a reference plugin prints its about line.
 		out, _ := exec.Command(filepath.Join(dir, name)).CombinedOutput()
-		if want := "CNI " + name + " plugin " + images.CNIPluginsVersion; !strings.Contains(string(out), want) {
+		if want := "CNI " + name + " plugin " + cniplugins.Version; !strings.Contains(string(out), want) {
 			t.Errorf("%s printed %q, want %q", name, out, want)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/estuary-cni/estuary/internal/cniplugins"
 	"github.com/estuary-cni/estuary/internal/version"
-	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
 
 // Defaults of Options.
@@ -64,9 +64,13 @@ type Options struct {
 	ImagePlatforms  []Platform
 	PluginPlatforms []Platform
 	// Builder builds the binaries; nil: GoBuilder stamped with Version,
-	// Commit and Created.
+	// Commit and Created, adding Tags.
 	Builder Builder
-	Log     io.Writer
+	// Tags are build tags added to every command of the default Builder:
+	// the lab's release adds faultinject for its fault tests; a release
+	// (cmd/estuary-release) adds none.
+	Tags []string
+	Log  io.Writer
 }
 
 // Result is what a release produced.
@@ -103,7 +107,7 @@ func (o *Options) complete() error {
 		o.PluginPlatforms = DefaultPluginPlatforms
 	}
 	if o.Builder == nil {
-		o.Builder = GoBuilder{Repo: o.Repo, Stamp: version.Stamp{
+		o.Builder = GoBuilder{Repo: o.Repo, Tags: o.Tags, Stamp: version.Stamp{
 			Version: o.Version, GitCommit: o.Commit, BuildDate: o.Created.UTC().Format(time.RFC3339)}}
 	}
 	if o.Log == nil {
@@ -163,7 +167,7 @@ func (o *Options) images(ctx context.Context, work string) (map[string]string, e
 	manager, daemon := map[Platform]v1.Image{}, map[Platform]v1.Image{}
 	for _, p := range o.ImagePlatforms {
 		dir := filepath.Join(work, p.OS+"_"+p.Arch)
-		o.logf("building estuary-manager, estuary-daemon, estuary-cni and CNI plugins %s for %s", images.CNIPluginsVersion, p)
+		o.logf("building estuary-manager, estuary-daemon, estuary-cni and CNI plugins %s for %s", cniplugins.Version, p)
 		m, d, err := o.platformImages(ctx, p, dir)
 		if err != nil {
 			return nil, err
@@ -214,7 +218,7 @@ func (o *Options) platformImages(ctx context.Context, p Platform, dir string) (m
 // pluginNames are the reference CNI plugins in the daemon image, sorted.
 func pluginNames() []string {
 	var names []string
-	for n := range images.CNIPluginPackages() {
+	for n := range cniplugins.Packages() {
 		names = append(names, n)
 	}
 	sort.Strings(names)

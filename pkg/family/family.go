@@ -1,7 +1,7 @@
 // Package family owns the one IP address family type every estuary package
 // shares: the allocator, the network model, the node labels and the data
-// plane all speak of IPv4 and IPv6 through it, and of a prefix's last
-// address. It is the one place that converts between a family, its name
+// plane all speak of IPv4 and IPv6 through it, of a prefix's last address,
+// and of an inclusive address range (Range). It is the one place that converts between a family, its name
 // ("IPv4", "IPv6", as the ip-family annotation spells it) and its IP version
 // (4, 6, as the API's version fields spell it). It is pure Go on net/netip.
 package family

@@ -45,8 +45,8 @@ func TestAddSubnetValidation(t *testing.T) {
 		{"reserved outside", func(c *SubnetConfig) { c.Reserved = r("10.0.0.250-10.0.1.5") }, "reserved range 10.0.0.250-10.0.1.5 is not inside"},
 		{"excluded outside", func(c *SubnetConfig) { c.Excluded = r("10.0.9.1") }, "excluded range 10.0.9.1 is not inside"},
 		{"excluded other family", func(c *SubnetConfig) { c.Excluded = r("fd00::1") }, "not inside"},
-		{"reversed range", func(c *SubnetConfig) { c.Reserved = []Range{{ip("10.0.0.9"), ip("10.0.0.2")}} }, "is after last"},
-		{"mixed range", func(c *SubnetConfig) { c.Excluded = []Range{{ip("10.0.0.9"), ip("fd00::2")}} }, "different families"},
+		{"reversed range", func(c *SubnetConfig) { c.Reserved = []Range{{First: ip("10.0.0.9"), Last: ip("10.0.0.2")}} }, "is after last"},
+		{"mixed range", func(c *SubnetConfig) { c.Excluded = []Range{{First: ip("10.0.0.9"), Last: ip("fd00::2")}} }, "different families"},
 		{"empty range", func(c *SubnetConfig) { c.Excluded = []Range{{}} }, "missing address"},
 	}
 	for _, tc := range tests {

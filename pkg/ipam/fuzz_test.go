@@ -319,7 +319,7 @@ func fzPickRanges(s *fzSubnet, r *fzReader) []Range {
 	for range r.next() % 3 {
 		i := r.next() % len(s.inPrefix)
 		j := min(i+r.next()%6, len(s.inPrefix)-1)
-		out = append(out, Range{s.inPrefix[i], s.inPrefix[j]})
+		out = append(out, Range{First: s.inPrefix[i], Last: s.inPrefix[j]})
 	}
 	return out
 }

@@ -200,7 +200,7 @@ func (l *layout) footprint() Footprint {
 func (l *layout) rangeSpans(what string, rs []Range) (spans, error) {
 	out := make([]span, 0, len(rs))
 	for _, r := range rs {
-		if err := r.check(); err != nil {
+		if err := checkRange(r); err != nil {
 			return nil, invalidConfig(l.cfg.Name, "%s range %s: %s", what, r, err)
 		}
 		lo, ok1 := l.offset(r.First)

@@ -5,14 +5,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// Range is an inclusive range of addresses of one family. A single address is a
-// range whose First and Last are equal.
-type Range struct {
-	First netip.Addr
-	Last  netip.Addr
-}
+// Range is an inclusive range of addresses of one family: family.Range, the
+// one range type the allocator and the data plane share.
+type Range = family.Range
 
 // ParseRange parses "a" or "a-b" where a and b are IP addresses of the same family
 // without zone and a <= b. This is the form the API stores reserved and excluded
@@ -31,7 +30,7 @@ func ParseRange(s string) (Range, error) {
 		return Range{}, err
 	}
 	r := Range{First: a, Last: b}
-	if err := r.check(); err != nil {
+	if err := checkRange(r); err != nil {
 		return Range{}, &Error{Kind: ErrInvalidConfig, Detail: fmt.Sprintf("invalid range %q: %s", s, err)}
 	}
 	return r, nil
@@ -48,8 +47,8 @@ func parseRangeAddr(whole, part string) (netip.Addr, error) {
 	return a, nil
 }
 
-// check reports why r is not a valid range, or nil.
-func (r Range) check() error {
+// checkRange reports why r is not a valid range, or nil.
+func checkRange(r Range) error {
 	switch {
 	case !r.First.IsValid() || !r.Last.IsValid():
 		return fmt.Errorf("missing address")
@@ -61,19 +60,6 @@ func (r Range) check() error {
 		return fmt.Errorf("first address %s is after last address %s", r.First, r.Last)
 	}
 	return nil
-}
-
-// String renders r as ParseRange accepts it: "a" for a single address, else "a-b".
-func (r Range) String() string {
-	if r.First == r.Last {
-		return r.First.String()
-	}
-	return r.First.String() + "-" + r.Last.String()
-}
-
-// Contains reports whether a lies within r.
-func (r Range) Contains(a netip.Addr) bool {
-	return a.IsValid() && a.Is4() == r.First.Is4() && !a.Less(r.First) && !r.Last.Less(a)
 }
 
 // span is an inclusive range of offsets from a prefix's base address.

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 )
 
@@ -21,7 +21,7 @@ type BGPSessions interface {
 	// BGPSessions returns the status of the peers of the node's speaker for
 	// network, whether the node runs one, and a channel closed when either
 	// may have changed.
-	BGPSessions(ctx context.Context, network string) (peers []bgp.PeerStatus, running bool, changed <-chan struct{}, err error)
+	BGPSessions(ctx context.Context, network string) (peers []bgpstatus.PeerStatus, running bool, changed <-chan struct{}, err error)
 }
 
 // waitPeers is the gate, with the sessions New is given: once a pod's
@@ -104,7 +104,7 @@ func (w *Waiter) waitEstablished(ctx context.Context, key string, n *estuaryv1.N
 // Ready is the wait rule: the node's speaker has an Established session
 // with at least one peer, and with every peer of spec marked
 // requireEstablished.
-func Ready(spec []estuaryv1.BGPPeer, peers []bgp.PeerStatus) bool {
+func Ready(spec []estuaryv1.BGPPeer, peers []bgpstatus.PeerStatus) bool {
 	up := map[netip.Addr]bool{}
 	for _, p := range peers {
 		if p.Established() {
@@ -138,7 +138,7 @@ func missing(spec []estuaryv1.BGPPeer) string {
 }
 
 // describeSessions says what the node's speaker last reported.
-func describeSessions(peers []bgp.PeerStatus, running bool, err error) string {
+func describeSessions(peers []bgpstatus.PeerStatus, running bool, err error) string {
 	switch {
 	case !running:
 		return "the node runs no BGP speaker for it; see the daemon's log"

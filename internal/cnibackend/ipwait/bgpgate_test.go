@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
@@ -23,16 +23,16 @@ import (
 // real speakers do.
 type fakeSessions struct {
 	mu      sync.Mutex
-	peers   map[string][]bgp.PeerStatus // absent: no speaker
+	peers   map[string][]bgpstatus.PeerStatus // absent: no speaker
 	changed chan struct{}
 	asked   chan string // each network asked about, when someone listens
 }
 
 func newFakeSessions() *fakeSessions {
-	return &fakeSessions{peers: map[string][]bgp.PeerStatus{}, changed: make(chan struct{}), asked: make(chan string, 64)}
+	return &fakeSessions{peers: map[string][]bgpstatus.PeerStatus{}, changed: make(chan struct{}), asked: make(chan string, 64)}
 }
 
-func (f *fakeSessions) BGPSessions(_ context.Context, network string) ([]bgp.PeerStatus, bool, <-chan struct{}, error) {
+func (f *fakeSessions) BGPSessions(_ context.Context, network string) ([]bgpstatus.PeerStatus, bool, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	select {
@@ -40,10 +40,10 @@ func (f *fakeSessions) BGPSessions(_ context.Context, network string) ([]bgp.Pee
 	default:
 	}
 	peers, ok := f.peers[network]
-	return append([]bgp.PeerStatus(nil), peers...), ok, f.changed, nil
+	return append([]bgpstatus.PeerStatus(nil), peers...), ok, f.changed, nil
 }
 
-func (f *fakeSessions) set(network string, peers ...bgp.PeerStatus) {
+func (f *fakeSessions) set(network string, peers ...bgpstatus.PeerStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.peers[network] = peers
@@ -51,8 +51,8 @@ func (f *fakeSessions) set(network string, peers ...bgp.PeerStatus) {
 	f.changed = make(chan struct{})
 }
 
-func peer(addr string, asn uint32, st bgp.SessionState) bgp.PeerStatus {
-	return bgp.PeerStatus{Address: netip.MustParseAddr(addr), ASN: asn, State: st}
+func peer(addr string, asn uint32, st bgpstatus.SessionState) bgpstatus.PeerStatus {
+	return bgpstatus.PeerStatus{Address: netip.MustParseAddr(addr), ASN: asn, State: st}
 }
 
 // gated makes the test's waiter one over the same cache gated by f.
@@ -112,7 +112,7 @@ func askedAbout(t *testing.T, f *fakeSessions, network string) {
 func TestGateWaitsForAnEstablishedSession(t *testing.T) {
 	f := gated(t)
 	bgpNetwork(t, "fabric-wait", nil)
-	f.set("fabric-wait", peer("10.0.0.1", 65000, bgp.StateActive), peer("10.0.0.2", 65000, bgp.StateIdle))
+	f.set("fabric-wait", peer("10.0.0.1", 65000, bgpstatus.StateActive), peer("10.0.0.2", 65000, bgpstatus.StateIdle))
 	ch := waitAsync("default", "routed", "u20", 20*time.Second)
 	bound(t, "routed", "u20", "fabric-wait", "10.9.1.5/24")
 	askedAbout(t, f, "fabric-wait")
@@ -121,7 +121,7 @@ func TestGateWaitsForAnEstablishedSession(t *testing.T) {
 		t.Fatalf("returned %v, %v while no session was Established", r.addrs, r.err)
 	default:
 	}
-	f.set("fabric-wait", peer("10.0.0.1", 65000, bgp.StateActive), peer("10.0.0.2", 65000, bgp.StateEstablished))
+	f.set("fabric-wait", peer("10.0.0.1", 65000, bgpstatus.StateActive), peer("10.0.0.2", 65000, bgpstatus.StateEstablished))
 	if r := <-ch; r.err != nil || strings.Join(r.addrs, ",") != "10.9.1.5/24" {
 		t.Fatalf("got %v %v once a session is Established; want 10.9.1.5/24", r.addrs, r.err)
 	}
@@ -130,7 +130,7 @@ func TestGateWaitsForAnEstablishedSession(t *testing.T) {
 func TestGateTimeoutNamesPodNetworkAndPeers(t *testing.T) {
 	f := gated(t)
 	bgpNetwork(t, "fabric-down", nil)
-	f.set("fabric-down", peer("10.0.0.1", 65000, bgp.StateActive), peer("10.0.0.2", 65001, bgp.StateOpenSent))
+	f.set("fabric-down", peer("10.0.0.1", 65000, bgpstatus.StateActive), peer("10.0.0.2", 65001, bgpstatus.StateOpenSent))
 	bound(t, "lonely", "u21", "fabric-down", "10.9.1.6/24")
 	r := <-waitAsync("default", "lonely", "u21", 500*time.Millisecond)
 	for _, want := range []string{"pod default/lonely", "network fabric-down", "node node-a",

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
 
@@ -24,14 +24,14 @@ func TestReady(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		spec  []estuaryv1.BGPPeer
-		peers []bgp.PeerStatus
+		peers []bgpstatus.PeerStatus
 		want  bool
 	}{
-		{"none up", spec[1:], []bgp.PeerStatus{peer("10.0.0.2", 1, bgp.StateActive)}, false},
-		{"any one up", spec[1:], []bgp.PeerStatus{peer("10.0.0.2", 1, bgp.StateIdle), peer("fd00::1", 1, bgp.StateEstablished)}, true},
-		{"required down, another up", spec, []bgp.PeerStatus{peer("10.0.0.1", 1, bgp.StateActive), peer("10.0.0.2", 1, bgp.StateEstablished)}, false},
-		{"required up, others down", spec, []bgp.PeerStatus{peer("10.0.0.1", 1, bgp.StateEstablished), peer("10.0.0.2", 1, bgp.StateIdle)}, true},
-		{"required peer not configured on the speaker", spec, []bgp.PeerStatus{peer("10.0.0.2", 1, bgp.StateEstablished)}, false},
+		{"none up", spec[1:], []bgpstatus.PeerStatus{peer("10.0.0.2", 1, bgpstatus.StateActive)}, false},
+		{"any one up", spec[1:], []bgpstatus.PeerStatus{peer("10.0.0.2", 1, bgpstatus.StateIdle), peer("fd00::1", 1, bgpstatus.StateEstablished)}, true},
+		{"required down, another up", spec, []bgpstatus.PeerStatus{peer("10.0.0.1", 1, bgpstatus.StateActive), peer("10.0.0.2", 1, bgpstatus.StateEstablished)}, false},
+		{"required up, others down", spec, []bgpstatus.PeerStatus{peer("10.0.0.1", 1, bgpstatus.StateEstablished), peer("10.0.0.2", 1, bgpstatus.StateIdle)}, true},
+		{"required peer not configured on the speaker", spec, []bgpstatus.PeerStatus{peer("10.0.0.2", 1, bgpstatus.StateEstablished)}, false},
 		{"no speaker peers", spec[1:], nil, false},
 	} {
 		if got := Ready(c.spec, c.peers); got != c.want {
@@ -68,7 +68,7 @@ func TestGateGlobalBGPWaitsForTheNodesBGPNetwork(t *testing.T) {
 	}
 
 	relabel(t, "node-a", map[string]string{"bgp": "global"})
-	f.set("fabric-g", peer("10.0.0.1", 65000, bgp.StateActive), peer("10.0.0.2", 65000, bgp.StateEstablished))
+	f.set("fabric-g", peer("10.0.0.1", 65000, bgpstatus.StateActive), peer("10.0.0.2", 65000, bgpstatus.StateEstablished))
 	ch := waitAsync("default", "routed-global", "u41", 20*time.Second)
 	bound(t, "routed-global", "u41", "global", "10.84.0.5/24")
 	askedAbout(t, f, "fabric-g")
@@ -77,7 +77,7 @@ func TestGateGlobalBGPWaitsForTheNodesBGPNetwork(t *testing.T) {
 		t.Fatalf("returned %v, %v while the required peer 10.0.0.1 was down", r.addrs, r.err)
 	default:
 	}
-	f.set("fabric-g", peer("10.0.0.1", 65000, bgp.StateEstablished), peer("10.0.0.2", 65000, bgp.StateActive))
+	f.set("fabric-g", peer("10.0.0.1", 65000, bgpstatus.StateEstablished), peer("10.0.0.2", 65000, bgpstatus.StateActive))
 	if r := <-ch; r.err != nil || strings.Join(r.addrs, ",") != "10.84.0.5/24" {
 		t.Fatalf("got %v %v once the required session is Established; want 10.84.0.5/24", r.addrs, r.err)
 	}

@@ -8,12 +8,13 @@ package podipam
 // as the API server holds them (the cache, fenced by a write or a live
 // list of their versions, as the rebuild reads them: fence.go) and
 //
-//   - hands every record this manager does not hold to the pod controller
-//     as an adoption (a record written by another manager during a split
+//   - hands every record this manager does not hold to its holder's
+//     controller (pod or pool) as an adoption (a record written by another manager during a split
 //     brain, by an administrator, or whose create answer was lost): the
 //     address is held for the record's pod before anything else happens;
-//   - sends every pod name that holds or is recorded to hold an address
-//     through the pod controller, which settles it as for any event: a pod
+//   - sends every key that holds or is recorded to hold an address to its
+//     controller: a pod name to the pod controller, which settles it as for
+//     any event, a workload's pool to the pool controller: a pod
 //     that is gone or finished releases, a live pod has its records
 //     confirmed (missing ones created again), its extra addresses released
 //     and its missing families completed;
@@ -28,16 +29,15 @@ package podipam
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
 
@@ -46,9 +46,15 @@ const defaultAuditInterval = 2 * time.Minute
 
 // auditor runs the audit while this manager leads.
 type auditor struct {
-	r        *Reconciler
+	records  *recordReader
+	alloc    Allocator
+	held     *holdings
+	pending  *pendingAdoptions
+	metrics  *Metrics
+	ready    *readiness
 	interval time.Duration
-	pods     chan event.GenericEvent
+	pods     chan event.TypedGenericEvent[types.NamespacedName]
+	pools    chan event.TypedGenericEvent[workload.Ref]
 	// strays are the addresses held in memory only at the last audit.
 	strays map[ipam.Record]bool
 }
@@ -59,7 +65,7 @@ func (a *auditor) NeedLeaderElection() bool { return true }
 // Start audits once the rebuild is done, then every interval until ctx
 // ends.
 func (a *auditor) Start(ctx context.Context) error {
-	if err := a.r.ready.wait(ctx); err != nil {
+	if err := a.ready.wait(ctx); err != nil {
 		return nil //nolint:nilerr // ctx ended or the rebuild failed: the manager stops either way
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -71,7 +77,7 @@ func (a *auditor) Start(ctx context.Context) error {
 }
 
 func (a *auditor) run(ctx context.Context) error {
-	read, err := a.r.readRecords(ctx)
+	read, err := a.records.readRecords(ctx)
 	if err != nil {
 		return err
 	}
@@ -80,27 +86,23 @@ func (a *auditor) run(ctx context.Context) error {
 	for key, hs := range fromInstances(read.items) {
 		keys[key] = true
 		for _, hd := range hs {
-			if !a.r.held.holds(key, hd.name) && a.r.pending.add(key, hd) {
+			if !a.held.holds(key, hd.name) && a.pending.add(key, hd) {
 				adopted++
 			}
 		}
 	}
-	for _, key := range a.r.held.keys() {
+	for _, key := range a.held.keys() {
 		keys[key] = true
 	}
 	freed := a.freeStrays(ctx, read.items)
 	for key := range keys {
-		ns, name := splitKey(key)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		select {
-		case a.pods <- event.GenericEvent{Object: pod}:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := a.send(ctx, key); err != nil {
+			return err
 		}
 	}
-	a.r.Metrics.auditRuns.Inc()
-	a.r.Metrics.auditAdopted.Add(float64(adopted))
-	a.r.Metrics.auditFreed.Add(float64(freed))
+	a.metrics.auditRuns.Inc()
+	a.metrics.auditAdopted.Add(float64(adopted))
+	a.metrics.auditFreed.Add(float64(freed))
 	log.FromContext(ctx).V(1).Info("audit", "records", len(read.items), "readLive", read.live, "podNames", len(keys), "adopted", adopted, "freed", freed)
 	return nil
 }
@@ -114,16 +116,16 @@ func (a *auditor) freeStrays(ctx context.Context, records []estuaryv1.IPInstance
 	}
 	next := map[ipam.Record]bool{}
 	freed := 0
-	for _, rec := range a.r.Alloc.Records() {
+	for _, rec := range a.alloc.Records() {
 		name := estuaryv1.InstanceName(rec.Addr)
-		if recorded[name] || a.r.held.holds(rec.Owner, name) {
+		if recorded[name] || a.held.holds(rec.Owner, name) {
 			continue
 		}
 		if !a.strays[rec] {
 			next[rec] = true
 			continue
 		}
-		if err := a.r.Alloc.Release(rec.Subnet, rec.Addr, rec.Owner); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
+		if err := a.alloc.Release(rec.Subnet, rec.Addr, rec.Owner); err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
 			log.FromContext(ctx).Error(err, "free an address held in memory only", "address", rec.Addr, "owner", rec.Owner)
 			continue
 		}
@@ -134,68 +136,21 @@ func (a *auditor) freeStrays(ctx context.Context, records []estuaryv1.IPInstance
 	return freed
 }
 
-// pendingAdoptions are records the audit found that this manager did not
-// hold, waiting for their pod name's next reconcile.
-type pendingAdoptions struct {
-	mu    sync.Mutex
-	byKey map[string][]holding
-}
-
-// add queues hd for key unless it is queued already.
-func (p *pendingAdoptions) add(key string, hd holding) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, q := range p.byKey[key] {
-		if q.name == hd.name {
-			return false
+// send queues key with its controller, waiting for it to take the request.
+func (a *auditor) send(ctx context.Context, key string) error {
+	if pool, ok := poolOf(key); ok {
+		select {
+		case a.pools <- event.TypedGenericEvent[workload.Ref]{Object: poolRequest(pool)}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	if p.byKey == nil {
-		p.byKey = map[string][]holding{}
+	pod, _ := podOf(key)
+	select {
+	case a.pods <- event.TypedGenericEvent[types.NamespacedName]{Object: pod}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	p.byKey[key] = append(p.byKey[key], hd)
-	return true
-}
-
-func (p *pendingAdoptions) take(key string) []holding {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	hs := p.byKey[key]
-	delete(p.byKey, key)
-	return hs
-}
-
-// adopt holds, for the pod name being reconciled, the records the audit
-// found that this manager did not hold. A record whose address the
-// allocator holds for another pod name is left for a later audit: that
-// name's own reconcile finds the record is not its and gives the address up.
-func (r *Reconciler) adopt(ctx context.Context, key string, held []holding) []holding {
-	for _, hd := range r.pending.take(key) {
-		if holdsName(held, hd.name) {
-			continue
-		}
-		err := r.Alloc.Assign(hd.lease.Subnet, hd.lease.Addr, key)
-		if err == nil && hd.phase == estuaryv1.IPInstanceRetained {
-			err = r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, key)
-		}
-		if err != nil {
-			if !errors.Is(err, ipam.ErrInUse) {
-				log.FromContext(ctx).Error(err, "adopt a record", "pod", key, "address", hd.lease.Addr)
-			}
-			continue
-		}
-		log.FromContext(ctx).Info("adopted a record this manager did not hold", "pod", key, "address", hd.lease.Addr)
-		held = append(held, hd)
-	}
-	r.held.set(key, held)
-	return held
-}
-
-func holdsName(hs []holding, name string) bool {
-	for _, hd := range hs {
-		if hd.name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -40,7 +40,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -92,8 +91,8 @@ func (r *Reconciler) followOwner(ctx context.Context, key string, pod *corev1.Po
 	for i := range held {
 		was := held[i]
 		held[i].set = set
-		if err := r.writeBinding(ctx, key, held[i], heldBy(key)); err != nil {
-			return nil, r.afterFailedWrite(ctx, key, was, err)
+		if err := r.ledger.writeBinding(ctx, key, held[i], heldBy(key)); err != nil {
+			return nil, r.ledger.afterFailedWrite(ctx, key, was, err)
 		}
 	}
 	r.held.set(key, held)
@@ -128,7 +127,7 @@ func (r *Reconciler) confirm(ctx context.Context, key string, pod *corev1.Pod, h
 // record turned out to be another holder's (memory follows it).
 func (r *Reconciler) confirmOne(ctx context.Context, key string, pod *corev1.Pod, hd *holding) (bool, error) {
 	ipi := &estuaryv1.IPInstance{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+	err := r.client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
 	if err == nil && bindsPod(ipi, pod) && countOf(ipi) == hd.count {
 		hd.recorded = time.Now()
 		return true, nil
@@ -137,7 +136,7 @@ func (r *Reconciler) confirmOne(ctx context.Context, key string, pod *corev1.Pod
 		return false, fmt.Errorf("read ipinstance %s of %s: %w", hd.name, key, err)
 	}
 	if err != nil {
-		err = r.Client.Create(ctx, r.instance(pod, *hd))
+		err = r.client.Create(ctx, r.ledger.instance(pod, *hd))
 		if err == nil {
 			hd.recorded = time.Now()
 			return true, nil
@@ -155,9 +154,9 @@ func (r *Reconciler) confirmOne(ctx context.Context, key string, pod *corev1.Pod
 		exp = exp.or(hd.owner.Key(), estuaryv1.IPInstanceRetained, estuaryv1.IPInstanceReserved)
 	}
 	hd.podUID, hd.node, hd.phase, hd.pod = string(pod.UID), pod.Spec.NodeName, estuaryv1.IPInstanceBound, pod.Name
-	err = r.writeBinding(ctx, key, *hd, exp)
+	err = r.ledger.writeBinding(ctx, key, *hd, exp)
 	if he, ok := asHeldElsewhere(err); ok {
-		return false, r.giveTo(ctx, key, *hd, he.record)
+		return false, r.ledger.giveTo(ctx, key, *hd, he.record)
 	}
 	if err != nil {
 		return false, err
@@ -171,37 +170,6 @@ func (r *Reconciler) confirmOne(ctx context.Context, key string, pod *corev1.Pod
 func bindsPod(ipi *estuaryv1.IPInstance, pod *corev1.Pod) bool {
 	b := ipi.Spec.Binding
 	return ipi.Status.Phase == estuaryv1.IPInstanceBound && b.Namespace == pod.Namespace && b.PodName == pod.Name && b.PodUID == string(pod.UID)
-}
-
-// giveTo hands an address held in memory under key to the holder its
-// record names: the allocator moves it in one step, and the holder's next
-// reconcile adopts the record.
-func (r *Reconciler) giveTo(ctx context.Context, key string, hd holding, other *estuaryv1.IPInstance) error {
-	rec, err := record(other)
-	if err != nil {
-		return err
-	}
-	if rec.Owner != key {
-		err = r.Alloc.Transfer(rec.Subnet, rec.Addr, key, rec.Owner, rec.State)
-		if errors.Is(err, ipam.ErrNotAllocated) {
-			if err = r.Alloc.Assign(rec.Subnet, rec.Addr, rec.Owner); err == nil && rec.State == ipam.Retained {
-				err = r.Alloc.Retain(rec.Subnet, rec.Addr, rec.Owner)
-			}
-		}
-		if err != nil && !errors.Is(err, ipam.ErrInUse) {
-			return fmt.Errorf("hand %s of %s to %s, which its record names: %w", hd.lease.Addr, key, rec.Owner, err)
-		}
-	}
-	for _, h := range fromInstances([]estuaryv1.IPInstance{*other})[rec.Owner] {
-		r.pending.add(rec.Owner, h)
-	}
-	r.kick(rec.Owner)
-	if ns, name := splitKey(key); !isPoolKey(key) {
-		r.Events.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, other, corev1.EventTypeWarning, "AddressConflict", "Allocate",
-			"address %s is recorded for %s; %s no longer holds it", hd.lease.Addr, rec.Owner, key)
-	}
-	log.FromContext(ctx).Info("address recorded for another holder; handed to it", "from", key, "address", hd.lease.Addr, "holder", rec.Owner)
-	return nil
 }
 
 // onePerFamily releases every address of a family but one: the one the
@@ -229,12 +197,12 @@ func (r *Reconciler) onePerFamily(ctx context.Context, key string, pod *corev1.P
 		return nil, errUseUnknown
 	}
 	r.held.set(key, kept)
-	if err := r.release(ctx, key, extra); err != nil {
+	if err := r.ledger.release(ctx, key, extra); err != nil {
 		r.held.set(key, append(kept, extra...))
 		return nil, err
 	}
 	r.held.set(key, kept)
-	r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonExtraAddressReleased, "Allocate",
+	r.events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonExtraAddressReleased, "Allocate",
 		"pod %s held %d addresses of one family; released %v, kept %v", key, len(extra)+1, addrs(extra), addrs(kept))
 	return kept, nil
 }
@@ -269,7 +237,7 @@ func usesAddr(pod *corev1.Pod, a netip.Addr) bool {
 // but does not hold, each from its own list of named subnets (tried in
 // order) when the pod names subnets.
 func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *corev1.Pod, held []holding) (ctrl.Result, error) {
-	req, f, err := r.plan(ctx, key, pod)
+	req, f, err := r.planner.plan(ctx, key, pod)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 	}
@@ -280,25 +248,25 @@ func (r *Reconciler) completeFamilies(ctx context.Context, key string, pod *core
 	var leases []ipam.Lease
 	if f.fixed.Wants() {
 		var prior []holding
-		if leases, prior, missing, err = r.completeNamed(ctx, key, pod, f, held, missing); err != nil {
+		if leases, prior, missing, err = r.fixed.completeNamed(ctx, key, pod, f, held, missing); err != nil {
 			if ref, denied := asRefusal(err); denied {
-				r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ref.reason, "Allocate", "cannot complete the addresses of pod %s: %v", key, err)
-				return ctrl.Result{RequeueAfter: r.RetryExhausted}, nil
+				r.events.Eventf(pod, nil, corev1.EventTypeWarning, ref.reason, "Allocate", "cannot complete the addresses of pod %s: %v", key, err)
+				return ctrl.Result{RequeueAfter: r.retryExhausted}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("complete the addresses of %s: %w", key, err)
 		}
 		held = append(held, prior...)
 	}
 	if len(missing) > 0 {
-		more, err := r.Alloc.Allocate(narrow(req, missing))
+		more, err := r.alloc.Allocate(narrow(req, missing))
 		if err != nil {
-			r.abandon(ctx, key, leases, nil)
+			r.ledger.abandon(ctx, key, leases, nil)
 			return ctrl.Result{}, fmt.Errorf("complete the addresses of %s (%v): %w", key, missing, err)
 		}
 		leases = append(leases, more...)
 	}
 	log.FromContext(ctx).Info("completing a partly recorded pod", "pod", key, "held", addrs(held), "families", familiesOfLeases(leases))
-	return r.recordLeases(ctx, key, pod, leases, held[0].count, held, f)
+	return r.ledger.recordLeases(ctx, key, pod, leases, held[0].count, held, f)
 }
 
 // missingFamilies lists the families req asks for that held lacks.

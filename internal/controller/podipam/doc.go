@@ -6,9 +6,9 @@
 // the pod of the same ordinal, which takes back what it asks for now and
 // never fewer families (takeback.go), a KubeVirt virtual machine's for the machine
 // until it is deleted, handed to its newer pod on live migration (vm.go), a
-// retaining pod's of any other workload in the workload's pool (pool.go),
-// with an expiry kept in the record. Every address that may be kept records
-// a stable MAC (mac.go). Pods that name their addresses (ip-address, ip-pool) get
+// retaining pod's of any other workload in the workload's pool (pool.go,
+// poolreconciler.go), with an expiry kept in the record. Every address that may be kept records
+// a stable MAC (ledger.go). Pods that name their addresses (ip-address, ip-pool) get
 // exactly those or wait for them (fixed.go); addresses an administrator
 // reserved go only to their workload.
 //
@@ -40,4 +40,36 @@
 // cache or, when the cache does not show it, live (namespace.go); a read
 // that fails is an error retried with backoff (a NamespaceUnreadable
 // event), never a namespace without annotations.
+//
+// # Who owns what
+//
+// Setup (setup.go) builds the parts and gives each its own fields; what
+// they share is passed to each, never reached through another part:
+//
+//   - holdings (holdings.go): the in-memory truth of who holds what, per
+//     key (keys.go: a pod's namespace/name or a workload's
+//     namespace/Kind/name, made and cut apart there alone), with the
+//     pending adoptions the audit found. Shared by every part below.
+//   - Reconciler (reconciler.go): the pod controller, queued with pod
+//     names (reconcile.Request). A pod's allocation reads top to bottom:
+//     reconciler.go, selection.go (planner: namespace, admission, owner,
+//     request), vm.go, fixed.go (fixedClaims), pool.go (what the workload
+//     keeps), the allocator, ledger.go (the records written). complete.go
+//     and takeback.go serve pods that hold addresses already.
+//   - poolReconciler (poolreconciler.go): the pool controller, a typed
+//     controller (reconcile.TypedReconciler[workload.Ref]) queued with
+//     workloads by the IPInstance watch, the ledger, the optional watches
+//     and the audit; it settles what workloads keep.
+//   - ledger (ledger.go, records.go, moves.go): the one writer of
+//     IPInstances, through recordStore (store.go: six methods, clientStore
+//     over the controller-runtime client), record first and memory after.
+//   - retainer (retention.go, kruise.go): the retention rules, what a gone
+//     pod's addresses become and when a workload's kept ones go.
+//   - queues (queues.go): requests to either controller from outside an
+//     event, and the pods waiting for an address.
+//   - rebuilder (ready.go) and recordReader (fence.go): the rebuild on
+//     taking the lead, gating every other part (readiness); auditor
+//     (audit.go); StatusWriter and Metrics (status.go, metrics.go);
+//     Topology with the network and subnet controllers (topology.go);
+//     optionalWatches (optional.go).
 package podipam

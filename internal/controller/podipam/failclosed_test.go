@@ -44,7 +44,7 @@ func TestRebuildFailsClosed(t *testing.T) {
 	fresh := newPod(t, ns, "fresh")
 	r, _ := startManagerWith(t, testManager{rc: rc})
 	eventually(t, "two failed rebuild attempts", func() error {
-		if n := testutil.ToFloat64(r.Metrics.rebuildFailures); n < 2 {
+		if n := testutil.ToFloat64(r.metrics.rebuildFailures); n < 2 {
 			return fmt.Errorf("%v failed attempts", n)
 		}
 		return nil

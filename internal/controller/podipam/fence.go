@@ -71,32 +71,40 @@ type fenced struct {
 // the write before the rebuild fences the cache with a live list instead.
 var fenceWait = 5 * time.Second
 
+// recordReader reads every record as the API server holds it, from the
+// cache once fenced (see the note at the top); the rebuild and the audit
+// use it.
+type recordReader struct {
+	cache client.Client
+	live  client.Reader
+}
+
 // readRecords returns every IPInstance the API server holds, read from the
 // cache, fenced by a write or by a live list of versions (see the note at
 // the top).
-func (r *Reconciler) readRecords(ctx context.Context) (fenced, error) {
-	if items, ok := r.fenceByWrite(ctx); ok {
+func (rr *recordReader) readRecords(ctx context.Context) (fenced, error) {
+	if items, ok := rr.fenceByWrite(ctx); ok {
 		return fenced{items: items, by: "write"}, nil
 	}
-	versions, err := r.liveVersions(ctx)
+	versions, err := rr.liveVersions(ctx)
 	if err != nil {
 		return fenced{}, err
 	}
 	var cached estuaryv1.IPInstanceList
-	if err := r.Client.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil {
+	if err := rr.cache.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil {
 		return fenced{}, fmt.Errorf("list ipinstances from the cache: %w", err)
 	}
 	keep, fetch := fence(versions, cached.Items)
 	if len(fetch) > maxFenceGets {
 		var list estuaryv1.IPInstanceList
-		if err := r.APIReader.List(ctx, &list); err != nil {
+		if err := rr.live.List(ctx, &list); err != nil {
 			return fenced{}, fmt.Errorf("list ipinstances: %w", err)
 		}
 		return fenced{items: list.Items, live: len(list.Items), by: "list"}, nil
 	}
 	for _, name := range fetch {
 		ipi := estuaryv1.IPInstance{}
-		switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, &ipi); {
+		switch err := rr.live.Get(ctx, client.ObjectKey{Name: name}, &ipi); {
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
@@ -109,12 +117,12 @@ func (r *Reconciler) readRecords(ctx context.Context) (fenced, error) {
 
 // liveVersions lists the name and resource version of every IPInstance
 // from the API server, page by page (one consistent snapshot).
-func (r *Reconciler) liveVersions(ctx context.Context) (map[string]string, error) {
+func (rr *recordReader) liveVersions(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(estuaryv1.GroupVersion.WithKind("IPInstanceList"))
 	for cont := ""; ; {
-		if err := r.APIReader.List(ctx, list, client.Limit(fencePage), client.Continue(cont)); err != nil {
+		if err := rr.live.List(ctx, list, client.Limit(fencePage), client.Continue(cont)); err != nil {
 			return nil, fmt.Errorf("list ipinstance versions: %w", err)
 		}
 		for i := range list.Items {
@@ -153,23 +161,23 @@ func fence(versions map[string]string, cached []estuaryv1.IPInstance) (keep []es
 // or a later one (or to have seen it deleted since); then it returns every
 // cached record. It reports false, and nothing, when the cache holds no
 // record, the write fails or the wait ends first.
-func (r *Reconciler) fenceByWrite(ctx context.Context) ([]estuaryv1.IPInstance, bool) {
+func (rr *recordReader) fenceByWrite(ctx context.Context) ([]estuaryv1.IPInstance, bool) {
 	logger := log.FromContext(ctx)
 	var cached estuaryv1.IPInstanceList
-	if err := r.Client.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil || len(cached.Items) == 0 {
+	if err := rr.cache.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil || len(cached.Items) == 0 {
 		return nil, false
 	}
 	first := slices.MinFunc(cached.Items, func(a, b estuaryv1.IPInstance) int { return strings.Compare(a.Name, b.Name) }).Name
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, estuaryv1.AnnotationFence, time.Now().UTC().Format(time.RFC3339Nano))
 	marker := &estuaryv1.IPInstance{ObjectMeta: metav1.ObjectMeta{Name: first}}
-	if err := r.Client.Patch(ctx, marker, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := rr.cache.Patch(ctx, marker, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		logger.Info("fence by a write failed; fencing with a live list", "record", first, "error", err.Error())
 		return nil, false
 	}
 	written := marker.ResourceVersion
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fenceWait, true, func(ctx context.Context) (bool, error) {
 		var seen estuaryv1.IPInstance
-		switch err := r.Client.Get(ctx, client.ObjectKey{Name: first}, &seen); {
+		switch err := rr.cache.Get(ctx, client.ObjectKey{Name: first}, &seen); {
 		case apierrors.IsNotFound(err):
 			return true, nil // deleted after the write, and the cache has seen it
 		case err != nil:
@@ -184,7 +192,7 @@ func (r *Reconciler) fenceByWrite(ctx context.Context) ([]estuaryv1.IPInstance, 
 		return nil, false
 	}
 	var items estuaryv1.IPInstanceList
-	if err := r.Client.List(ctx, &items, client.UnsafeDisableDeepCopy); err != nil {
+	if err := rr.cache.List(ctx, &items, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, false
 	}
 	return items.Items, true

@@ -77,7 +77,7 @@ func TestRebuildReadsPastALaggingCache(t *testing.T) {
 	}
 	phantom := current.DeepCopy()
 	phantom.Name, phantom.ResourceVersion, phantom.Spec.Address.IP = w, "1", "10.99.0.13/24"
-	r := &Reconciler{Client: laggingCache{Client: k8s, missing: z, stale: y, phantom: *phantom}, APIReader: k8s}
+	r := &recordReader{cache: laggingCache{Client: k8s, missing: z, stale: y, phantom: *phantom}, live: k8s}
 	defer func(d time.Duration) { fenceWait = d }(fenceWait)
 	fenceWait = 100 * time.Millisecond
 
@@ -206,7 +206,7 @@ func TestRebuildFencesTheCacheWithAWrite(t *testing.T) {
 		reserve(t, ns, "ov-write-fence", "10.98.0.11/24", "Deployment", "web")
 		created := estuaryv1.InstanceName(netip.MustParseAddr("10.98.0.11"))
 		time.AfterFunc(200*time.Millisecond, func() { frozen.thawed.Store(true) })
-		read, err := (&Reconciler{Client: frozen, APIReader: k8s}).readRecords(ctx)
+		read, err := (&recordReader{cache: frozen, live: k8s}).readRecords(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestRebuildFencesTheCacheWithAWrite(t *testing.T) {
 		frozen := freeze(t)
 		reserve(t, ns, "ov-write-fence", "10.98.0.12/24", "Deployment", "web")
 		created := estuaryv1.InstanceName(netip.MustParseAddr("10.98.0.12"))
-		read, err := (&Reconciler{Client: frozen, APIReader: k8s}).readRecords(ctx)
+		read, err := (&recordReader{cache: frozen, live: k8s}).readRecords(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,14 +27,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/netmodel"
-	"github.com/estuary-cni/estuary/internal/workload"
 	"github.com/estuary-cni/estuary/pkg/family"
 	"github.com/estuary-cni/estuary/pkg/ipam"
 )
@@ -47,145 +43,14 @@ const ReasonWaitingForAddress = "WaitingForAddress"
 // wakes it first.
 const waitRetry = 10 * time.Second
 
-// facts is what a pod's records say about it besides its addresses, read
-// once per allocation.
-type facts struct {
-	owner  workload.Ref
-	set    *setRef
-	retain *retention
-	mac    string
-	fixed  netmodel.Fixed
-	places map[netip.Addr]string
-}
-
-// plan reads pod's Namespace (namespaceOf; an error when it cannot), admits
-// pod (see admit), reads its fixed-address annotations and checks them
-// against its network, and returns its allocator request and facts. A
-// broken rule is a refusal.
-func (r *Reconciler) plan(ctx context.Context, key string, pod *corev1.Pod) (ipam.Request, facts, error) {
-	var f facts
-	ns, err := r.namespaceOf(ctx, pod)
-	if err != nil {
-		return ipam.Request{}, f, err
-	}
-	sel, err := r.admit(ctx, pod, ns)
-	if err != nil {
-		return ipam.Request{}, f, err
-	}
-	if f.fixed, err = netmodel.FixedFor(&sel, pod, ns); err != nil {
-		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
-	}
-	if f.owner, err = r.ownerOf(ctx, pod); err != nil {
-		return ipam.Request{}, f, err
-	}
-	f.set = verifiedSet(pod, f.owner)
-	keptByOwner := f.set != nil || workload.IsVM(f.owner.Kind)
-	bounds := netmodel.Bounds{MaxRetainTTL: r.MaxRetainTTL}
-	networks, subnets := r.Topology.objects()
-	n, err := netmodel.ResolveNetwork(&sel, networks, subnets)
-	if err == nil {
-		err = f.fixed.CheckRetention(bounds, n, keptByOwner)
-	}
-	if err == nil && f.fixed.Wants() && n != nil {
-		var nodes corev1.NodeList
-		if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return ipam.Request{}, f, fmt.Errorf("list nodes for the fixed addresses of pod %s: %w", key, err)
-		}
-		f.places, err = f.fixed.CheckAddresses(n, subnets, netmodel.Claims{Nodes: netmodel.NodeAddresses(nodes.Items)})
-	}
-	if err != nil {
-		return ipam.Request{}, f, &refusal{reason: ReasonAllocationFailed, err: err}
-	}
-	req, err := request(&sel, key, r.Topology.Overlay(), r.Alloc)
-	if err != nil {
-		return req, f, err
-	}
-	f.retain = retentionOf(&f.fixed, f.set != nil, bounds.MaxTTL())
-	if workload.IsVM(f.owner.Kind) {
-		f.retain = machineRetention(&f.fixed, !r.Defaults.NoStatefulRetain)
-	}
-	f.mac = f.fixed.MAC
-	return req, f, nil
-}
-
-// ownerOf is pod's verified top-level owner (workload.Of), read from the
-// cache. When the cache confirms none of the controller the pod names (a
-// ReplicaSet created a moment before its pod), the owners are read again
-// live before the pod is taken for its own workload: a workload's next pod
-// must not miss the addresses it keeps because the cache lags. Only a pod
-// whose controller does not check out pays the live reads.
-func (r *Reconciler) ownerOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, error) {
-	owner, err := workload.Of(ctx, workload.LiveOptional(r.Client, r.APIReader), pod)
-	if err == nil && unconfirmed(pod, owner) {
-		owner, err = workload.Of(ctx, r.APIReader, pod)
-	}
-	if err == nil && (workload.IsVM(owner.Kind) || owner.Kind == workload.KindKruiseStatefulSet) {
-		r.sawOptionalKind()
-	}
-	return owner, err
-}
-
-// sawOptionalKind tells optionalWatches, without waiting, that a pod of an
-// optional kind exists: the kind is served, so its watch should start now,
-// before the machine or set can be deleted.
-func (r *Reconciler) sawOptionalKind() {
-	select {
-	case r.optional <- struct{}{}:
-	default:
-	}
-}
-
-// unconfirmed: pod names a controller, and the cache confirmed none of it
-// (owner is the pod itself).
-func unconfirmed(pod *corev1.Pod, owner workload.Ref) bool {
-	return metav1.GetControllerOf(pod) != nil && owner.Kind == workload.KindPod
-}
-
-// verifiedSet is the StatefulSet and ordinal of pod if owner, its verified
-// top-level owner (workload.Of), is that StatefulSet; nil otherwise, so a
-// forged StatefulSet reference gives a pod nothing of the StatefulSet's.
-func verifiedSet(pod *corev1.Pod, owner workload.Ref) *setRef {
-	set := statefulOwner(pod)
-	if set == nil || owner.Kind != set.kind || owner.Name != set.name || owner.UID != set.uid {
-		return nil
-	}
-	return set
-}
-
-// retentionOf is a pod's retention: a StatefulSet's pod is kept by the
-// StatefulSet's rule, with a deadline only when ip-retain-ttl gives one;
-// any other pod is kept only when ip-retain is true, for ip-retain-ttl or
-// defaultRetainTTL, shortened to maxTTL (the longest ip-retain-ttl
-// allowed) when that is shorter.
-func retentionOf(fx *netmodel.Fixed, stateful bool, maxTTL time.Duration) *retention {
-	if stateful {
-		if fx.TTL != nil {
-			return &retention{ttl: fx.TTL}
-		}
-		return nil
-	}
-	if fx.Retain == nil || !*fx.Retain {
-		return nil
-	}
-	if fx.TTLSet {
-		return &retention{ttl: fx.TTL}
-	}
-	ttl := min(defaultRetainTTL, maxTTL)
-	return &retention{ttl: &ttl}
-}
-
-// machineRetention is a virtual machine pod's retention: kept for the
-// machine unless ip-retain is false (or unset while the cluster's default,
-// keepByDefault, is off), until the machine is gone or for ip-retain-ttl
-// when given.
-func machineRetention(fx *netmodel.Fixed, keepByDefault bool) *retention {
-	if fx.Retain != nil && !*fx.Retain || fx.Retain == nil && !keepByDefault {
-		return nil
-	}
-	if fx.TTLSet {
-		return &retention{ttl: fx.TTL}
-	}
-	return &retention{}
+// fixedClaims serves the pods that name their addresses.
+type fixedClaims struct {
+	alloc  Allocator
+	topo   *Topology
+	held   *holdings
+	queue  *queues
+	events EventRecorder
+	ledger *ledger
 }
 
 // entryState is what stands between a pod and one fixed address.
@@ -196,11 +61,11 @@ type entryState struct {
 }
 
 // inspect reads the state of every address of entry for pod key of f.
-func (r *Reconciler) inspect(key string, f facts, entry []netip.Addr) entryState {
+func (c *fixedClaims) inspect(key string, f facts, entry []netip.Addr) entryState {
 	var st entryState
 	pool := f.owner.Key()
 	for _, a := range entry {
-		rec, err := r.Alloc.Lookup(f.places[a], a)
+		rec, err := c.alloc.Lookup(f.places[a], a)
 		switch {
 		case errors.Is(err, ipam.ErrNotAllocated):
 			st.free = append(st.free, a)
@@ -208,8 +73,8 @@ func (r *Reconciler) inspect(key string, f facts, entry []netip.Addr) entryState
 			st.taken = append(st.taken, fmt.Sprintf("%s (%v)", a, err))
 		case rec.Owner == pool || rec.Owner == key:
 			st.ours = append(st.ours, a)
-		case !isPoolKey(rec.Owner):
-			if hd, ok := r.held.find(rec.Owner, estuaryv1.InstanceName(a)); ok && hd.owner.Same(f.owner) {
+		case !isPool(rec.Owner):
+			if hd, ok := c.held.find(rec.Owner, estuaryv1.InstanceName(a)); ok && hd.owner.Same(f.owner) {
 				st.busy = append(st.busy, fmt.Sprintf("%s (pod %s)", a, rec.Owner))
 			} else {
 				st.taken = append(st.taken, fmt.Sprintf("%s (pod %s)", a, rec.Owner))
@@ -243,30 +108,30 @@ func fixedEntries(f facts) ([][]netip.Addr, []int, error) {
 
 // allocateFixed gives pod the addresses it names, or makes it wait, or
 // refuses it; families its entry does not cover are allocated as usual.
-func (r *Reconciler) allocateFixed(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request) (ctrl.Result, error) {
+func (c *fixedClaims) allocateFixed(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request) (ctrl.Result, error) {
 	entries, idx, err := fixedEntries(f)
 	if err != nil {
 		return ctrl.Result{}, &refusal{reason: ReasonAllocationFailed, err: err}
 	}
 	var busy, taken []string
 	for i, entry := range entries {
-		st := r.inspect(key, f, entry)
+		st := c.inspect(key, f, entry)
 		if len(st.busy) > 0 || len(st.taken) > 0 {
 			busy, taken = append(busy, st.busy...), append(taken, st.taken...)
 			continue
 		}
-		if f.mac, err = r.macFor(key, f, idx[i]); err != nil {
+		if f.mac, err = c.macFor(key, f, idx[i]); err != nil {
 			return ctrl.Result{}, &refusal{reason: ReasonAllocationFailed, err: err}
 		}
-		return r.claim(ctx, key, pod, f, req, st)
+		return c.claim(ctx, key, pod, f, req, st)
 	}
 	if len(busy) > 0 {
 		for _, e := range entries {
 			for _, a := range e {
-				r.waitFor(estuaryv1.InstanceName(a), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+				c.queue.waitFor(estuaryv1.InstanceName(a), types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 			}
 		}
-		r.Events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonWaitingForAddress, "Allocate",
+		c.events.Eventf(pod, nil, corev1.EventTypeWarning, ReasonWaitingForAddress, "Allocate",
 			"pod %s waits for %s, held by another pod of %s; it gets the address as soon as that pod is gone", key, strings.Join(busy, ", "), f.owner)
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
@@ -278,14 +143,14 @@ func (r *Reconciler) allocateFixed(ctx context.Context, key string, pod *corev1.
 // workload's own: free ones are assigned first (in memory only, so a lost
 // race changes nothing), then own ones handed over, and the families the
 // entry lacks allocated alongside; all are recorded together.
-func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request, st entryState) (ctrl.Result, error) {
+func (c *fixedClaims) claim(ctx context.Context, key string, pod *corev1.Pod, f facts, req ipam.Request, st entryState) (ctrl.Result, error) {
 	wanted := requestFamilies(req)
 	for _, a := range append(st.free, st.ours...) {
 		if fam := family.Of(a); !containsFam(wanted, fam) {
 			wanted = append(wanted, fam)
 		}
 	}
-	leases, err := r.assignNamed(ctx, key, f, st.free)
+	leases, err := c.assignNamed(ctx, key, f, st.free)
 	if errors.Is(err, ipam.ErrInUse) {
 		// Taken since inspect: look again shortly, nothing was written.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -293,9 +158,9 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	prior, err := r.takeKept(ctx, key, pod, f, st.ours, len(wanted))
+	prior, err := c.takeKept(ctx, key, pod, f, st.ours, len(wanted))
 	if err != nil {
-		r.abandon(ctx, key, leases, nil)
+		c.ledger.abandon(ctx, key, leases, nil)
 		if errors.Is(err, errInFlux) {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
@@ -308,14 +173,14 @@ func (r *Reconciler) claim(ctx context.Context, key string, pod *corev1.Pod, f f
 		}
 	}
 	if len(rest) > 0 {
-		more, err := r.Alloc.Allocate(narrow(req, rest))
+		more, err := c.alloc.Allocate(narrow(req, rest))
 		if err != nil {
-			r.abandon(ctx, key, leases, nil)
+			c.ledger.abandon(ctx, key, leases, nil)
 			return ctrl.Result{}, fmt.Errorf("allocate the other families of pod %s: %w", key, err)
 		}
 		leases = append(leases, more...)
 	}
-	return r.recordLeases(ctx, key, pod, leases, len(wanted), prior, f)
+	return c.ledger.recordLeases(ctx, key, pod, leases, len(wanted), prior, f)
 }
 
 // errInFlux: an address of the workload's is between the allocator and the
@@ -326,7 +191,7 @@ var errInFlux = errors.New("a kept address is being adopted or handed back")
 // to pod key, which then holds count addresses; all or none: it fails with
 // errInFlux, changing nothing, when one of them is not in the pool's list.
 // It returns the holdings handed over, recorded already.
-func (r *Reconciler) takeKept(ctx context.Context, key string, pod *corev1.Pod, f facts, ours []netip.Addr, count int) ([]holding, error) {
+func (c *fixedClaims) takeKept(ctx context.Context, key string, pod *corev1.Pod, f facts, ours []netip.Addr, count int) ([]holding, error) {
 	if len(ours) == 0 {
 		return nil, nil
 	}
@@ -335,29 +200,29 @@ func (r *Reconciler) takeKept(ctx context.Context, key string, pod *corev1.Pod, 
 	for _, a := range ours {
 		names[estuaryv1.InstanceName(a)] = true
 	}
-	taken := r.held.takeInHand(pool, func(hd holding, _ []holding) bool { return names[hd.name] })
+	taken := c.held.takeInHand(pool, func(hd holding, _ []holding) bool { return names[hd.name] })
 	if len(taken) != len(ours) {
 		for _, hd := range taken {
-			r.held.add(pool, hd)
+			c.held.add(pool, hd)
 		}
-		r.held.putDown(taken)
+		c.held.putDown(taken)
 		return nil, fmt.Errorf("pod %s, addresses %v of %s: %w", key, ours, pool, errInFlux)
 	}
-	return r.handOver(ctx, pool, key, pod, f, taken, count)
+	return c.ledger.handOver(ctx, pool, key, pod, f, taken, count)
 }
 
 // assignNamed assigns the free named addresses to pod key in the
 // allocator, all or none.
-func (r *Reconciler) assignNamed(ctx context.Context, key string, f facts, free []netip.Addr) ([]ipam.Lease, error) {
+func (c *fixedClaims) assignNamed(ctx context.Context, key string, f facts, free []netip.Addr) ([]ipam.Lease, error) {
 	var leases []ipam.Lease
 	for _, a := range free {
-		l, ok := r.Topology.leaseIn(f.places[a], a)
+		l, ok := c.topo.leaseIn(f.places[a], a)
 		if !ok {
-			r.abandon(ctx, key, leases, nil)
+			c.ledger.abandon(ctx, key, leases, nil)
 			return nil, fmt.Errorf("fixed address %s of pod %s: subnet %s is not installed", a, key, f.places[a])
 		}
-		if err := r.Alloc.Assign(l.Subnet, a, key); err != nil {
-			r.abandon(ctx, key, leases, nil)
+		if err := c.alloc.Assign(l.Subnet, a, key); err != nil {
+			c.ledger.abandon(ctx, key, leases, nil)
 			return nil, fmt.Errorf("fixed address %s of pod %s: %w", a, key, err)
 		}
 		leases = append(leases, l)
@@ -373,7 +238,7 @@ func (r *Reconciler) assignNamed(ctx context.Context, key string, f facts, free 
 // (recorded already) and the families left for ordinary allocation. A
 // named address another workload holds is a refusal; one a pod of its own
 // workload still holds, an error to retry.
-func (r *Reconciler) completeNamed(ctx context.Context, key string, pod *corev1.Pod, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []holding, []family.Family, error) {
+func (c *fixedClaims) completeNamed(ctx context.Context, key string, pod *corev1.Pod, f facts, held []holding, fams []family.Family) ([]ipam.Lease, []holding, []family.Family, error) {
 	entry, err := heldEntry(f, held)
 	if err != nil {
 		return nil, nil, nil, &refusal{reason: ReasonAllocationFailed, err: err}
@@ -387,7 +252,7 @@ func (r *Reconciler) completeNamed(ctx context.Context, key string, pod *corev1.
 			rest = append(rest, fam)
 		}
 	}
-	st := r.inspect(key, f, named)
+	st := c.inspect(key, f, named)
 	switch {
 	case len(st.taken) > 0:
 		return nil, nil, nil, &refusal{reason: ReasonAllocationFailed,
@@ -395,13 +260,13 @@ func (r *Reconciler) completeNamed(ctx context.Context, key string, pod *corev1.
 	case len(st.busy) > 0:
 		return nil, nil, nil, fmt.Errorf("pod %s: named addresses %s are still held", key, strings.Join(st.busy, ", "))
 	}
-	leases, err := r.assignNamed(ctx, key, f, st.free)
+	leases, err := c.assignNamed(ctx, key, f, st.free)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	prior, err := r.takeKept(ctx, key, pod, f, st.ours, held[0].count)
+	prior, err := c.takeKept(ctx, key, pod, f, st.ours, held[0].count)
 	if err != nil {
-		r.abandon(ctx, key, leases, nil)
+		c.ledger.abandon(ctx, key, leases, nil)
 		return nil, nil, nil, err
 	}
 	return leases, prior, rest, nil
@@ -428,18 +293,18 @@ func heldEntry(f facts, held []holding) ([]netip.Addr, error) {
 }
 
 // macFor is the MAC a pod taking entry i of its ip-pool gets.
-func (r *Reconciler) macFor(key string, f facts, i int) (string, error) {
+func (c *fixedClaims) macFor(key string, f facts, i int) (string, error) {
 	pool := f.fixed.MACPool
 	switch {
 	case f.fixed.MAC != "":
-		return f.fixed.MAC, r.macFree(key, f, f.fixed.MAC)
+		return f.fixed.MAC, c.macFree(key, f, f.fixed.MAC)
 	case len(pool) == 0:
 		return "", nil
 	case f.set != nil:
 		i = int(f.set.ordinal)
 	case len(f.fixed.Pool) == 0:
 		for _, mac := range pool {
-			if r.macFree(key, f, mac) == nil {
+			if c.macFree(key, f, mac) == nil {
 				return mac, nil
 			}
 		}
@@ -448,39 +313,14 @@ func (r *Reconciler) macFor(key string, f facts, i int) (string, error) {
 	if i >= len(pool) {
 		return "", f.fixed.DenyMAC("has %d entries, so entry %d has no MAC", len(pool), i)
 	}
-	return pool[i], r.macFree(key, f, pool[i])
+	return pool[i], c.macFree(key, f, pool[i])
 }
 
 // macFree: no pod but pod key, and no workload but pod's, holds mac.
-func (r *Reconciler) macFree(key string, f facts, mac string) error {
-	holder := r.held.macHolder(mac, key)
+func (c *fixedClaims) macFree(key string, f facts, mac string) error {
+	holder := c.held.macHolder(mac, key)
 	if holder == "" || holder == f.owner.Key() {
 		return nil
 	}
 	return f.fixed.DenyMAC("MAC %s is held by %s", mac, holder)
-}
-
-func containsFam(fams []family.Family, f family.Family) bool {
-	for _, g := range fams {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
-
-func familiesOfHoldings(hs []holding) []family.Family {
-	out := make([]family.Family, len(hs))
-	for i, hd := range hs {
-		out[i] = hd.lease.Family
-	}
-	return out
-}
-
-func familiesOfLeases(ls []ipam.Lease) []family.Family {
-	out := make([]family.Family, len(ls))
-	for i, l := range ls {
-		out[i] = l.Family
-	}
-	return out
 }

@@ -14,12 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/workload"
 )
 
 // lostBind wraps the manager's client: the first update that binds an
@@ -335,15 +334,16 @@ func (p *poolDuringHandOver) wrap(c client.WithWatch) client.Client {
 func TestPoolReconciledDuringAHandOverDoesNotTakeItBack(t *testing.T) {
 	overlay(t, "ov-inhand", "10.82.0.0/24")
 	ns := newNamespace(t, nil)
-	var r *Reconciler
+	var c *controllers
 	hook := &poolDuringHandOver{pod: "web-b-0"}
 	hook.run = func() {
-		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "Deployment/web"}}
-		if _, err := r.Reconcile(bg(), req); err != nil {
+		req := workload.Ref{Namespace: ns, Kind: "Deployment", Name: "web"}
+		if _, err := c.pools.Reconcile(bg(), req); err != nil {
 			t.Errorf("reconcile the pool during the hand-over: %v", err)
 		}
 	}
-	r, _ = startManagerWith(t, testManager{rc: cfg, client: hook.wrap})
+	c, _ = startControllers(t, testManager{rc: cfg, client: hook.wrap})
+	r := c.pods
 	eventually(t, "allocator rebuilt", func() error { return r.Ready() })
 	kept, next := keptAddress(t, ns, "ov-inhand")
 

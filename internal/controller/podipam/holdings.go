@@ -1,9 +1,9 @@
 package podipam
 
 import (
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -67,7 +67,8 @@ type setRef struct {
 	ordinal int32
 }
 
-// holdings indexes the addresses held per owner key (namespace/pod). It is
+// holdings is the in-memory truth of who holds what: the addresses held per
+// key (keys.go), shared by the pod and pool controllers. It is
 // written only by reconciles, one per key at a time, so it needs a lock only
 // for the index itself.
 type holdings struct {
@@ -132,7 +133,7 @@ func (h *holdings) ofSet(kind, namespace, name string) []string {
 	var keys []string
 	for key, hs := range h.byKey {
 		for _, hd := range hs {
-			if hd.set != nil && hd.set.kind == kind && hd.set.name == name && strings.HasPrefix(key, namespace+"/") {
+			if hd.set != nil && hd.set.kind == kind && hd.set.name == name && keyNamespace(key) == namespace {
 				keys = append(keys, key)
 				break
 			}
@@ -289,19 +290,73 @@ func fromInstances(items []estuaryv1.IPInstance) map[string][]holding {
 	return out
 }
 
-// recordKey is the key hd's record is held under once it says what hd says
-// (see recordKey of an IPInstance); key is the pod key hd is written for.
-func (hd holding) recordKey(key string) string {
-	ns, pod := splitKey(key)
-	kind, name := hd.owner.Kind, hd.owner.Name
-	if hd.set != nil {
-		kind, name = hd.set.kind, hd.set.name
+// holdsLease: the lease l is held for key.
+func (h *holdings) holdsLease(key string, l ipam.Lease) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.byKey[key], func(hd holding) bool { return hd.lease.Subnet == l.Subnet && hd.lease.Addr == l.Addr })
+}
+
+// boundOf lists the pod keys other than except holding Bound addresses of
+// workload owner, oldest holding first.
+func (h *holdings) boundOf(owner workload.Ref, except string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var keys []string
+	for key, hs := range h.byKey {
+		if key == except || isPool(key) {
+			continue
+		}
+		if slices.ContainsFunc(hs, func(hd holding) bool { return hd.phase == estuaryv1.IPInstanceBound && hd.owner.Same(owner) }) {
+			keys = append(keys, key)
+		}
 	}
-	if kind != "" && name != "" && workload.Pooled(hd.phase, kind) {
-		return workload.Ref{Namespace: ns, Kind: kind, Name: name}.Key()
+	slices.Sort(keys)
+	return keys
+}
+
+func holdsName(hs []holding, name string) bool {
+	for _, hd := range hs {
+		if hd.name == name {
+			return true
+		}
 	}
-	if hd.pod != "" {
-		pod = hd.pod
+	return false
+}
+
+// pendingAdoptions are records the audit found that this manager did not
+// hold, waiting for their holder's next reconcile (pod or pool).
+type pendingAdoptions struct {
+	mu    sync.Mutex
+	byKey map[string][]holding
+}
+
+// add queues hd for key unless it is queued already.
+func (p *pendingAdoptions) add(key string, hd holding) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range p.byKey[key] {
+		if q.name == hd.name {
+			return false
+		}
 	}
-	return ownerKey(ns, pod)
+	if p.byKey == nil {
+		p.byKey = map[string][]holding{}
+	}
+	p.byKey[key] = append(p.byKey[key], hd)
+	return true
+}
+
+func (p *pendingAdoptions) take(key string) []holding {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hs := p.byKey[key]
+	delete(p.byKey, key)
+	return hs
+}
+
+// sameSet: the held addresses belong to the StatefulSet (by kind and name)
+// that owns the pod.
+func sameSet(held []holding, set *setRef) bool {
+	return held[0].set != nil && held[0].set.kind == set.kind && held[0].set.name == set.name
 }

@@ -26,8 +26,8 @@ import (
 )
 
 // kruiseWantsOrdinal is setWantsOrdinal for an Advanced StatefulSet.
-func (r *Reconciler) kruiseWantsOrdinal(ctx context.Context, ns string, set *setRef) (bool, error) {
-	u, err := r.readKruiseSet(ctx, ns, set.name)
+func (rt *retainer) kruiseWantsOrdinal(ctx context.Context, ns string, set *setRef) (bool, error) {
+	u, err := rt.readKruiseSet(ctx, ns, set.name)
 	if err != nil || u == nil {
 		return false, err
 	}
@@ -35,7 +35,7 @@ func (r *Reconciler) kruiseWantsOrdinal(ctx context.Context, ns string, set *set
 		return false, nil
 	}
 	annotations, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
-	if !r.templateKeeps(metav1.ObjectMeta{Annotations: annotations}) {
+	if !rt.templateKeeps(metav1.ObjectMeta{Annotations: annotations}) {
 		return false, nil
 	}
 	replicas, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
@@ -54,12 +54,12 @@ func (r *Reconciler) kruiseWantsOrdinal(ctx context.Context, ns string, set *set
 
 // readKruiseSet reads the Advanced StatefulSet ns/name live: nil when it,
 // or its kind, does not exist.
-func (r *Reconciler) readKruiseSet(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+func (rt *retainer) readKruiseSet(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(workload.GroupKruise + "/" + version)
 		u.SetKind(workload.KindStatefulSet)
-		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); {
+		switch err := rt.live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); {
 		case err == nil:
 			return u, nil
 		case apierrors.IsNotFound(err):

@@ -34,7 +34,9 @@ const optionalPoll = 30 * time.Second
 
 // optionalWatches starts the informers of the optional kinds once served.
 type optionalWatches struct {
-	r      *Reconciler
+	live   client.Reader
+	queue  *queues
+	held   *holdings
 	cache  cache.Informers
 	mapper meta.RESTMapper
 	poll   time.Duration
@@ -77,7 +79,7 @@ func (o *optionalWatches) watch(ctx context.Context, gvk schema.GroupVersionKind
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := o.r.APIReader.List(ctx, list, client.Limit(1)); err != nil {
+	if err := o.live.List(ctx, list, client.Limit(1)); err != nil {
 		log.FromContext(ctx).Info("not watching an optional kind yet: it cannot be listed", "kind", gvk.String(), "error", err.Error())
 		return false
 	}
@@ -123,7 +125,7 @@ func (o *optionalWatches) machineChanged(kind string, obj any, deleted bool) {
 	if !ok || !deleted && m.GetDeletionTimestamp() == nil {
 		return
 	}
-	o.r.kick(workload.Ref{Namespace: m.GetNamespace(), Kind: kind, Name: m.GetName()}.Key())
+	o.queue.kickPool(workload.Ref{Namespace: m.GetNamespace(), Kind: kind, Name: m.GetName()})
 }
 
 // setChanged queues the pod names holding addresses of an Advanced
@@ -133,7 +135,7 @@ func (o *optionalWatches) setChanged(obj any) {
 	if !ok {
 		return
 	}
-	for _, key := range o.r.held.ofSet(workload.KindKruiseStatefulSet, s.GetNamespace(), s.GetName()) {
-		o.r.kick(key)
+	for _, key := range o.held.ofSet(workload.KindKruiseStatefulSet, s.GetNamespace(), s.GetName()) {
+		o.queue.kick(key)
 	}
 }

@@ -46,13 +46,29 @@ func (r *readiness) finish(err error) {
 
 // Ready reports whether the rebuild has finished (for the readiness probe).
 func (r *Reconciler) Ready() error {
-	r.ready.init()
+	return r.ready.check()
+}
+
+// check is nil once the rebuild has finished well.
+func (r *readiness) check() error {
+	r.init()
 	select {
-	case <-r.ready.done:
-		return r.ready.err
+	case <-r.done:
+		return r.err
 	default:
 		return errors.New("allocator not rebuilt yet")
 	}
+}
+
+// rebuilder restores the allocator and the holdings from the API server
+// once this manager leads; every other part waits for it (readiness).
+type rebuilder struct {
+	topo    *Topology
+	records *recordReader
+	alloc   Allocator
+	held    *holdings
+	metrics *Metrics
+	ready   *readiness
 }
 
 // Start restores the allocator from the API server: every Network and
@@ -60,9 +76,9 @@ func (r *Reconciler) Ready() error {
 // once a fence proved it current (fence.go). It runs once this manager
 // leads (controller-runtime starts it after winning the election) and
 // unblocks the reconcilers when done.
-func (r *Reconciler) Start(ctx context.Context) error {
-	err := r.rebuild(ctx)
-	r.ready.finish(err)
+func (b *rebuilder) Start(ctx context.Context) error {
+	err := b.rebuild(ctx)
+	b.ready.finish(err)
 	if err != nil {
 		return err
 	}
@@ -71,7 +87,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection returns true: only the leader rebuilds and allocates.
-func (r *Reconciler) NeedLeaderElection() bool { return true }
+func (b *rebuilder) NeedLeaderElection() bool { return true }
 
 // rebuildBackoff spaces the attempts of a rebuild whose reads fail.
 var rebuildBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
@@ -81,16 +97,16 @@ var rebuildBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, J
 // record have been read, nothing is allocated (the reconcilers wait on
 // readiness), and a subnet that cannot be installed stays out of the
 // allocator (see Topology).
-func (r *Reconciler) rebuild(ctx context.Context) error {
+func (b *rebuilder) rebuild(ctx context.Context) error {
 	logger := log.FromContext(ctx)
 	var read fenced
 	err := wait.ExponentialBackoffWithContext(ctx, rebuildBackoff, func(ctx context.Context) (bool, error) {
-		notInstalled, err := r.Topology.load(ctx)
+		notInstalled, err := b.topo.load(ctx)
 		if err == nil {
-			read, err = r.readRecords(ctx)
+			read, err = b.records.readRecords(ctx)
 		}
 		if err != nil {
-			r.Metrics.rebuildFailures.Inc()
+			b.metrics.rebuildFailures.Inc()
 			logger.Error(err, "rebuild: reading the cluster's state failed; nothing is allocated until it succeeds")
 			return false, nil
 		}
@@ -111,7 +127,7 @@ func (r *Reconciler) rebuild(ctx context.Context) error {
 		}
 		records = append(records, rec)
 	}
-	if err := r.Alloc.Rebuild(records); err != nil {
+	if err := b.alloc.Rebuild(records); err != nil {
 		var rb *ipam.RebuildError
 		if !errors.As(err, &rb) {
 			return fmt.Errorf("rebuild the allocator: %w", err)
@@ -121,12 +137,12 @@ func (r *Reconciler) rebuild(ctx context.Context) error {
 		for _, p := range rb.Problems {
 			logger.Error(p, "rebuild: conflicting or unplaceable record")
 		}
-		r.Metrics.rebuildProblems.Add(float64(len(rb.Problems)))
+		b.metrics.rebuildProblems.Add(float64(len(rb.Problems)))
 	}
 	for key, hs := range fromInstances(read.items) {
-		r.held.set(key, hs)
+		b.held.set(key, hs)
 	}
 	logger.Info("allocator rebuilt", "records", len(records), "fence", read.by, "readLive", read.live,
-		"subnets", len(r.Alloc.Subnets()))
+		"subnets", len(b.alloc.Subnets()))
 	return nil
 }

@@ -31,7 +31,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 )
@@ -111,13 +110,12 @@ const writeAttempts = 3
 // when the cache is behind (a conflict, a record it does not show, or one
 // not held as expected). A record already saying what hd says is not
 // written again.
-func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding, exp expect) error {
+func (l *ledger) writeBinding(ctx context.Context, key string, hd holding, exp expect) error {
 	target := heldBy(hd.recordKey(key), hd.phase)
-	ipi := &estuaryv1.IPInstance{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+	ipi, err := l.store.Get(ctx, hd.name)
 	for attempt := 1; ; attempt++ {
 		if err == nil {
-			err = r.updateIf(ctx, ipi, hd, exp, target)
+			err = l.updateIf(ctx, ipi, hd, exp, target)
 			if err == nil {
 				return nil
 			}
@@ -128,8 +126,7 @@ func (r *Reconciler) writeBinding(ctx context.Context, key string, hd holding, e
 		if attempt == writeAttempts {
 			return fmt.Errorf("update ipinstance %s of %s to %s after %d tries: %w", hd.name, key, hd.phase, attempt, err)
 		}
-		ipi = &estuaryv1.IPInstance{}
-		if err = r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); err != nil {
+		if ipi, err = l.store.GetLive(ctx, hd.name); err != nil {
 			return fmt.Errorf("get ipinstance %s of %s: %w", hd.name, key, err)
 		}
 		if !exp.matches(ipi) && !bindsAs(ipi, target, hd) {
@@ -146,7 +143,7 @@ func isStaleHolder(err error) bool { return errors.Is(err, errStaleHolder) }
 
 // updateIf writes hd into ipi if ipi is held as exp says or already as
 // target says, unless it would change nothing.
-func (r *Reconciler) updateIf(ctx context.Context, ipi *estuaryv1.IPInstance, hd holding, exp, target expect) error {
+func (l *ledger) updateIf(ctx context.Context, ipi *estuaryv1.IPInstance, hd holding, exp, target expect) error {
 	if !exp.matches(ipi) && !bindsAs(ipi, target, hd) {
 		return errStaleHolder
 	}
@@ -155,7 +152,7 @@ func (r *Reconciler) updateIf(ctx context.Context, ipi *estuaryv1.IPInstance, hd
 	if equality.Semantic.DeepEqual(before, ipi) {
 		return nil
 	}
-	return r.Client.Update(ctx, ipi)
+	return l.store.Update(ctx, ipi)
 }
 
 // bindsAs: ipi is held already as target says, and, when Bound, by hd's
@@ -168,14 +165,12 @@ func bindsAs(ipi *estuaryv1.IPInstance, target expect, hd holding) bool {
 // is read (from the cache, live when the cache disagrees) and deleted with
 // preconditions on its UID and resourceVersion. A record that is gone
 // already is no error; one held elsewhere is a *heldElsewhere.
-func (r *Reconciler) deleteRecord(ctx context.Context, key string, hd holding) error {
+func (l *ledger) deleteRecord(ctx context.Context, key string, hd holding) error {
 	exp := heldBy(key)
-	ipi := &estuaryv1.IPInstance{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: hd.name}, ipi)
+	ipi, err := l.store.Get(ctx, hd.name)
 	for attempt := 1; ; attempt++ {
 		if err == nil && exp.matches(ipi) {
-			uid, rv := ipi.UID, ipi.ResourceVersion
-			err = r.Client.Delete(ctx, ipi, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+			err = l.store.Delete(ctx, ipi)
 			if err == nil || apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -186,8 +181,7 @@ func (r *Reconciler) deleteRecord(ctx context.Context, key string, hd holding) e
 		if attempt == writeAttempts {
 			return fmt.Errorf("delete ipinstance %s of %s after %d tries: %w", hd.name, key, attempt, err)
 		}
-		ipi = &estuaryv1.IPInstance{}
-		switch err = r.APIReader.Get(ctx, client.ObjectKey{Name: hd.name}, ipi); {
+		switch ipi, err = l.store.GetLive(ctx, hd.name); {
 		case apierrors.IsNotFound(err):
 			return nil
 		case err != nil:

@@ -23,25 +23,35 @@ package podipam
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/workload"
-	"github.com/estuary-cni/estuary/pkg/ipam"
 )
+
+// retainer applies the retention rules: what becomes of the addresses of a
+// pod name whose pod is gone, and when a workload's kept addresses go.
+type retainer struct {
+	client   client.Client // cached reads of namespaces and StatefulSets
+	live     client.Reader // live reads of namespaces, machines, Advanced StatefulSets
+	defaults netmodel.Defaults
+	held     *holdings
+	ledger   *ledger
+}
 
 // defaultRetainTTL is how long a workload keeps a gone pod's addresses
 // when its pods retain without saying for how long.
@@ -58,22 +68,22 @@ type retentionPolicy interface {
 }
 
 // policyFor is the policy of the owner of held.
-func (r *Reconciler) policyFor(held []holding) retentionPolicy {
+func (rt *retainer) policyFor(held []holding) retentionPolicy {
 	if held[0].set != nil {
-		return statefulPolicy{r: r}
+		return statefulPolicy{rt: rt}
 	}
 	if workload.IsVM(held[0].owner.Kind) {
-		return vmPolicy{r: r}
+		return vmPolicy{rt: rt}
 	}
 	return workloadPolicy{}
 }
 
 // statefulPolicy keeps a StatefulSet pod's addresses for the pod of the same
 // ordinal.
-type statefulPolicy struct{ r *Reconciler }
+type statefulPolicy struct{ rt *retainer }
 
 func (p statefulPolicy) keeps(ctx context.Context, key string, held []holding) (bool, error) {
-	return p.r.setWantsOrdinal(ctx, key, held[0].set)
+	return p.rt.setWantsOrdinal(ctx, key, held[0].set)
 }
 
 func (statefulPolicy) poolKey(key string, _ []holding) string { return key }
@@ -97,15 +107,15 @@ func (workloadPolicy) poolKey(key string, held []holding) string {
 // their workload, the others are kept as the owner's policy says or
 // released. Kept addresses under the pod's own key are released once they
 // expire.
-func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctrl.Result, error) {
+func (rt *retainer) letGo(ctx context.Context, key string, held []holding) (ctrl.Result, error) {
 	if len(held) == 0 {
 		return ctrl.Result{}, nil
 	}
-	if gone, err := r.namespaceGone(ctx, key); err != nil || gone {
+	if gone, err := rt.namespaceGone(ctx, key); err != nil || gone {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.release(ctx, key, held)
+		return ctrl.Result{}, rt.ledger.release(ctx, key, held)
 	}
 	var reserved, rest []holding
 	for _, hd := range held {
@@ -116,33 +126,33 @@ func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctr
 		}
 	}
 	if len(reserved) > 0 {
-		if err := r.toPool(ctx, key, reserved, reserved[0].owner.Key(), estuaryv1.IPInstanceReserved, time.Time{}); err != nil {
+		if err := rt.ledger.toPool(ctx, key, reserved, reserved[0].owner.Key(), estuaryv1.IPInstanceReserved, time.Time{}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	if len(rest) == 0 {
 		return ctrl.Result{}, nil
 	}
-	p := r.policyFor(rest)
+	p := rt.policyFor(rest)
 	keep, err := p.keeps(ctx, key, rest)
 	if err != nil || !keep {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.release(ctx, key, rest)
+		return ctrl.Result{}, rt.ledger.release(ctx, key, rest)
 	}
 	if pk := p.poolKey(key, rest); pk != key {
-		return ctrl.Result{}, r.toPool(ctx, key, rest, pk, estuaryv1.IPInstanceRetained, rest[0].retain.until(time.Now()))
+		return ctrl.Result{}, rt.ledger.toPool(ctx, key, rest, pk, estuaryv1.IPInstanceRetained, rest[0].retain.until(time.Now()))
 	}
 	now := time.Now()
-	rest, err = r.retain(ctx, key, rest, rest[0].retain.until(now))
+	rest, err = rt.ledger.retain(ctx, key, rest, rest[0].retain.until(now))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	left := expiresIn(rest, now)
 	if left < 0 {
 		log.FromContext(ctx).Info("retention expired", "pod", key, "addresses", addrs(rest))
-		return ctrl.Result{}, r.release(ctx, key, rest)
+		return ctrl.Result{}, rt.ledger.release(ctx, key, rest)
 	}
 	return ctrl.Result{RequeueAfter: left}, nil
 }
@@ -151,12 +161,12 @@ func (r *Reconciler) letGo(ctx context.Context, key string, held []holding) (ctr
 // nothing in it will use a kept or reserved address again. The cache says
 // so first; a namespace it does not show is read live before anything is
 // released.
-func (r *Reconciler) namespaceGone(ctx context.Context, key string) (bool, error) {
-	name, _, _ := strings.Cut(key, "/")
+func (rt *retainer) namespaceGone(ctx context.Context, key string) (bool, error) {
+	name, _ := splitKey(key)
 	ns := &corev1.Namespace{}
-	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	err := rt.client.Get(ctx, client.ObjectKey{Name: name}, ns)
 	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		err = rt.live.Get(ctx, client.ObjectKey{Name: name}, ns)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -191,13 +201,13 @@ func expiresIn(held []holding, now time.Time) time.Duration {
 // A StatefulSet is known by its namespace and name, not its UID: one deleted with
 // --cascade=orphan and created again adopts the same pods, and they keep
 // their addresses.
-func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
-	ns := key[:strings.IndexByte(key, '/')]
+func (rt *retainer) setWantsOrdinal(ctx context.Context, key string, set *setRef) (bool, error) {
+	ns, _ := splitKey(key)
 	if set.kind == workload.KindKruiseStatefulSet {
-		return r.kruiseWantsOrdinal(ctx, ns, set)
+		return rt.kruiseWantsOrdinal(ctx, ns, set)
 	}
 	sts := &appsv1.StatefulSet{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
+	err := rt.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -207,36 +217,70 @@ func (r *Reconciler) setWantsOrdinal(ctx context.Context, key string, set *setRe
 	if sts.DeletionTimestamp != nil && !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents) {
 		return false, nil
 	}
-	if !r.templateKeeps(sts.Spec.Template.ObjectMeta) {
+	if !rt.templateKeeps(sts.Spec.Template.ObjectMeta) {
 		return false, nil
 	}
 	return set.ordinal < ptr.Deref(sts.Spec.Replicas, 1), nil
 }
 
-// toPool hands the addresses held under key to poolKey in the given phase
-// (Retained or Reserved), expiring at until (zero: never): each record is
-// updated first, then memory.
-func (r *Reconciler) toPool(ctx context.Context, key string, hs []holding, poolKey string, phase estuaryv1.IPInstancePhase, until time.Time) error {
-	for _, hd := range hs {
-		was := hd
-		hd.podUID, hd.node, hd.phase, hd.expires, hd.recorded = "", "", phase, until, time.Now()
-		if err := r.writeBinding(ctx, key, hd, heldBy(key, estuaryv1.IPInstanceBound, estuaryv1.IPInstanceRetained)); err != nil {
-			return r.afterFailedWrite(ctx, key, was, err)
-		}
-		r.held.take(key, func(h holding, _ []holding) bool { return h.name == hd.name })
-		if err := r.Alloc.Transfer(hd.lease.Subnet, hd.lease.Addr, key, poolKey, ipam.Retained); err != nil {
-			if !errors.Is(err, ipam.ErrNotAllocated) {
-				return fmt.Errorf("keep %s of %s for %s: %w", hd.lease.Addr, key, poolKey, err)
-			}
-			if err := r.Alloc.Assign(hd.lease.Subnet, hd.lease.Addr, poolKey); err != nil {
-				return fmt.Errorf("keep %s of %s for %s: %w", hd.lease.Addr, key, poolKey, err)
-			}
-			_ = r.Alloc.Retain(hd.lease.Subnet, hd.lease.Addr, poolKey)
-		}
-		r.held.add(poolKey, hd)
-		r.wake(hd.name)
+// templateKeeps reports whether a stateful workload whose pod template has
+// metadata m keeps its pods' addresses for the same ordinal: the
+// template's ip-retain (or an alias), else the cluster's default
+// (netmodel.Defaults.NoStatefulRetain, the manager's --default-ip-retain).
+func (rt *retainer) templateKeeps(m metav1.ObjectMeta) bool {
+	if retain := netmodel.TemplateRetain(m); retain != nil {
+		return *retain
 	}
-	r.kick(poolKey)
-	log.FromContext(ctx).V(1).Info("kept for the workload", "pod", key, "workload", poolKey, "phase", phase, "addresses", addrs(hs))
-	return nil
+	return !rt.defaults.NoStatefulRetain
+}
+
+// vmPolicy keeps a virtual machine pod's addresses for the machine while it
+// exists.
+type vmPolicy struct{ rt *retainer }
+
+func (p vmPolicy) keeps(ctx context.Context, _ string, held []holding) (bool, error) {
+	if held[0].retain == nil {
+		return false, nil
+	}
+	gone, err := p.rt.machineGone(ctx, held[0].owner)
+	return !gone, err
+}
+
+func (vmPolicy) poolKey(_ string, held []holding) string { return held[0].owner.Key() }
+
+// machineGone: the VirtualMachine or VirtualMachineInstance ref names is
+// deleted or being deleted (or KubeVirt is not installed), read live (see
+// workload.LiveOptional).
+func (rt *retainer) machineGone(ctx context.Context, ref workload.Ref) (bool, error) {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(schema.GroupVersionKind{Group: workload.GroupKubeVirt, Version: "v1", Kind: ref.Kind})
+	err := rt.live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, meta)
+	switch {
+	case apierrors.IsNotFound(err), apimeta.IsNoMatchError(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get %s: %w", ref, err)
+	}
+	return meta.DeletionTimestamp != nil, nil
+}
+
+// releaseIfMachineGone releases what the pool of a virtual machine (key,
+// its workload's key) keeps once the machine is gone; done reports that it
+// did. Reserved addresses stay: a reservation may precede its machine, and
+// ends only by hand (or with the namespace).
+func (rt *retainer) releaseIfMachineGone(ctx context.Context, ref workload.Ref) (done bool, err error) {
+	if !workload.IsVM(ref.Kind) {
+		return false, nil
+	}
+	key := ref.Key()
+	gone, err := rt.machineGone(ctx, ref)
+	if err != nil || !gone {
+		return false, err
+	}
+	kept := rt.held.takeInHand(key, func(hd holding, _ []holding) bool { return !hd.reserved })
+	if len(kept) == 0 {
+		return false, nil
+	}
+	log.FromContext(ctx).Info("virtual machine deleted: releasing the addresses kept for it", "workload", key, "addresses", addrs(kept))
+	return true, rt.ledger.releaseTaken(ctx, key, kept)
 }

@@ -72,6 +72,13 @@ type testManager struct {
 // says, and returns at once.
 func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 	t.Helper()
+	c, stop := startControllers(t, tm)
+	return c.pods, stop
+}
+
+// startControllers is startManagerWith, returning both controllers.
+func startControllers(t *testing.T, tm testManager) (*controllers, func()) {
+	t.Helper()
 	opts := ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -103,16 +110,13 @@ func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Setup(mgr, ipam.New(), Options{
+	c, err := setup(mgr, ipam.New(), Options{
 		Workers: 4, Metrics: NewMetrics(prometheus.NewRegistry()),
 		RetryExhausted: 500 * time.Millisecond, StatusInterval: 200 * time.Millisecond,
 		AuditInterval: tm.audit, PodSelector: tm.pods, Defaults: tm.defaults,
-	})
+	}, tm.apiReader)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if tm.apiReader != nil {
-		r.APIReader = tm.apiReader(r.APIReader)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -127,7 +131,7 @@ func startManagerWith(t *testing.T, tm testManager) (*Reconciler, func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return r, stop
+	return c, stop
 }
 
 // eventually retries check until it succeeds or 30 seconds pass.

@@ -49,7 +49,7 @@ import (
 // those the pod takes back and those it no longer asks for, and returns
 // how many addresses the pod has in all.
 func (r *Reconciler) keptFor(ctx context.Context, key string, pod *corev1.Pod, held []holding) (keep, drop []holding, count int) {
-	req, f, err := r.plan(ctx, key, pod)
+	req, f, err := r.planner.plan(ctx, key, pod)
 	if err != nil || slices.ContainsFunc(held, func(hd holding) bool { return hd.lease.Network != req.Network }) {
 		return held, nil, held[0].count
 	}
@@ -96,14 +96,14 @@ func (r *Reconciler) dropKept(ctx context.Context, key string, keep, drop []hold
 	}
 	log.FromContext(ctx).Info("the pod no longer asks for kept addresses; letting them go", "pod", key, "addresses", addrs(drop), "kept", addrs(keep))
 	if len(reserved) > 0 {
-		if err := r.toPool(ctx, key, reserved, reserved[0].owner.Key(), estuaryv1.IPInstanceReserved, time.Time{}); err != nil {
+		if err := r.ledger.toPool(ctx, key, reserved, reserved[0].owner.Key(), estuaryv1.IPInstanceReserved, time.Time{}); err != nil {
 			return err
 		}
 	}
 	if len(rest) == 0 {
 		return nil
 	}
-	err := r.release(ctx, key, rest)
+	err := r.ledger.release(ctx, key, rest)
 	r.held.set(key, append(slices.Clone(keep), r.held.get(key)...))
 	return err
 }

@@ -222,7 +222,7 @@ func TestOwnerOfReadsLiveWhenTheCacheLags(t *testing.T) {
 			return apierrors.NewNotFound(schema.GroupResource{Resource: "replicasets"}, key.Name)
 		},
 	})
-	r := &Reconciler{Client: lagging, APIReader: k8s}
+	r := &planner{client: lagging, live: k8s}
 	owner, err := r.ownerOf(bg(), pod)
 	if err != nil {
 		t.Fatal(err)

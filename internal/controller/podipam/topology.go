@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -239,4 +241,23 @@ func (r *SubnetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 func netipPrefix(l ipam.Lease) string {
 	return netip.PrefixFrom(l.Addr, l.Prefix.Bits()).String()
+}
+
+// objects lists the known networks and subnets as the webhook's rules take
+// them, sorted by name. The copies share maps and slices with the topology,
+// which replaces its objects rather than changing them: callers only read.
+func (t *Topology) objects() ([]estuaryv1.Network, []estuaryv1.Subnet) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	networks := make([]estuaryv1.Network, 0, len(t.networks))
+	for name, spec := range t.networks {
+		networks = append(networks, estuaryv1.Network{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec})
+	}
+	sort.Slice(networks, func(i, j int) bool { return networks[i].Name < networks[j].Name })
+	subnets := make([]estuaryv1.Subnet, 0, len(t.subnets))
+	for _, sn := range t.subnets {
+		subnets = append(subnets, *sn)
+	}
+	sort.Slice(subnets, func(i, j int) bool { return subnets[i].Name < subnets[j].Name })
+	return networks, subnets
 }

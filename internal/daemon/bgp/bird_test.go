@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
@@ -246,7 +247,7 @@ func nodeSide(t *testing.T, sock string) {
 		if err != nil {
 			return err
 		}
-		if st.State != StateConnect && st.State != StateActive {
+		if st.State != bgpstatus.StateConnect && st.State != bgpstatus.StateActive {
 			return fmt.Errorf("%s is %s", dead.Address, st.State)
 		}
 		return nil
@@ -362,17 +363,17 @@ func waitEstablished(t *testing.T, s *Speaker, peer netip.Addr) {
 	})
 }
 
-func peerState(ctx context.Context, s *Speaker, addr netip.Addr) (PeerStatus, error) {
+func peerState(ctx context.Context, s *Speaker, addr netip.Addr) (bgpstatus.PeerStatus, error) {
 	peers, err := s.Peers(ctx)
 	if err != nil {
-		return PeerStatus{}, err
+		return bgpstatus.PeerStatus{}, err
 	}
 	for _, p := range peers {
 		if p.Address == addr {
 			return p, nil
 		}
 	}
-	return PeerStatus{}, fmt.Errorf("%s not among the peers %+v", addr, peers)
+	return bgpstatus.PeerStatus{}, fmt.Errorf("%s not among the peers %+v", addr, peers)
 }
 
 // waitFor polls cond until it returns nil or the timeout passes.

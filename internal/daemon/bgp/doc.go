@@ -24,7 +24,7 @@
 // The node is a stub, never a transit: a global import policy accepts only
 // locally originated paths, so routes learned from one peer are neither kept
 // in the RIB nor re-advertised to another. The sessions still count what the
-// peers send (PeerStatus.Received).
+// peers send (bgpstatus.PeerStatus.Received).
 //
 // # Graceful restart
 //

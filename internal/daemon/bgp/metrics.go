@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 )
 
 // The BGP metrics of the node, per BGP network and peer: what /bgp reports
@@ -25,20 +27,20 @@ var (
 const collectTimeout = 5 * time.Second
 
 // peerStates are the states peer_state reports, in FSM order.
-var peerStates = []SessionState{StateIdle, StateConnect, StateActive, StateOpenSent, StateOpenConfirm,
-	StateEstablished, StateUnknown}
+var peerStates = []bgpstatus.SessionState{bgpstatus.StateIdle, bgpstatus.StateConnect, bgpstatus.StateActive, bgpstatus.StateOpenSent, bgpstatus.StateOpenConfirm,
+	bgpstatus.StateEstablished, bgpstatus.StateUnknown}
 
 // NetworksCollector exports the sessions of every speaker of the node, one
 // per BGP network: estuary_bgp_peer_state, estuary_bgp_peer_up and
 // estuary_bgp_advertised_prefixes. A node without a BGP network exports
 // none of them.
 type NetworksCollector struct {
-	peers func(context.Context) (map[string][]PeerStatus, error)
+	peers func(context.Context) (map[string][]bgpstatus.PeerStatus, error)
 }
 
 // NewNetworksCollector returns a collector of what peers reports: per BGP
 // network, the status of its speaker's peers (datapath.BGPPart.BGPPeers).
-func NewNetworksCollector(peers func(context.Context) (map[string][]PeerStatus, error)) *NetworksCollector {
+func NewNetworksCollector(peers func(context.Context) (map[string][]bgpstatus.PeerStatus, error)) *NetworksCollector {
 	return &NetworksCollector{peers: peers}
 }
 

@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 )
 
 func TestNetworksCollector(t *testing.T) {
-	c := NewNetworksCollector(func(context.Context) (map[string][]PeerStatus, error) {
-		return map[string][]PeerStatus{"fabric": {
-			{Address: netip.MustParseAddr("10.0.0.1"), ASN: 65000, State: StateEstablished, Advertised: 3},
-			{Address: netip.MustParseAddr("10.0.0.2"), ASN: 65000, State: StateActive},
+	c := NewNetworksCollector(func(context.Context) (map[string][]bgpstatus.PeerStatus, error) {
+		return map[string][]bgpstatus.PeerStatus{"fabric": {
+			{Address: netip.MustParseAddr("10.0.0.1"), ASN: 65000, State: bgpstatus.StateEstablished, Advertised: 3},
+			{Address: netip.MustParseAddr("10.0.0.2"), ASN: 65000, State: bgpstatus.StateActive},
 		}}, nil
 	})
 	want := `# HELP estuary_bgp_advertised_prefixes Prefixes the node's BGP speaker has sent the peer (its Adj-RIB-Out): 0 while the session is down.
@@ -45,7 +47,7 @@ estuary_bgp_peer_state{network="fabric",peer="10.0.0.2",state="Unknown"} 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	failing := NewNetworksCollector(func(context.Context) (map[string][]PeerStatus, error) {
+	failing := NewNetworksCollector(func(context.Context) (map[string][]bgpstatus.PeerStatus, error) {
 		return nil, errors.New("network other: list bgp peers: timeout")
 	})
 	if err := testutil.CollectAndCompare(failing, strings.NewReader("")); err == nil || !strings.Contains(err.Error(), "timeout") {

@@ -15,6 +15,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 )
 
 func pfx(ss ...string) []netip.Prefix {
@@ -143,9 +145,9 @@ func TestSpeakerWithoutPeers(t *testing.T) {
 	}
 
 	// The peer's session, as the daemon's /metrics exports it.
-	c := NewNetworksCollector(func(ctx context.Context) (map[string][]PeerStatus, error) {
+	c := NewNetworksCollector(func(ctx context.Context) (map[string][]bgpstatus.PeerStatus, error) {
 		peers, err := s.Peers(ctx)
-		return map[string][]PeerStatus{"fabric": peers}, err
+		return map[string][]bgpstatus.PeerStatus{"fabric": peers}, err
 	})
 	want := `
 # HELP estuary_bgp_advertised_prefixes Prefixes the node's BGP speaker has sent the peer (its Adj-RIB-Out): 0 while the session is down.

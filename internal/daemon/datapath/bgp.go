@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 )
@@ -45,7 +46,7 @@ import (
 // Speaker is a running BGP speaker's lifecycle; *bgp.Speaker implements it.
 type Speaker interface {
 	Reconcile(ctx context.Context, peers []bgp.Peer, prefixes []netip.Prefix) error
-	Peers(ctx context.Context) ([]bgp.PeerStatus, error)
+	Peers(ctx context.Context) ([]bgpstatus.PeerStatus, error)
 	Stop(ctx context.Context) error
 }
 
@@ -333,14 +334,14 @@ func (s *BGPPart) password(ctx context.Context, network string, peer netip.Addr,
 
 // BGPPeers returns, per BGP network on the node, the status of its
 // speaker's peers. It is safe to call from any goroutine.
-func (s *BGPPart) BGPPeers(ctx context.Context) (map[string][]bgp.PeerStatus, error) {
+func (s *BGPPart) BGPPeers(ctx context.Context) (map[string][]bgpstatus.PeerStatus, error) {
 	s.mu.Lock()
 	sps := make(map[string]Speaker, len(s.speakers))
 	for name, r := range s.speakers {
 		sps[name] = r.sp
 	}
 	s.mu.Unlock()
-	out := make(map[string][]bgp.PeerStatus, len(sps))
+	out := make(map[string][]bgpstatus.PeerStatus, len(sps))
 	var errs []error
 	for name, sp := range sps {
 		ps, err := sp.Peers(ctx)

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 )
 
 // Events records Kubernetes Events on this node's Node; internal/daemon
@@ -30,7 +30,7 @@ type peerKey struct {
 
 // session is what the part last saw of one session.
 type session struct {
-	state bgp.SessionState
+	state bgpstatus.SessionState
 	// down: a BGPSessionDown was recorded and no BGPSessionUp since.
 	down bool
 }
@@ -43,7 +43,7 @@ type session struct {
 // a restarted daemon's sessions, which start from Idle, make no noise.
 // Sessions of networks that left the node, and peers taken out of a
 // network, are forgotten. The loop's goroutine only.
-func (s *BGPPart) noteBGPSessions(nets map[string][]bgp.PeerStatus) {
+func (s *BGPPart) noteBGPSessions(nets map[string][]bgpstatus.PeerStatus) {
 	seen := make(map[peerKey]bool)
 	for network, peers := range nets {
 		for _, p := range peers {
@@ -53,7 +53,7 @@ func (s *BGPPart) noteBGPSessions(nets map[string][]bgp.PeerStatus) {
 			now := session{state: p.State, down: was.down}
 			switch {
 			case !known:
-			case was.state == bgp.StateEstablished && !p.Established():
+			case was.state == bgpstatus.StateEstablished && !p.Established():
 				now.down = true
 				s.record(corev1.EventTypeWarning, ReasonBGPSessionDown,
 					fmt.Sprintf("network %s: BGP session with peer %s (AS %d) is down: %s", network, p.Address, p.ASN, p.State))

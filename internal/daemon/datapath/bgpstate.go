@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/bgp"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 )
 
 // changeNotifier is a speaker that tells when its sessions change;
@@ -33,7 +33,7 @@ const Recheck = 250 * time.Millisecond
 // stop, or after Recheck when there is no speaker to watch. The channel is
 // taken before the peers are read, so no change between the read and the
 // wait is missed. It is safe to call from any goroutine.
-func (s *BGPPart) BGPSessions(ctx context.Context, network string) ([]bgp.PeerStatus, bool, <-chan struct{}, error) {
+func (s *BGPPart) BGPSessions(ctx context.Context, network string) ([]bgpstatus.PeerStatus, bool, <-chan struct{}, error) {
 	s.mu.Lock()
 	r, ok := s.speakers[network]
 	s.mu.Unlock()
@@ -65,13 +65,13 @@ func recheck() <-chan struct{} {
 // EncodeBGPPeers is the value of estuaryv1.AnnotationBGPPeers for the peers
 // of each network's speaker: compact JSON, networks and peers in order.
 // No network gives "" (the annotation is removed).
-func EncodeBGPPeers(nets map[string][]bgp.PeerStatus) (string, error) {
+func EncodeBGPPeers(nets map[string][]bgpstatus.PeerStatus) (string, error) {
 	if len(nets) == 0 {
 		return "", nil
 	}
 	out := make(map[string][]estuaryv1.NodeBGPPeer, len(nets))
 	for _, name := range slices.Sorted(maps.Keys(nets)) {
-		peers := slices.SortedFunc(slices.Values(nets[name]), func(a, b bgp.PeerStatus) int { return a.Address.Compare(b.Address) })
+		peers := slices.SortedFunc(slices.Values(nets[name]), func(a, b bgpstatus.PeerStatus) int { return a.Address.Compare(b.Address) })
 		list := make([]estuaryv1.NodeBGPPeer, 0, len(peers))
 		for _, p := range peers {
 			list = append(list, estuaryv1.NodeBGPPeer{Address: p.Address.String(), ASN: int64(p.ASN), State: string(p.State)})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/test/infra/objtest"
 )
@@ -22,7 +23,7 @@ import (
 // bgp.Speaker they report each change through Changed and OnPeerChange.
 type stateSpeakers struct {
 	mu    sync.Mutex
-	state bgp.SessionState
+	state bgpstatus.SessionState
 	live  []*stateSpeaker
 }
 
@@ -43,7 +44,7 @@ func (f *stateSpeakers) start(_ context.Context, cfg bgp.Config, peers []bgp.Pee
 }
 
 // set changes every session's state and reports it as bgp.Speaker does.
-func (f *stateSpeakers) set(st bgp.SessionState) {
+func (f *stateSpeakers) set(st bgpstatus.SessionState) {
 	f.mu.Lock()
 	f.state = st
 	live := f.live
@@ -68,12 +69,12 @@ func (s *stateSpeaker) Reconcile(_ context.Context, peers []bgp.Peer, _ []netip.
 	return nil
 }
 
-func (s *stateSpeaker) Peers(context.Context) ([]bgp.PeerStatus, error) {
+func (s *stateSpeaker) Peers(context.Context) ([]bgpstatus.PeerStatus, error) {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	var out []bgp.PeerStatus
+	var out []bgpstatus.PeerStatus
 	for _, p := range s.peers {
-		out = append(out, bgp.PeerStatus{Address: p.Address, ASN: p.ASN, State: s.f.state})
+		out = append(out, bgpstatus.PeerStatus{Address: p.Address, ASN: p.ASN, State: s.f.state})
 	}
 	return out, nil
 }
@@ -98,9 +99,9 @@ func TestEncodeBGPPeers(t *testing.T) {
 	if v, err := EncodeBGPPeers(nil); err != nil || v != "" {
 		t.Fatalf("no network: %q, %v; want \"\"", v, err)
 	}
-	v, err := EncodeBGPPeers(map[string][]bgp.PeerStatus{
-		"z": {{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65001, State: bgp.StateActive},
-			{Address: netip.MustParseAddr("10.0.0.9"), ASN: 65000, State: bgp.StateEstablished}},
+	v, err := EncodeBGPPeers(map[string][]bgpstatus.PeerStatus{
+		"z": {{Address: netip.MustParseAddr("10.0.0.10"), ASN: 65001, State: bgpstatus.StateActive},
+			{Address: netip.MustParseAddr("10.0.0.9"), ASN: 65000, State: bgpstatus.StateEstablished}},
 		"a": {},
 	})
 	want := `{"a":[],"z":[{"address":"10.0.0.9","asn":65000,"state":"Established"},{"address":"10.0.0.10","asn":65001,"state":"Active"}]}`
@@ -111,7 +112,7 @@ func TestEncodeBGPPeers(t *testing.T) {
 
 func TestBGPSessions(t *testing.T) {
 	ctx := context.Background()
-	fs := &stateSpeakers{state: bgp.StateActive}
+	fs := &stateSpeakers{state: bgpstatus.StateActive}
 	s := NewBGPPart(BGPConfig{Log: logr.Discard()})
 
 	peers, running, changed, err := s.BGPSessions(ctx, "fabric")
@@ -123,12 +124,12 @@ func TestBGPSessions(t *testing.T) {
 	sp, _ := fs.start(ctx, bgp.Config{LocalASN: 65010}, []bgp.Peer{{Address: netip.MustParseAddr("10.0.0.1"), ASN: 65000}}, nil)
 	s.speakers["fabric"] = speakerState{sp: sp}
 	peers, running, changed, err = s.BGPSessions(ctx, "fabric")
-	if err != nil || !running || len(peers) != 1 || peers[0].State != bgp.StateActive {
+	if err != nil || !running || len(peers) != 1 || peers[0].State != bgpstatus.StateActive {
 		t.Fatalf("with a speaker: %v, %v, %v; want its Active peer", peers, running, err)
 	}
-	fs.set(bgp.StateEstablished)
+	fs.set(bgpstatus.StateEstablished)
 	<-changed
-	if peers, _, _, _ = s.BGPSessions(ctx, "fabric"); peers[0].State != bgp.StateEstablished {
+	if peers, _, _, _ = s.BGPSessions(ctx, "fabric"); peers[0].State != bgpstatus.StateEstablished {
 		t.Fatalf("after the change: %+v; want Established", peers)
 	}
 
@@ -145,7 +146,7 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	k8s, c, _ := startEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	fs := &stateSpeakers{state: bgp.StateActive}
+	fs := &stateSpeakers{state: bgpstatus.StateActive}
 	ev := &events{}
 	s := newTestLoop(ctx, t, testOptions{Node: "node-a", Port: 8472, Log: logr.Discard(), StartSpeaker: fs.start, Events: ev},
 		&fakeDataplane{}, c, k8s, &fakeEndpoints{})
@@ -179,7 +180,7 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 		`{"fabric":[{"address":"10.77.0.1","asn":65001,"state":"Active"},{"address":"10.77.0.2","asn":65000,"state":"Active"}]}`, true))
 
 	// A session state change alone (no API event) is published.
-	fs.set(bgp.StateEstablished)
+	fs.set(bgpstatus.StateEstablished)
 	eventually(t, "the Established sessions published", annotation(
 		`{"fabric":[{"address":"10.77.0.1","asn":65001,"state":"Established"},{"address":"10.77.0.2","asn":65000,"state":"Established"}]}`, true))
 	if got := ev.list(); len(got) != 0 {
@@ -187,14 +188,14 @@ func TestSyncerPublishesBGPSessionStates(t *testing.T) {
 	}
 
 	// Sessions that drop are recorded once each, as Events on the Node.
-	fs.set(bgp.StateActive)
+	fs.set(bgpstatus.StateActive)
 	eventually(t, "a BGPSessionDown per peer", func() error {
 		if got := ev.list(); len(got) != 2 || !strings.Contains(got[0], ReasonBGPSessionDown) || !strings.Contains(got[1], ReasonBGPSessionDown) {
 			return fmt.Errorf("recorded %q", got)
 		}
 		return nil
 	})
-	fs.set(bgp.StateEstablished)
+	fs.set(bgpstatus.StateEstablished)
 	eventually(t, "a BGPSessionUp per peer", func() error {
 		if got := ev.list(); len(got) != 4 || !strings.Contains(got[2], ReasonBGPSessionUp) || !strings.Contains(got[3], ReasonBGPSessionUp) {
 			return fmt.Errorf("recorded %q", got)
@@ -240,24 +241,24 @@ func TestNoteBGPSessionsRecordsDownAndUpOnly(t *testing.T) {
 	ev := &events{}
 	s := NewBGPPart(BGPConfig{Log: logr.Discard(), Events: ev})
 	p1, p2 := netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("10.77.0.2")
-	look := func(s1, s2 bgp.SessionState) {
-		nets := map[string][]bgp.PeerStatus{"fabric": {{Address: p1, ASN: 65001, State: s1}}}
+	look := func(s1, s2 bgpstatus.SessionState) {
+		nets := map[string][]bgpstatus.PeerStatus{"fabric": {{Address: p1, ASN: 65001, State: s1}}}
 		if s2 != "" {
-			nets["fabric"] = append(nets["fabric"], bgp.PeerStatus{Address: p2, ASN: 65000, State: s2})
+			nets["fabric"] = append(nets["fabric"], bgpstatus.PeerStatus{Address: p2, ASN: 65000, State: s2})
 		}
 		s.noteBGPSessions(nets)
 	}
-	look(bgp.StateIdle, bgp.StateActive)
-	look(bgp.StateEstablished, bgp.StateEstablished)
-	look(bgp.StateEstablished, bgp.StateEstablished)
+	look(bgpstatus.StateIdle, bgpstatus.StateActive)
+	look(bgpstatus.StateEstablished, bgpstatus.StateEstablished)
+	look(bgpstatus.StateEstablished, bgpstatus.StateEstablished)
 	if got := ev.list(); len(got) != 0 {
 		t.Fatalf("sessions coming up after the start recorded %v", got)
 	}
-	look(bgp.StateActive, bgp.StateEstablished)
-	look(bgp.StateConnect, bgp.StateEstablished)
-	look(bgp.StateEstablished, bgp.StateEstablished)
-	look(bgp.StateEstablished, "")              // p2 taken out
-	look(bgp.StateEstablished, bgp.StateActive) // p2 back, never up since
+	look(bgpstatus.StateActive, bgpstatus.StateEstablished)
+	look(bgpstatus.StateConnect, bgpstatus.StateEstablished)
+	look(bgpstatus.StateEstablished, bgpstatus.StateEstablished)
+	look(bgpstatus.StateEstablished, "")                    // p2 taken out
+	look(bgpstatus.StateEstablished, bgpstatus.StateActive) // p2 back, never up since
 	want := []string{
 		"Warning BGPSessionDown: network fabric: BGP session with peer 10.77.0.1 (AS 65001) is down: Active",
 		"Normal BGPSessionUp: network fabric: BGP session with peer 10.77.0.1 (AS 65001) is Established again",

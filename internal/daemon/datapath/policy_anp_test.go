@@ -88,7 +88,7 @@ func TestPolicyPartEnforcesAdminNetworkPolicies(t *testing.T) {
 	holds := func(tab policy.Table, id, addr string) bool {
 		set, ok := tab.Sets[policy.SetName(id, family.IPv4)]
 		a := netip.MustParseAddr(addr)
-		return ok && slices.ContainsFunc(set.Ranges, func(r policy.Range) bool { return r.From.Compare(a) <= 0 && a.Compare(r.To) <= 0 })
+		return ok && slices.ContainsFunc(set.Ranges, func(r family.Range) bool { return r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0 })
 	}
 	drops := func(rules []string) bool {
 		return slices.ContainsFunc(rules, func(r string) bool { return strings.HasSuffix(r, " drop") })

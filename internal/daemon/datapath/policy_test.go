@@ -46,7 +46,7 @@ func policyPod(t *testing.T, k8s client.Client, ns, name, ip string, labels map[
 func setHolds(tab policy.Table, a netip.Addr) bool {
 	for _, s := range tab.Sets {
 		for _, r := range s.Ranges {
-			if r.From.Compare(a) <= 0 && a.Compare(r.To) <= 0 {
+			if r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0 {
 				return true
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
+	"github.com/estuary-cni/estuary/internal/bgpstatus"
 	"github.com/estuary-cni/estuary/internal/daemon/bgp"
 	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/desired"
@@ -76,12 +77,12 @@ func (s *fakeSpeaker) Reconcile(_ context.Context, peers []bgp.Peer, prefixes []
 	return nil
 }
 
-func (s *fakeSpeaker) Peers(context.Context) ([]bgp.PeerStatus, error) {
+func (s *fakeSpeaker) Peers(context.Context) ([]bgpstatus.PeerStatus, error) {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	var out []bgp.PeerStatus
+	var out []bgpstatus.PeerStatus
 	for _, p := range s.peers {
-		out = append(out, bgp.PeerStatus{Address: p.Address, ASN: p.ASN, State: bgp.StateActive})
+		out = append(out, bgpstatus.PeerStatus{Address: p.Address, ASN: p.ASN, State: bgpstatus.StateActive})
 	}
 	return out, nil
 }

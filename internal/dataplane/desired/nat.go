@@ -84,29 +84,14 @@ func canonPrefixes(ps []netip.Prefix) []netip.Prefix {
 	return slices.Compact(out)
 }
 
-// AddrRange is the addresses From through To, both included.
-type AddrRange struct {
-	From, To netip.Addr
-}
-
 // Ranges turns prefixes of one family into the fewest disjoint ranges that
 // cover exactly the same addresses, in ascending order: overlapping and
 // adjacent prefixes merge. Interval sets (nftables) hold ranges, not
 // prefixes, and reject overlapping elements.
-func Ranges(ps []netip.Prefix) []AddrRange {
-	var out []AddrRange
+func Ranges(ps []netip.Prefix) []family.Range {
+	var rs []family.Range
 	for _, p := range canonPrefixes(ps) {
-		r := AddrRange{From: p.Addr(), To: family.LastAddr(p)}
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			if next := last.To.Next(); !next.IsValid() || r.From.Compare(next) <= 0 {
-				if r.To.Compare(last.To) > 0 {
-					last.To = r.To
-				}
-				continue
-			}
-		}
-		out = append(out, r)
+		rs = append(rs, family.RangeOf(p))
 	}
-	return out
+	return family.MergeRanges(rs)
 }

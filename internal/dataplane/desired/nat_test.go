@@ -4,11 +4,13 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 func TestRanges(t *testing.T) {
-	r := func(from, to string) AddrRange {
-		return AddrRange{From: netip.MustParseAddr(from), To: netip.MustParseAddr(to)}
+	r := func(from, to string) family.Range {
+		return family.Range{First: netip.MustParseAddr(from), Last: netip.MustParseAddr(to)}
 	}
 	ps := func(ss ...string) []netip.Prefix {
 		var out []netip.Prefix
@@ -20,16 +22,16 @@ func TestRanges(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   []netip.Prefix
-		want []AddrRange
+		want []family.Range
 	}{
 		{"empty", nil, nil},
-		{"one", ps("10.0.0.0/8"), []AddrRange{r("10.0.0.0", "10.255.255.255")}},
-		{"contained", ps("10.1.0.0/16", "10.0.0.0/8"), []AddrRange{r("10.0.0.0", "10.255.255.255")}},
-		{"adjacent", ps("10.0.0.0/24", "10.0.1.0/24"), []AddrRange{r("10.0.0.0", "10.0.1.255")}},
-		{"apart", ps("10.0.2.0/24", "10.0.0.0/24"), []AddrRange{r("10.0.0.0", "10.0.0.255"), r("10.0.2.0", "10.0.2.255")}},
-		{"unmasked and duplicate", ps("10.0.0.7/24", "10.0.0.0/24"), []AddrRange{r("10.0.0.0", "10.0.0.255")}},
-		{"everything", ps("0.0.0.0/0", "10.0.0.0/8"), []AddrRange{r("0.0.0.0", "255.255.255.255")}},
-		{"v6", ps("fd00::/64", "fd00:0:0:1::/64"), []AddrRange{r("fd00::", "fd00::1:ffff:ffff:ffff:ffff")}},
+		{"one", ps("10.0.0.0/8"), []family.Range{r("10.0.0.0", "10.255.255.255")}},
+		{"contained", ps("10.1.0.0/16", "10.0.0.0/8"), []family.Range{r("10.0.0.0", "10.255.255.255")}},
+		{"adjacent", ps("10.0.0.0/24", "10.0.1.0/24"), []family.Range{r("10.0.0.0", "10.0.1.255")}},
+		{"apart", ps("10.0.2.0/24", "10.0.0.0/24"), []family.Range{r("10.0.0.0", "10.0.0.255"), r("10.0.2.0", "10.0.2.255")}},
+		{"unmasked and duplicate", ps("10.0.0.7/24", "10.0.0.0/24"), []family.Range{r("10.0.0.0", "10.0.0.255")}},
+		{"everything", ps("0.0.0.0/0", "10.0.0.0/8"), []family.Range{r("0.0.0.0", "255.255.255.255")}},
+		{"v6", ps("fd00::/64", "fd00:0:0:1::/64"), []family.Range{r("fd00::", "fd00::1:ffff:ffff:ffff:ffff")}},
 	} {
 		if got := Ranges(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: Ranges = %v, want %v", tc.name, got, tc.want)

@@ -17,7 +17,7 @@ import (
 // failed operation does not stop the others (the next reconcile retries
 // it); all failures are returned together, each naming what failed.
 func (h *Handle) Apply(p desired.Plan) error {
-	l := h.resolver()
+	l := h.c.resolver()
 	var errs []error
 	for _, st := range p.Steps() {
 		if err := h.apply(l, st); err != nil {
@@ -57,12 +57,12 @@ func pick[F any](isDel bool, del, add F) F {
 // link of the namespace. A name that is not a link's name (an alternative
 // name is not) is remembered as missing for the rest of the call.
 type linkIndexes struct {
-	h     *Handle
+	c     *conn
 	known map[string]int
 }
 
-func (h *Handle) resolver() *linkIndexes {
-	return &linkIndexes{h: h, known: make(map[string]int)}
+func (c *conn) resolver() *linkIndexes {
+	return &linkIndexes{c: c, known: make(map[string]int)}
 }
 
 // errNoLink marks a device that does not exist: writes on it fail, deletes
@@ -75,7 +75,7 @@ func (l *linkIndexes) index(dev string) (int, error) {
 	}
 	i, ok := l.known[dev]
 	if !ok {
-		link, err := l.h.nl.LinkByName(dev)
+		link, err := l.c.nl.LinkByName(dev)
 		switch {
 		case errors.As(err, &netlink.LinkNotFoundError{}), err == nil && link.Attrs().Name != dev:
 			i = -1 // the kernel also finds a link by an alternative name; only its name counts

@@ -84,7 +84,7 @@ func (h *Links) Index(name string) (int, error) {
 // Indexes maps the name of every link in the namespace to its index
 // (Read's lean link dump).
 func (h *Links) Indexes() (map[string]int, error) {
-	l, err := (*Handle)(h).links()
+	l, err := h.links()
 	if err != nil {
 		return nil, err
 	}

@@ -10,15 +10,14 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// The source NAT's nftables objects (owner overlay) are named in the state
-// package: the table state.state.NATTable, one per family and estuary's wholly,
+// The source NAT's nftables objects (owner overlay) are named in package
+// desired: the table desired.NATTable, one per family and estuary's wholly,
 // its chain desired.NATChain and its sets desired.NATSetSources and
 // desired.NATSetCluster. Nothing outside the table is read or written.
 const (
@@ -28,42 +27,24 @@ const (
 	natMarkTag = "estuary/kube-proxy-mark/v1 return mark&"
 )
 
-// NAT writes estuary's source NAT into the nftables of one namespace
-// (Handle.NAT).
+// NAT writes estuary's source NAT into the nftables of one namespace.
 type NAT struct {
-	conn *nftables.Conn
-	ns   netns.NsHandle
+	conn *nftConn
 }
 
-// openNAT returns a NAT writer for the network namespace at nsPath (the
+// OpenNAT returns a NAT writer for the network namespace at nsPath (the
 // process's own when empty), with its own nftables socket inside that
-// namespace; the caller's thread never moves.
-func openNAT(nsPath string) (*NAT, error) {
-	n := &NAT{ns: netns.None()}
-	var opts []nftables.ConnOption
-	if nsPath != "" {
-		ns, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			return nil, fmt.Errorf("open network namespace %s: %w", nsPath, err)
-		}
-		n.ns = ns
-		opts = append(opts, nftables.WithNetNSFd(int(ns)))
-	}
-	c, err := nftables.New(opts...)
+// namespace.
+func OpenNAT(nsPath string) (*NAT, error) {
+	c, err := openNFT(nsPath)
 	if err != nil {
-		n.close()
-		return nil, fmt.Errorf("open nftables in %q: %w", nsPath, err)
+		return nil, err
 	}
-	n.conn = c
-	return n, nil
+	return &NAT{conn: c}, nil
 }
 
-// close releases the namespace handle.
-func (n *NAT) close() {
-	if n.ns.IsOpen() {
-		_ = n.ns.Close()
-	}
-}
+// Close releases the namespace handle.
+func (n *NAT) Close() { n.conn.close() }
 
 var natFamilies = []struct {
 	fam family.Family
@@ -121,11 +102,11 @@ func (n *NAT) addTable(t *nftables.Table, fam family.Family, f desired.NATFamily
 		key = nftables.TypeIP6Addr
 	}
 	src := &nftables.Set{Table: t, Name: desired.NATSetSources, KeyType: key, Interval: true}
-	if err := n.conn.AddSet(src, setElements(f.Sources, fam)); err != nil {
+	if err := n.conn.AddSet(src, intervalElements(desired.Ranges(f.Sources), fam)); err != nil {
 		return fmt.Errorf("set %s: %w", desired.NATSetSources, err)
 	}
 	cl := &nftables.Set{Table: t, Name: desired.NATSetCluster, KeyType: key, Interval: true}
-	if err := n.conn.AddSet(cl, setElements(f.Exempt, fam)); err != nil {
+	if err := n.conn.AddSet(cl, intervalElements(desired.Ranges(f.Exempt), fam)); err != nil {
 		return fmt.Errorf("set %s: %w", desired.NATSetCluster, err)
 	}
 	if f.SkipMark != 0 {
@@ -175,35 +156,6 @@ func ifname(s string) []byte {
 	return b
 }
 
-// setElements turns prefixes into interval-set elements: a start key per
-// range and an interval-end key just past it (none for a range that reaches
-// the top of the address space), plus, as nft writes it, an interval end at
-// the zero address when the first range does not start there.
-func setElements(ps []netip.Prefix, fam family.Family) []nftables.SetElement {
-	rs := desired.Ranges(ps)
-	if len(rs) == 0 {
-		return nil
-	}
-	var els []nftables.SetElement
-	if !rs[0].From.IsUnspecified() {
-		els = append(els, nftables.SetElement{Key: zeroAddr(fam).AsSlice(), IntervalEnd: true})
-	}
-	for _, r := range rs {
-		els = append(els, nftables.SetElement{Key: r.From.AsSlice()})
-		if next := r.To.Next(); next.IsValid() {
-			els = append(els, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
-		}
-	}
-	return els
-}
-
-func zeroAddr(fam family.Family) netip.Addr {
-	if fam == family.IPv6 {
-		return netip.IPv6Unspecified()
-	}
-	return netip.IPv4Unspecified()
-}
-
 // natImage renders what the table should hold in the form readImage renders
 // the kernel's, so that one string comparison says whether they differ.
 func natImage(f desired.NATFamily, fam family.Family) string {
@@ -214,8 +166,8 @@ func natImage(f desired.NATFamily, fam family.Family) string {
 		fmt.Fprintf(&b, "rule %s\n", markTag(f.SkipMark))
 	}
 	fmt.Fprintf(&b, "rule %s\n", natTagPrefix+f.Device)
-	b.WriteString(setImage(desired.NATSetCluster, setElements(f.Exempt, fam)))
-	b.WriteString(setImage(desired.NATSetSources, setElements(f.Sources, fam)))
+	b.WriteString(setImage(desired.NATSetCluster, intervalElements(desired.Ranges(f.Exempt), fam)))
+	b.WriteString(setImage(desired.NATSetSources, intervalElements(desired.Ranges(f.Sources), fam)))
 	return b.String()
 }
 

@@ -20,7 +20,7 @@ func ndpPair(t *testing.T) (h *Handle, other string, bMAC net.HardwareAddr) {
 		t.Skipf("kernel without IPv6 (%v)", err)
 	}
 	h, other, bMAC = arpPair(t)
-	ipIn(t, h.ns, "addr", "add", "fd00:9::1/64", "dev", "a0", "nodad")
+	ipIn(t, h.c.ns, "addr", "add", "fd00:9::1/64", "dev", "a0", "nodad")
 	ipIn(t, other, "addr", "add", "fd00:9::2/64", "dev", "b0", "nodad")
 	return h, other, bMAC
 }

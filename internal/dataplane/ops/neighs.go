@@ -136,7 +136,7 @@ func (h *Neighs) Set(n desired.Neigh) error {
 	if err != nil {
 		return fmt.Errorf("add %s: %w", n, err)
 	}
-	l := &linkIndexes{h: (*Handle)(h), known: map[string]int{n.Dev: link.Attrs().Index}}
+	l := &linkIndexes{c: h.conn, known: map[string]int{n.Dev: link.Attrs().Index}}
 	return h.add(l, n)
 }
 

@@ -136,7 +136,7 @@ func TestRules(t *testing.T) {
 	has(t, got, rules...)
 	has(t, got, desired.Rule{Priority: 32766, Table: desired.MainTable, Family: family.IPv4})
 
-	krs, err := h.nl.RuleList(unix.AF_INET)
+	krs, err := h.c.nl.RuleList(unix.AF_INET)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestNeighbours(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxies, err := h.nl.NeighProxyList(idx, unix.AF_INET)
+	proxies, err := h.c.nl.NeighProxyList(idx, unix.AF_INET)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestAddrs(t *testing.T) {
 func TestEnsureVXLAN(t *testing.T) {
 	h := newNS(t)
 	newVXLAN(t, h, 42)
-	before, err := h.nl.LinkByName("estvx")
+	before, err := h.c.nl.LinkByName("estvx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestEnsureVXLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := h.nl.LinkByName("estvx")
+	same, err := h.c.nl.LinkByName("estvx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,14 +258,14 @@ func TestEnsureVXLAN(t *testing.T) {
 	if _, err := ensureVXLANUp(h, "estvx", 42, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := h.nl.LinkByName("estvx"); l.Attrs().Index != before.Attrs().Index || l.Attrs().MTU != 1400 {
+	if l, _ := h.c.nl.LinkByName("estvx"); l.Attrs().Index != before.Attrs().Index || l.Attrs().MTU != 1400 {
 		t.Fatalf("MTU change: index %d mtu %d", l.Attrs().Index, l.Attrs().MTU)
 	}
 
 	if _, err := ensureVXLANUp(h, "estvx", 43, 4789, "eth1", ip("192.168.50.1"), 1400); err != nil {
 		t.Fatal(err)
 	}
-	l, err := h.nl.LinkByName("estvx")
+	l, err := h.c.nl.LinkByName("estvx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestEnsureVethAndBridge(t *testing.T) {
 		t.Fatal("EnsureVeth accepted an existing bridge")
 	}
 	for _, name := range []string{"est1", "est1p"} {
-		l, err := h.nl.LinkByName(name)
+		l, err := h.c.nl.LinkByName(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,17 +311,17 @@ func TestEnsureVethAndBridge(t *testing.T) {
 // end with it) is deleted successfully, not reported as "no such device".
 func TestDeleteLinkGoneAfterLookup(t *testing.T) {
 	h := newNS(t)
-	link, err := h.nl.LinkByName("est1")
+	link, err := h.c.nl.LinkByName("est1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.nl.LinkDel(link); err != nil {
+	if err := h.c.nl.LinkDel(link); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Links().deleteLink(link); err != nil {
 		t.Fatalf("deleting a link already gone: %v", err)
 	}
-	if _, err := h.nl.LinkByName("est1"); err == nil {
+	if _, err := h.c.nl.LinkByName("est1"); err == nil {
 		t.Fatal("est1 still exists")
 	}
 }
@@ -370,11 +370,11 @@ func TestApplyWithMissingDevice(t *testing.T) {
 // A link's alternative name does not name it in a plan.
 func TestApplyIgnoresAltNames(t *testing.T) {
 	h := newNS(t)
-	link, err := h.nl.LinkByName("est1")
+	link, err := h.c.nl.LinkByName("est1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.nl.LinkAddAltName(link, "estalt"); err != nil {
+	if err := h.c.nl.LinkAddAltName(link, "estalt"); err != nil {
 		t.Skipf("kernel lacks alternative names: %v", err)
 	}
 	err = h.Apply(desired.Plan{AddNeighs: []desired.Neigh{{Dev: "estalt", IP: ip("10.0.0.5"), Proxy: true}}})

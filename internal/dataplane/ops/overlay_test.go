@@ -97,14 +97,14 @@ func TestWatchNeighMisses(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Neighs().WatchMisses(ctx, "estvx", func(a netip.Addr) { misses <- a }) }()
 	// A datagram to an unresolved on-link address makes the kernel ask.
-	if err := sysctl.Write(h.ns, []sysctl.Setting{{Key: "net/ipv4/neigh/estvx/app_solicit", Value: "1"}}); err != nil {
+	if err := sysctl.Write(h.c.ns, []sysctl.Setting{{Key: "net/ipv4/neigh/estvx/app_solicit", Value: "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, h, desired.Plan{AddRoutes: []desired.Route{{Dst: pfx("10.244.0.0/16"), Dev: "estvx", Scope: desired.ScopeLink}}})
 	target := ip("10.244.7.7")
 	deadline := time.After(10 * time.Second)
 	for got := false; !got; {
-		if err := nsrun.Do(h.ns, func() error { return sendUDP(target) }); err != nil {
+		if err := nsrun.Do(h.c.ns, func() error { return sendUDP(target) }); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -139,15 +139,11 @@ func natOf(dev string, src []string, exempt ...string) desired.NATFamily {
 
 func TestNATEnsure(t *testing.T) {
 	path := nstest.New(t)
-	h, err := Open(path)
+	n, err := OpenNAT(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	n, err := h.NAT()
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer n.Close()
 	foreign := &nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4}
 	n.conn.AddTable(foreign)
 	if err := n.conn.Flush(); err != nil {

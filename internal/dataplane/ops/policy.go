@@ -14,14 +14,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
@@ -38,40 +36,22 @@ const elementChunk = 2048
 
 // Policy writes and reads estuary's policy table in one namespace.
 type Policy struct {
-	conn  *nftables.Conn // reads
-	opts  []nftables.ConnOption
-	ns    netns.NsHandle
+	conn  *nftConn // reads; each Apply opens a socket of its own
 	table *nftables.Table
 }
 
 // OpenPolicy returns a Policy for the network namespace at nsPath (the
 // process's own when empty), with a netlink socket of its own there.
 func OpenPolicy(nsPath string) (*Policy, error) {
-	p := &Policy{ns: netns.None(), table: &nftables.Table{Name: policy.TableName, Family: nftables.TableFamilyINet}}
-	opts := []nftables.ConnOption{nftables.WithSockOptions(forceSendBuffer(policySendBuffer))}
-	if nsPath != "" {
-		ns, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			return nil, fmt.Errorf("open network namespace %s: %w", nsPath, err)
-		}
-		p.ns = ns
-		opts = append(opts, nftables.WithNetNSFd(int(ns)))
-	}
-	c, err := nftables.New(opts...)
+	c, err := openNFT(nsPath, nftables.WithSockOptions(forceSendBuffer(policySendBuffer)))
 	if err != nil {
-		p.Close()
-		return nil, fmt.Errorf("open nftables in %q: %w", nsPath, err)
+		return nil, err
 	}
-	p.conn, p.opts = c, opts
-	return p, nil
+	return &Policy{conn: c, table: &nftables.Table{Name: policy.TableName, Family: nftables.TableFamilyINet}}, nil
 }
 
 // Close releases the namespace handle.
-func (p *Policy) Close() {
-	if p.ns.IsOpen() {
-		_ = p.ns.Close()
-	}
-}
+func (p *Policy) Close() { p.conn.close() }
 
 func forceSendBuffer(n int) nftables.SockOption {
 	return func(c *netlink.Conn) error {
@@ -119,9 +99,9 @@ func (p *Policy) Remove() (bool, error) {
 // Apply sends o in one batch. The batch is queued on a connection of its
 // own, so one that fails half-queued is dropped whole.
 func (p *Policy) Apply(o policy.Ops) error {
-	c, err := nftables.New(p.opts...)
+	c, err := p.conn.fresh()
 	if err != nil {
-		return fmt.Errorf("open nftables: %w", err)
+		return err
 	}
 	b := &policyBatch{conn: c, table: p.table}
 	if err := b.queue(o); err != nil {
@@ -156,14 +136,14 @@ func (p *policyBatch) queue(o policy.Ops) error {
 			return fmt.Errorf("set %s: %w", s.Name, err)
 		}
 		added[s.Name] = ns
-		if err := p.addElements(ns, rangeElements(s.Ranges, s.Family)); err != nil {
+		if err := p.addElements(ns, intervalElements(s.Ranges, s.Family)); err != nil {
 			return fmt.Errorf("set %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range o.RefillSets {
 		ns := &nftables.Set{Table: t, Name: s.Name, KeyType: setKeyType(s.Family), Interval: true}
 		p.conn.FlushSet(ns)
-		if err := p.addElements(ns, rangeElements(s.Ranges, s.Family)); err != nil {
+		if err := p.addElements(ns, intervalElements(s.Ranges, s.Family)); err != nil {
 			return fmt.Errorf("set %s: %w", s.Name, err)
 		}
 	}
@@ -238,58 +218,6 @@ func setKeyType(fam family.Family) nftables.SetDatatype {
 		return nftables.TypeIP6Addr
 	}
 	return nftables.TypeIPAddr
-}
-
-// rangeElements turns ranges into interval-set elements, as setElements
-// does for prefixes.
-func rangeElements(rs []policy.Range, fam family.Family) []nftables.SetElement {
-	if len(rs) == 0 {
-		return nil
-	}
-	var els []nftables.SetElement
-	if !rs[0].From.IsUnspecified() {
-		els = append(els, nftables.SetElement{Key: zeroAddr(fam).AsSlice(), IntervalEnd: true})
-	}
-	for _, r := range rs {
-		els = append(els, nftables.SetElement{Key: r.From.AsSlice()})
-		if next := r.To.Next(); next.IsValid() {
-			els = append(els, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
-		}
-	}
-	return els
-}
-
-// elementRanges reads interval-set elements back into ranges: each start
-// runs to just before the next interval end, or to the top of the family.
-func elementRanges(els []nftables.SetElement) ([]policy.Range, error) {
-	type el struct {
-		a   netip.Addr
-		end bool
-	}
-	var es []el
-	for _, e := range els {
-		a, ok := netip.AddrFromSlice(e.Key)
-		if !ok {
-			return nil, fmt.Errorf("set element key %x is not an address", e.Key)
-		}
-		es = append(es, el{a, e.IntervalEnd})
-	}
-	slices.SortFunc(es, func(x, y el) int { return x.a.Compare(y.a) })
-	var out []policy.Range
-	for i, e := range es {
-		if e.end {
-			continue
-		}
-		r := policy.Range{From: e.a, To: family.LastAddr(netip.PrefixFrom(e.a, 0))}
-		if i+1 < len(es) {
-			if !es[i+1].end {
-				return nil, fmt.Errorf("set elements %s and %s start two intervals without an end", e.a, es[i+1].a)
-			}
-			r.To = es[i+1].a.Prev()
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // Read renders the table as it is in the kernel.
@@ -384,7 +312,7 @@ func (p *Policy) readSets(tab *policy.Table) (bool, error) {
 		case s.KeyType.Name != nftables.TypeIPAddr.Name || !s.Interval || s.IsMap:
 			return false, nil // not a set estuary writes
 		}
-		rs, err := elementRanges(els)
+		rs, err := intervalRanges(els)
 		if err != nil {
 			return false, fmt.Errorf("nftables set inet %s %s: %w", policy.TableName, s.Name, err)
 		}

@@ -27,17 +27,13 @@ type links struct {
 	byName  map[string]int
 }
 
-func (h *Handle) links() (links, error) {
-	return retryDump("links", func() (links, error) { return h.dumper.dump(h.ns) })
-}
-
 // Read lists the kernel's state: routes of every table and both families,
 // policy rules, permanent and proxy neighbour entries (the dynamic neighbour
 // cache is not state and is skipped), the tunnel FDB entries (those with a
 // destination) of the links sc selects, addresses and neighbours unless sc
 // leaves them out, and the names of the links that exist.
 func (h *Handle) Read(sc Scope) (desired.State, error) {
-	l, err := h.links()
+	l, err := h.c.links()
 	if err != nil {
 		return desired.State{}, err
 	}

@@ -69,7 +69,7 @@ func (h *Routes) del(l *linkIndexes, r desired.Route) error {
 // r.Dev even though no route or address says so. Pods use it for their
 // default route via a link-local next hop that exists nowhere.
 func (h *Routes) AddOnlink(r desired.Route) error {
-	kr, err := kernelRoute((*Handle)(h).resolver(), r)
+	kr, err := kernelRoute(h.resolver(), r)
 	if err == nil {
 		kr.Flags |= int(netlink.FLAG_ONLINK)
 		err = h.nl.RouteReplace(kr)
@@ -115,7 +115,7 @@ func (h *Routes) DefaultLink(fam family.Family) (string, error) {
 // handle so that the kernel dumps that table alone. A table that does not
 // exist has no routes.
 func (h *Routes) table(fam, table int) ([]netlink.Route, error) {
-	rs, err := (*Handle)(h).filtered().RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	rs, err := h.filtered().RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
@@ -124,18 +124,27 @@ func (h *Routes) table(fam, table int) ([]netlink.Route, error) {
 
 func (h *Routes) read(l links) ([]desired.Route, error) {
 	var out []desired.Route
+	if err := h.each(func(fam int, r netlink.Route) { out = append(out, routeFromKernel(r, fam, l)) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// each lists the routes of every table, IPv4's then IPv6's, and calls fn
+// with each and its family (AF_INET or AF_INET6).
+func (h *Routes) each(fn func(fam int, r netlink.Route)) error {
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		rs, err := retryDump("routes", func() ([]netlink.Route, error) {
 			return h.nl.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range rs {
-			out = append(out, routeFromKernel(r, fam, l))
+			fn(fam, r)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func routeFromKernel(r netlink.Route, fam int, l links) desired.Route {

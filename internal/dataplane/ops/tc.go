@@ -100,7 +100,7 @@ func (h *TC) ownFilter(l netlink.Link) (*netlink.BpfFilter, error) {
 
 // LinkIndexes maps the name of every link in the namespace to its index
 // (Links.Indexes): a filter is attached at a device's index.
-func (h *TC) LinkIndexes() (map[string]int, error) { return (*Handle)(h).Links().Indexes() }
+func (h *TC) LinkIndexes() (map[string]int, error) { return (&Links{h.conn}).Indexes() }
 
 // DeleteEmptyClsact deletes link's clsact qdisc when no filter is left on
 // its ingress or egress hook (the qdisc AttachIngress added for estuary's

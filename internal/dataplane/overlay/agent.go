@@ -39,7 +39,7 @@ func NewAgent(hostNetns string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("overlay agent: %w", err)
 	}
-	nat, err := h.NAT()
+	nat, err := ops.OpenNAT(hostNetns)
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("overlay agent: %w", err)
@@ -50,6 +50,7 @@ func NewAgent(hostNetns string) (*Agent, error) {
 // Close releases the agent's handles. Answer calls must have returned.
 func (a *Agent) Close() {
 	a.h.Close()
+	a.nat.Close()
 }
 
 // Apply brings the node's overlay data path to in: it ensures the VXLAN

@@ -7,90 +7,53 @@ import (
 	"github.com/estuary-cni/estuary/pkg/family"
 )
 
-// Range is the addresses From to To, both included, of one family.
-type Range struct {
-	From, To netip.Addr
-}
-
-func (r Range) String() string {
-	if r.From == r.To {
-		return r.From.String()
-	}
-	return r.From.String() + "-" + r.To.String()
-}
-
-func prefixRange(p netip.Prefix) Range {
-	p = p.Masked()
-	return Range{From: p.Addr(), To: family.LastAddr(p)}
-}
-
 // ranges is the peer set of one family as sorted, disjoint, non-adjacent
 // ranges: the union of each block's CIDR less its excepts.
-func (ps Peers) ranges(fam family.Family) []Range {
-	var out []Range
+func (ps Peers) ranges(fam family.Family) []family.Range {
+	var out []family.Range
 	for _, b := range ps.Blocks {
 		if family.Of(b.CIDR.Addr()) != fam {
 			continue
 		}
-		rs := []Range{prefixRange(b.CIDR)}
+		rs := []family.Range{family.RangeOf(b.CIDR)}
 		for _, x := range b.Except {
 			if family.Of(x.Addr()) == fam {
-				rs = subtract(rs, prefixRange(x))
+				rs = subtract(rs, family.RangeOf(x))
 			}
 		}
 		out = append(out, rs...)
 	}
-	return merge(out)
+	return family.MergeRanges(out)
 }
 
 // subtract removes x from each range of rs.
-func subtract(rs []Range, x Range) []Range {
-	var out []Range
+func subtract(rs []family.Range, x family.Range) []family.Range {
+	var out []family.Range
 	for _, r := range rs {
-		if x.To.Less(r.From) || r.To.Less(x.From) {
+		if x.Last.Less(r.First) || r.Last.Less(x.First) {
 			out = append(out, r)
 			continue
 		}
-		if r.From.Less(x.From) {
-			out = append(out, Range{From: r.From, To: x.From.Prev()})
+		if r.First.Less(x.First) {
+			out = append(out, family.Range{First: r.First, Last: x.First.Prev()})
 		}
-		if x.To.Less(r.To) {
-			out = append(out, Range{From: x.To.Next(), To: r.To})
+		if x.Last.Less(r.Last) {
+			out = append(out, family.Range{First: x.Last.Next(), Last: r.Last})
 		}
-	}
-	return out
-}
-
-// merge sorts rs and joins ranges that overlap or touch.
-func merge(rs []Range) []Range {
-	if len(rs) == 0 {
-		return nil
-	}
-	slices.SortFunc(rs, func(a, b Range) int { return a.From.Compare(b.From) })
-	out := []Range{rs[0]}
-	for _, r := range rs[1:] {
-		last := &out[len(out)-1]
-		if next := last.To.Next(); !next.IsValid() || r.From.Compare(next) <= 0 {
-			if last.To.Less(r.To) {
-				last.To = r.To
-			}
-			continue
-		}
-		out = append(out, r)
 	}
 	return out
 }
 
 // rangesContain says whether a sorted range list holds a.
-func rangesContain(rs []Range, a netip.Addr) bool {
-	i, _ := slices.BinarySearchFunc(rs, a, func(r Range, a netip.Addr) int {
-		if r.To.Less(a) {
+func rangesContain(rs []family.Range, a netip.Addr) bool {
+	i, _ := slices.BinarySearchFunc(rs, a, func(r family.Range, a netip.Addr) int {
+		if r.Last.Less(a) {
 			return -1
 		}
-		if a.Less(r.From) {
+		if a.Less(r.First) {
 			return 1
 		}
 		return 0
 	})
-	return i < len(rs) && !a.Less(rs[i].From) && !rs[i].To.Less(a)
+	return i < len(rs) && !a.Less(rs[i].First) && !rs[i].Last.Less(a)
 }

@@ -46,7 +46,7 @@ type Ruleset struct {
 type Set struct {
 	Name   string
 	Family family.Family
-	Ranges []Range
+	Ranges []family.Range
 }
 
 // Chain is a regular chain: its rules in order.

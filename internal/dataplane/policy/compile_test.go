@@ -264,7 +264,7 @@ func FuzzDiff(f *testing.F) {
 func normal(t Table) Table {
 	for k, s := range t.Sets {
 		if s.Ranges == nil {
-			s.Ranges = []Range{}
+			s.Ranges = []family.Range{}
 		}
 		t.Sets[k] = s
 	}

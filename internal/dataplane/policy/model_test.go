@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/estuary-cni/estuary/pkg/family"
 )
 
 var (
@@ -122,7 +124,7 @@ func TestIPBlockExcept(t *testing.T) {
 		decideBoth(t, "except "+peer, d, pkt(peer, TCP, 80), want)
 	}
 	rs, _ := Compile(Node{Endpoints: []Endpoint{{HostVeth: "e", Ingress: d}}})
-	want := []Range{{addr("10.0.0.0"), addr("10.0.0.127")}, {addr("10.0.2.0"), addr("10.0.255.255")}}
+	want := []family.Range{{First: addr("10.0.0.0"), Last: addr("10.0.0.127")}, {First: addr("10.0.2.0"), Last: addr("10.0.255.255")}}
 	if got := rs.Sets[0].Ranges; len(rs.Sets) != 2 || !equalRanges(got, want) {
 		t.Errorf("sets %+v, want the v4 one %v", rs.Sets, want)
 	}
@@ -215,7 +217,7 @@ func checkClosed(t *testing.T, name string, rs, alone Ruleset, keep string, clos
 	}
 }
 
-func equalRanges(a, b []Range) bool {
+func equalRanges(a, b []family.Range) bool {
 	if len(a) != len(b) {
 		return false
 	}

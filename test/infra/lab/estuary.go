@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/estuary-cni/estuary/internal/faultinject"
 	"github.com/estuary-cni/estuary/internal/release"
 	"github.com/estuary-cni/estuary/test/infra/lab/images"
 )
@@ -358,7 +359,9 @@ func checkoutVersion(repo string) (checkout, error) {
 }
 
 // releaseToRegistry releases the checkout into the lab's registry for this
-// machine's platform, as make release does, and records the images.
+// machine's platform, as make release does but built with the faultinject
+// tag (the manager's and daemon's --fault-* flags the fault tests use), and
+// records the images.
 func (l *Lab) releaseToRegistry(ctx context.Context, e *EstuaryState) error {
 	l.step("make release VERSION=%s REGISTRY=%s (linux/%s)", e.ChartVersion, e.Registry, runtime.GOARCH)
 	p := []release.Platform{{OS: "linux", Arch: runtime.GOARCH}}
@@ -366,6 +369,7 @@ func (l *Lab) releaseToRegistry(ctx context.Context, e *EstuaryState) error {
 		Version: e.ChartVersion, Registry: release.Registry{Name: e.Registry}, Repo: e.Repo,
 		Out: filepath.Join(l.paths.estuaryDir(), "release"), Helm: release.Helm{Bin: e.Helm, Env: l.helmEnv()},
 		Commit: e.Commit, Created: e.Created, ImagePlatforms: p, PluginPlatforms: p, Log: prefixWriter{l.p},
+		Tags: []string{faultinject.BuildTag},
 	})
 	if err != nil {
 		return fmt.Errorf("release %s to the lab registry: %w", e.ChartVersion, err)

@@ -2,36 +2,20 @@ package images
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/estuary-cni/estuary/internal/cniplugins"
 	"github.com/estuary-cni/estuary/internal/version"
 )
 
-// Repositories and build inputs of estuary's own images.
+// Repositories of estuary's own images.
 const (
 	ManagerRepo = "estuary.local/estuary-manager"
 	DaemonRepo  = "estuary.local/estuary-daemon"
-	// CNIPluginsModule and CNIPluginsVersion pin the reference plugins the daemon
-	// image carries (loopback, portmap, bandwidth) and installs on every node.
-	CNIPluginsModule  = "github.com/containernetworking/plugins"
-	CNIPluginsVersion = "v1.9.1"
 )
-
-// cniPlugins are the reference plugins in the daemon image, by package below
-// CNIPluginsModule.
-var cniPlugins = map[string]string{
-	"loopback":  "plugins/main/loopback",
-	"portmap":   "plugins/meta/portmap",
-	"bandwidth": "plugins/meta/bandwidth",
-}
-
-// CNIPluginPackages returns the reference plugins the daemon image carries:
-// binary name to package below CNIPluginsModule (the release builds the same).
-func CNIPluginPackages() map[string]string { return maps.Clone(cniPlugins) }
 
 // Estuary is the pair of images an estuary install runs.
 type Estuary struct {
@@ -90,12 +74,12 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 }
 
 // BuildCNIPlugins installs the reference plugins the daemon image carries,
-// static builds at CNIPluginsVersion, into cacheDir/cni-plugins-<version>
+// static builds at cniplugins.Version, into cacheDir/cni-plugins-<version>
 // unless they are there, and returns that directory.
 func BuildCNIPlugins(cacheDir string) (string, error) {
-	dir := filepath.Join(cacheDir, "cni-plugins-"+CNIPluginsVersion)
+	dir := filepath.Join(cacheDir, "cni-plugins-"+cniplugins.Version)
 	complete := true
-	for name := range cniPlugins {
+	for name := range cniplugins.Packages() {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			complete = false
 		}
@@ -108,12 +92,9 @@ func BuildCNIPlugins(cacheDir string) (string, error) {
 		return "", fmt.Errorf("create plugin build dir in %s: %w", cacheDir, err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	args := []string{"install", "-trimpath", "-ldflags=-s -w"}
-	for _, pkg := range cniPlugins {
-		args = append(args, CNIPluginsModule+"/"+pkg+"@"+CNIPluginsVersion)
-	}
+	args := append([]string{"install", "-trimpath", "-ldflags=-s -w"}, cniplugins.InstallArgs()...)
 	if err := goCommand(tmp, []string{"GOBIN=" + tmp}, args...); err != nil {
-		return "", fmt.Errorf("install CNI plugins %s: %w", CNIPluginsVersion, err)
+		return "", fmt.Errorf("install CNI plugins %s: %w", cniplugins.Version, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("remove %s: %w", dir, err)
@@ -121,7 +102,7 @@ func BuildCNIPlugins(cacheDir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	for name := range cniPlugins {
+	for name := range cniplugins.Packages() {
 		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
 			return "", fmt.Errorf("move plugin %s into %s: %w", name, dir, err)
 		}

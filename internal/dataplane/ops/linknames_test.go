@@ -11,11 +11,11 @@ import (
 // same indexes as the library's full LinkList.
 func TestLinkDumpMatchesLinkList(t *testing.T) {
 	h := newNS(t)
-	got, err := h.links()
+	got, err := h.c.links()
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := h.nl.LinkList()
+	full, err := h.c.nl.LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package node owns the orchestration of a pod's attachment on this node:
+// Package cnibackend owns the orchestration of a pod's attachment on this node:
 // Backend is the CNI server's backend (cniserver.Backend), LocalPods the
 // data-path loop's local-pods part (datapath.LocalPods) and Recovery the
 // rebuilding of the endpoint records at start. The CNI server validates a

@@ -1,4 +1,4 @@
-package nodestate
+package nodesnap
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestCollectReadsANamespacesState(t *testing.T) {
 	nstest.Exec(t, ns, "sysctl", "-qw", "net.ipv4.conf.estvx4.forwarding=1")
 
 	broken := errors.New("daemon not answering")
-	r := Collect(context.Background(), Options{Node: "n1", Version: "test", Netns: ns, Extra: []Source{
+	r := Collect(context.Background(), CollectOptions{Node: "n1", Version: "test", Netns: ns, Extra: []Source{
 		{Name: "endpoints", Read: func(context.Context) ([]string, error) { return nil, broken }},
 		{Name: "extra", Read: func(context.Context) ([]string, error) { return []string{"kept"}, nil }},
 	}})

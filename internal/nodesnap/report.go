@@ -1,15 +1,4 @@
-// Package nodestate reads the networking state of the node it runs on for a
-// support bundle: links, addresses, policy rules, routes of every table,
-// neighbours, FDB, traffic control and BPF filters, nftables (estuary's
-// tables and the portmap plugin's chains in full, others counted) and the
-// sysctls estuary sets, plus whatever sources the caller adds (the daemon
-// adds its endpoint store, BGP peers and files). `estuary-daemon
-// node-state` prints it; `kubectl estuary sysdump` runs that in every
-// daemon pod and renders the JSON with WriteText.
-//
-// A section that cannot be read is recorded with its error and the others
-// are still read: a support bundle is most needed on a node that is broken.
-package nodestate
+package nodesnap
 
 import (
 	"context"
@@ -43,8 +32,8 @@ type Source struct {
 	Read func(ctx context.Context) ([]string, error)
 }
 
-// Options say whose state Collect reads and what it adds.
-type Options struct {
+// CollectOptions say whose state Collect reads and what it adds.
+type CollectOptions struct {
 	Node, Version string
 	// Netns is the path of the network namespace to read; empty reads the
 	// process's own (the node's, for a host-network pod).
@@ -55,14 +44,14 @@ type Options struct {
 
 // Collect reads every section. It never fails: a section that cannot be
 // read carries its error.
-func Collect(ctx context.Context, o Options) Report {
+func Collect(ctx context.Context, o CollectOptions) Report {
 	r := Report{Node: o.Node, Version: o.Version, Taken: time.Now().UTC()}
 	h, err := ops.Open(o.Netns)
 	if err != nil {
 		r.Sections = append(r.Sections, Section{Name: "netlink", Lines: []string{}, Error: err.Error()})
 	} else {
-		for _, d := range h.Dumps() {
-			r.Sections = append(r.Sections, read(ctx, Source{d.Name, func(context.Context) ([]string, error) { return d.Lines() }}))
+		for _, s := range kernelSources(h) {
+			r.Sections = append(r.Sections, read(ctx, s))
 		}
 		h.Close()
 	}
@@ -70,21 +59,6 @@ func Collect(ctx context.Context, o Options) Report {
 		r.Sections = append(r.Sections, read(ctx, s))
 	}
 	return r
-}
-
-func nftables(netns string) func(context.Context) ([]string, error) {
-	return func(context.Context) ([]string, error) {
-		h, err := ops.Open(netns)
-		if err != nil {
-			return nil, err
-		}
-		defer h.Close()
-		n, err := h.NAT()
-		if err != nil {
-			return nil, err
-		}
-		return n.Dump()
-	}
 }
 
 // read runs s, turning a panic or error into the section's error.
