@@ -29,7 +29,7 @@ type loadConfig struct {
 // Namespace names the load's n-th namespace.
 func Namespace(n int) string { return fmt.Sprintf("pb-%03d", n) }
 
-// The scheme, the one of translate's BenchmarkPolicy: namespace n has
+// The scheme, the one of policytranslate's BenchmarkPolicy: namespace n has
 // team=t<n%10>; its pod i has app=a<i%10>, role=r<i%5> and a named port
 // http (8000 + i%3). Policy np<k> selects app=a<k> (so a namespace's ten
 // policies select all its pods), admits role=r<k%5> of the ten namespaces of

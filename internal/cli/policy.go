@@ -2,7 +2,7 @@ package cli
 
 // `policy POD`: the policies that select a pod, why, and the rules the
 // pod's node enforces for it, computed here by the daemon's own
-// translation and compiler (translate.Policy, policy.Compile) over the
+// translation and compiler (policytranslate.Policy, policy.Compile) over the
 // objects the API server serves, for that one pod as the node's only
 // endpoint. The pod's host veth is named as its daemon names it when the
 // daemon's endpoints can be read (pods/exec); otherwise the chains are

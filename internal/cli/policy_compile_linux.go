@@ -8,18 +8,18 @@ package cli
 // (policy_compile_other.go).
 
 import (
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // hostVethName names an attachment's host veth as the daemon does.
 func hostVethName(containerID, ifName string) string { return podnet.HostVethName(containerID, ifName) }
 
-// compilePolicy runs translate.Policy for the pod's endpoints over objs
+// compilePolicy runs policytranslate.Policy for the pod's endpoints over objs
 // and compiles the result, as the daemon does each pass.
 func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) (compiled, error) {
-	in := translate.PolicyInput{
+	in := policytranslate.PolicyInput{
 		Namespaces: objs.namespaces, Pods: objs.pods,
 		NetworkPolicies: objs.nps, ClusterPolicies: objs.cnps,
 		AdminNetworkPolicies: objs.anps, BaselineAdminNetworkPolicies: objs.banps,
@@ -28,18 +28,18 @@ func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) (comp
 		in.Nodes = append(in.Nodes, &objs.nodes[i])
 	}
 	for _, e := range eps {
-		in.Endpoints = append(in.Endpoints, translate.PolicyEndpoint{HostVeth: e.HostVeth, Addrs: e.Addrs, Namespace: ns, Name: name})
+		in.Endpoints = append(in.Endpoints, policytranslate.PolicyEndpoint{HostVeth: e.HostVeth, Addrs: e.Addrs, Namespace: ns, Name: name})
 	}
 	var out compiled
-	node, terr := translate.Policy(in)
+	node, terr := policytranslate.Policy(in)
 	out.node = node
-	for _, oe := range translate.ObjectErrors(terr) {
+	for _, oe := range policytranslate.ObjectErrors(terr) {
 		k := objKey{kind: oe.Kind, ns: oe.Namespace, name: oe.Name}
 		for _, p := range oe.Problems {
 			out.objectProblems = appendProblem(out.objectProblems, k, p.String())
 		}
 	}
-	_, rest := translate.SplitErrors(terr)
+	_, rest := policytranslate.SplitErrors(terr)
 	for _, e := range rest {
 		out.otherErrors = append(out.otherErrors, e.Error())
 	}

@@ -96,7 +96,7 @@ func writePodPolicy(w io.Writer, r podPolicy) error {
 		writeChains(&b, e)
 	}
 	if len(r.Endpoints) > 0 {
-		b.WriteString("\n(what the pod's node computes from the same objects: translate.Policy and policy.Compile, as the daemon runs them)\n")
+		b.WriteString("\n(what the pod's node computes from the same objects: policytranslate.Policy and policy.Compile, as the daemon runs them)\n")
 	}
 	if len(r.Problems) > 0 {
 		b.WriteString("\nproblems:\n")

@@ -1,7 +1,7 @@
 package cli
 
 // The rules of one pod as the daemon computes them, read from the model
-// translate makes and the ruleset policy.Compile makes of it.
+// policytranslate makes and the ruleset policy.Compile makes of it.
 
 import (
 	"fmt"

@@ -71,7 +71,7 @@ func (s selecting) tierOrder() int {
 	return 0
 }
 
-// priorityOrder orders policies of a tier as translate does: by priority
+// priorityOrder orders policies of a tier as policytranslate does: by priority
 // (a BaselineAdminNetworkPolicy, which has none, after every other), then
 // ClusterNetworkPolicies before converted AdminNetworkPolicies.
 func (s selecting) priorityOrder() (int32, int) {

@@ -28,11 +28,9 @@ type components struct {
 	parts  *running
 	cancel context.CancelFunc
 
-	journal  *journal
-	fp       *fastPath
-	fpStatus estuaryv1.NodeFastPathStatus
-	overlay  *overlay.Agent
-	underlay *underlay.Agent
+	// k are the kernel's handles: the host's sysctls, the fast path, the
+	// data planes and the local-pods table.
+	k kernelHandles
 	// live is the one live client: the Node patches and BGP Secret reads of
 	// the loop, and the event reads that explain a timed-out ADD.
 	live     client.Client
@@ -45,11 +43,23 @@ type components struct {
 	policy   *policyPart // nil: network policy off
 	metrics  daemonMetrics
 	plumber  *podnet.Plumber
-	table    *podnet.LocalPods
 	srv      *cniserver.Server
 	progress *datapath.Progress
 	syncer   *datapath.Syncer
 	status   *statusReporter
+}
+
+// kernelHandles are the daemon's handles on the host's kernel, opened and
+// closed by their hooks; cfg is the daemon's, whose pod MTUs the data
+// planes set.
+type kernelHandles struct {
+	cfg      *Config
+	journal  *journal
+	fp       *fastPath
+	fpStatus estuaryv1.NodeFastPathStatus
+	overlay  *overlay.Agent
+	underlay *underlay.Agent
+	table    *podnet.LocalPods
 }
 
 // hooks are the daemon's components in start order; they stop in reverse.
@@ -57,16 +67,16 @@ type components struct {
 // and before the fast path and the sysctl journal.
 func (d *components) hooks() []lifecycle.Hook {
 	return []lifecycle.Hook{
-		{Name: "sysctl journal", Start: d.openJournal, Stop: d.closeJournal},
-		{Name: "node sysctls", Start: d.writeSysctls},
-		{Name: "fast path", Start: d.openFastPath, Stop: d.closeFastPath},
+		{Name: "sysctl journal", Start: d.k.openJournal, Stop: d.k.closeJournal},
+		{Name: "node sysctls", Start: d.k.writeSysctls},
+		{Name: "fast path", Start: d.k.openFastPath, Stop: d.k.closeFastPath},
 		{Name: "goroutines", Stop: d.stopGoroutines},
-		{Name: "data planes", Start: d.openDataPlanes, Stop: d.closeDataPlanes},
+		{Name: "data planes", Start: d.k.openDataPlanes, Stop: d.k.closeDataPlanes},
 		{Name: "node events", Start: d.openEvents, Stop: d.closeEvents},
 		{Name: "api caches", Start: d.buildCaches},
 		{Name: "network policy", Start: d.openPolicy, Stop: d.closePolicy},
 		{Name: "api cache start", Start: d.startCaches},
-		{Name: "local pods table", Start: d.openLocalPods, Stop: d.closeLocalPods},
+		{Name: "local pods table", Start: d.k.openLocalPods, Stop: d.k.closeLocalPods},
 		{Name: "cni server", Start: d.openServer, Stop: d.closeServer},
 		{Name: "endpoint recovery", Start: d.recoverEndpoints},
 		{Name: "data-path loop", Start: d.buildLoop},
@@ -77,7 +87,7 @@ func (d *components) hooks() []lifecycle.Hook {
 	}
 }
 
-func (d *components) openJournal(context.Context) error {
+func (d *kernelHandles) openJournal(context.Context) error {
 	j, err := openOrResetJournal(d.cfg.stateDir(), d.cfg.HostNetns)
 	if err != nil {
 		return err
@@ -87,12 +97,12 @@ func (d *components) openJournal(context.Context) error {
 	return nil
 }
 
-func (d *components) closeJournal(context.Context) error {
+func (d *kernelHandles) closeJournal(context.Context) error {
 	sysctl.SetRecorder(nil)
 	return nil
 }
 
-func (d *components) writeSysctls(context.Context) error {
+func (d *kernelHandles) writeSysctls(context.Context) error {
 	if err := sysctl.Write(d.cfg.HostNetns, nodeSysctls); err != nil {
 		return fmt.Errorf("node sysctls: %w", err)
 	}
@@ -100,14 +110,14 @@ func (d *components) writeSysctls(context.Context) error {
 	return nil
 }
 
-func (d *components) openFastPath(context.Context) (err error) {
-	d.fp, d.fpStatus, err = startFastPath(d.cfg)
+func (d *kernelHandles) openFastPath(context.Context) (err error) {
+	d.fp, d.fpStatus, err = startFastPath(*d.cfg)
 	return err
 }
 
 // closeFastPath detaches nothing: the program stays, so pods keep their
 // fast path while the daemon restarts (fastPath.Close).
-func (d *components) closeFastPath(context.Context) error {
+func (d *kernelHandles) closeFastPath(context.Context) error {
 	_ = d.fp.Close()
 	return nil
 }
@@ -121,7 +131,7 @@ func (d *components) stopGoroutines(context.Context) error {
 
 // openDataPlanes opens the overlay and underlay data planes on the host
 // network namespace and sets the pods' MTU from the links they see.
-func (d *components) openDataPlanes(context.Context) (err error) {
+func (d *kernelHandles) openDataPlanes(context.Context) (err error) {
 	if d.overlay, err = overlay.NewAgent(d.cfg.HostNetns); err != nil {
 		return fmt.Errorf("overlay data plane: %w", err)
 	}
@@ -129,12 +139,12 @@ func (d *components) openDataPlanes(context.Context) (err error) {
 		d.overlay.Close()
 		return fmt.Errorf("underlay data plane: %w", err)
 	}
-	d.cfg.MTU, d.cfg.UnderlayMTU = podMTU(d.cfg, d.overlay)
+	d.cfg.MTU, d.cfg.UnderlayMTU = podMTU(*d.cfg, d.overlay)
 	return nil
 }
 
 // closeDataPlanes releases their namespace handles; the kernel state stays.
-func (d *components) closeDataPlanes(context.Context) error {
+func (d *kernelHandles) closeDataPlanes(context.Context) error {
 	d.underlay.Close()
 	d.overlay.Close()
 	return nil
@@ -190,12 +200,12 @@ func (d *components) startCaches(ctx context.Context) error {
 	return nil
 }
 
-func (d *components) openLocalPods(context.Context) (err error) {
+func (d *kernelHandles) openLocalPods(context.Context) (err error) {
 	d.table, err = podnet.NewLocalPods(d.cfg.HostNetns)
 	return err
 }
 
-func (d *components) closeLocalPods(context.Context) error {
+func (d *kernelHandles) closeLocalPods(context.Context) error {
 	d.table.Close()
 	return nil
 }
@@ -205,7 +215,7 @@ func (d *components) closeLocalPods(context.Context) error {
 func (d *components) openServer(context.Context) (err error) {
 	d.metrics = newDaemonMetrics()
 	d.plumber = podnet.NewPlumber(d.cfg.HostNetns)
-	d.srv, err = startServer(d.cfg, d.plumber, d.waiter, segmentChecks(d.cfg, d.overlay, d.underlay), d.trigger.Poke,
+	d.srv, err = startServer(d.cfg, d.plumber, d.waiter, segmentChecks(d.cfg, d.k.overlay, d.k.underlay), d.trigger.Poke,
 		d.metrics.cni, d.policy.gate())
 	if err != nil {
 		return err
@@ -225,10 +235,10 @@ func (d *components) recoverEndpoints(ctx context.Context) error {
 }
 
 func (d *components) buildLoop(ctx context.Context) (err error) {
-	local := cnibackend.NewLocalPods(d.table, d.srv.Store(), d.srv.Busy)
+	local := cnibackend.NewLocalPods(d.k.table, d.srv.Store(), d.srv.Busy)
 	d.progress = datapath.NewProgress()
-	d.syncer, err = newSyncer(ctx, d.cfg, d.overlay, d.underlay, d.cache, d.live, d.srv.Store(), d.trigger, loopParts{
-		records: d.records, local: local, bgp: d.speakers, fastPath: d.fp, policy: d.policy,
+	d.syncer, err = newSyncer(ctx, d.cfg, d.k.overlay, d.k.underlay, d.cache, d.live, d.srv.Store(), d.trigger, loopParts{
+		records: d.records, local: local, bgp: d.speakers, fastPath: d.k.fp, policy: d.policy,
 		metrics: d.metrics.datapath, progress: d.progress})
 	return err
 }
@@ -239,7 +249,7 @@ func (d *components) runLoops(ctx context.Context) error {
 	d.parts.goFunc("cni server", d.srv.Serve)
 	d.parts.goFunc("data-path loop", func() error { return d.syncer.Run(ctx) })
 	kernel := datapath.KernelWatch{Netns: d.cfg.HostNetns, Uplink: d.cfg.UnderlayUplink, Parent: parentSpec(d.cfg),
-		Links: d.overlay, Log: log.WithName("datapath")}
+		Links: d.k.overlay, Log: log.WithName("datapath")}
 	d.parts.goFunc("kernel link watch", func() error { return kernel.Run(ctx, d.trigger) })
 	gc := newNodeGC(d.srv.Store(), d.srv, d.live, d.cfg.GCGrace)
 	d.parts.goFunc("node gc", func() error { return gc.run(ctx, d.cfg.GCInterval) })
@@ -250,9 +260,9 @@ func (d *components) runLoops(ctx context.Context) error {
 // status reporter keeps there.
 func (d *components) install(ctx context.Context) error {
 	d.status = &statusReporter{node: d.cfg.NodeName, reader: d.cache, writer: d.live, events: d.events,
-		dir: d.cfg.CNIConfDir, fastPath: d.fpStatus, kubeProxyMode: proxyModeOf(d.cfg), passes: d.progress,
+		dir: d.cfg.CNIConfDir, fastPath: d.k.fpStatus, kubeProxyMode: proxyModeOf(d.cfg), passes: d.progress,
 		staleAfter: staleBound, interval: statusInterval}
-	list, err := install(d.cfg, d.journal)
+	list, err := install(d.cfg, d.k.journal)
 	if err != nil {
 		return err
 	}
@@ -268,7 +278,7 @@ func (d *components) runStatus(ctx context.Context) error {
 
 // serve serves health and metrics.
 func (d *components) serve(ctx context.Context) error {
-	_, err := startServing(ctx, d.cfg, d.parts, healthSources{peers: d.speakers.BGPPeers, fp: d.fp,
+	_, err := startServing(ctx, d.cfg, d.parts, healthSources{peers: d.speakers.BGPPeers, fp: d.k.fp,
 		endpoints: d.srv.Store(), passes: d.progress, metrics: append(d.metrics.collectors(), d.policy.collectors()...),
 		drops: d.policy.drops()})
 	return err

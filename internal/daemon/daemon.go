@@ -82,6 +82,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d := &components{cfg: cfg, parts: newRunning(), cancel: cancel}
+	d.k.cfg = &d.cfg
 	var lc lifecycle.Lifecycle
 	for _, h := range d.hooks() {
 		lc.Append(h)

@@ -12,7 +12,7 @@ import (
 // AdminNetworkPolicy and BaselineAdminNetworkPolicy at v1alpha1
 // (network-policy-api v0.1.x; the chart installs neither CRD). Each
 // served kind is enforced as the ClusterNetworkPolicy it converts to
-// (translate/policy_anp.go). As for ClusterNetworkPolicy, a CRD installed
+// (policytranslate/policy_anp.go). As for ClusterNetworkPolicy, a CRD installed
 // later is seen at the daemon's next start.
 func adminNetworkPoliciesServed(m meta.RESTMapper) (anp, banp bool, err error) {
 	if anp, err = servedV1alpha1(m, "AdminNetworkPolicy"); err != nil {

@@ -46,7 +46,7 @@ var (
 // standard library, Kubernetes' and apiserver's packages by their usual
 // import names, and a benchmark's variables.
 var foreign = map[string]bool{
-	"runtime": true, "strconv": true, "corev1": true, "apimeta": true, "filters": true,
+	"runtime": true, "strconv": true, "corev1": true, "apimeta": true, "filters": true, "types": true,
 	"b": true, "fx": true, "v0": true,
 }
 

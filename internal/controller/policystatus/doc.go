@@ -1,5 +1,5 @@
 // Package policystatus is the manager's report of the policy objects that
-// no node can enforce as written: what translate's Problems functions
+// no node can enforce as written: what policytranslate's Problems functions
 // (NetworkPolicyProblems, ClusterPolicyProblems, AdminNetworkPolicyProblems,
 // BaselineAdminNetworkPolicyProblems) find in an object, which the nodes'
 // daemons drop or narrow for that object alone.

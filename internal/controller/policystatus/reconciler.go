@@ -22,7 +22,7 @@ import (
 	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // Condition type and reasons written on cluster policies, and the reason
@@ -101,7 +101,7 @@ func served(m meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
 type statusKind struct {
 	gvk        schema.GroupVersionKind
 	newObj     func() client.Object
-	problems   func(client.Object) []translate.Problem
+	problems   func(client.Object) []policytranslate.Problem
 	conditions func(client.Object) *[]metav1.Condition
 }
 
@@ -110,8 +110,8 @@ func statusKinds() []statusKind {
 		{
 			gvk:    kindIn(npv1beta1.GroupVersion, "ClusterNetworkPolicy"),
 			newObj: func() client.Object { return &npv1beta1.ClusterNetworkPolicy{} },
-			problems: func(o client.Object) []translate.Problem {
-				return translate.ClusterPolicyProblems(o.(*npv1beta1.ClusterNetworkPolicy))
+			problems: func(o client.Object) []policytranslate.Problem {
+				return policytranslate.ClusterPolicyProblems(o.(*npv1beta1.ClusterNetworkPolicy))
 			},
 			conditions: func(o client.Object) *[]metav1.Condition {
 				return &o.(*npv1beta1.ClusterNetworkPolicy).Status.Conditions
@@ -120,8 +120,8 @@ func statusKinds() []statusKind {
 		{
 			gvk:    kindIn(npv1alpha1.GroupVersion, "AdminNetworkPolicy"),
 			newObj: func() client.Object { return &npv1alpha1.AdminNetworkPolicy{} },
-			problems: func(o client.Object) []translate.Problem {
-				return translate.AdminNetworkPolicyProblems(o.(*npv1alpha1.AdminNetworkPolicy))
+			problems: func(o client.Object) []policytranslate.Problem {
+				return policytranslate.AdminNetworkPolicyProblems(o.(*npv1alpha1.AdminNetworkPolicy))
 			},
 			conditions: func(o client.Object) *[]metav1.Condition {
 				return &o.(*npv1alpha1.AdminNetworkPolicy).Status.Conditions
@@ -130,8 +130,8 @@ func statusKinds() []statusKind {
 		{
 			gvk:    kindIn(npv1alpha1.GroupVersion, "BaselineAdminNetworkPolicy"),
 			newObj: func() client.Object { return &npv1alpha1.BaselineAdminNetworkPolicy{} },
-			problems: func(o client.Object) []translate.Problem {
-				return translate.BaselineAdminNetworkPolicyProblems(o.(*npv1alpha1.BaselineAdminNetworkPolicy))
+			problems: func(o client.Object) []policytranslate.Problem {
+				return policytranslate.BaselineAdminNetworkPolicyProblems(o.(*npv1alpha1.BaselineAdminNetworkPolicy))
 			},
 			conditions: func(o client.Object) *[]metav1.Condition {
 				return &o.(*npv1alpha1.BaselineAdminNetworkPolicy).Status.Conditions
@@ -181,7 +181,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // Condition is the Accepted condition of an object of generation gen with
 // problems probs.
-func Condition(gen int64, probs []translate.Problem) metav1.Condition {
+func Condition(gen int64, probs []policytranslate.Problem) metav1.Condition {
 	c := metav1.Condition{Type: ConditionAccepted, ObservedGeneration: gen}
 	if len(probs) == 0 {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonAccepted, "every rule is enforced as written"
@@ -194,7 +194,7 @@ func Condition(gen int64, probs []translate.Problem) metav1.Condition {
 
 // summary is prefix and each problem, "; "-separated, cut to at most limit
 // bytes with a count of the problems left out.
-func summary(prefix string, probs []translate.Problem, limit int) string {
+func summary(prefix string, probs []policytranslate.Problem, limit int) string {
 	var b strings.Builder
 	b.WriteString(prefix)
 	for i, p := range probs {
@@ -240,7 +240,7 @@ func (r *NetworkPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	probs := translate.NetworkPolicyProblems(np)
+	probs := policytranslate.NetworkPolicyProblems(np)
 	r.gauge.record("NetworkPolicy", req.NamespacedName, len(probs) > 0)
 	if len(probs) == 0 {
 		r.remember(req.NamespacedName, "")

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // TestSummaryFitsTheAPIsLimits: however many problems, an Event's note
 // stays within the 1,024 bytes events.k8s.io takes and says how many it
 // left out; problems that fit are all there.
 func TestSummaryFitsTheAPIsLimits(t *testing.T) {
-	var probs []translate.Problem
+	var probs []policytranslate.Problem
 	for i := range 100 {
-		probs = append(probs, translate.Problem{Field: fmt.Sprintf("spec.ingress[%d].from[0].ipBlock.cidr", i), Message: "cannot be read (rule dropped)"})
+		probs = append(probs, policytranslate.Problem{Field: fmt.Sprintf("spec.ingress[%d].from[0].ipBlock.cidr", i), Message: "cannot be read (rule dropped)"})
 	}
 	note := summary("not enforced as written: ", probs, maxNote)
 	if len(note) > maxNote || !strings.HasPrefix(note, "not enforced as written: spec.ingress[0].from[0].ipBlock.cidr: ") {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // The parts of a reconcile pass, the part label of
@@ -46,7 +46,7 @@ type Metrics struct {
 
 // policyKinds are the kind label's values of
 // estuary_policy_node_objects_not_enforced.
-var policyKinds = []string{translate.KindNetworkPolicy, translate.KindClusterNetworkPolicy, "AdminNetworkPolicy", "BaselineAdminNetworkPolicy"}
+var policyKinds = []string{policytranslate.KindNetworkPolicy, policytranslate.KindClusterNetworkPolicy, "AdminNetworkPolicy", "BaselineAdminNetworkPolicy"}
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
@@ -104,7 +104,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.closed.Collect(ch)
 }
 
-// policyProblems records a policy computation's problems: translate's
+// policyProblems records a policy computation's problems: policytranslate's
 // error (one ObjectError per object not enforced as written) and
 // Compile's (one error per endpoint or direction it closed).
 func (m *Metrics) policyProblems(translateErr, compileErr error) {
@@ -112,7 +112,7 @@ func (m *Metrics) policyProblems(translateErr, compileErr error) {
 		return
 	}
 	count := map[string]int{}
-	for _, e := range translate.ObjectErrors(translateErr) {
+	for _, e := range policytranslate.ObjectErrors(translateErr) {
 		count[e.Kind]++
 	}
 	for _, k := range policyKinds {

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // TestPodViewRunsOnlyWhileAPolicyExists: over a real API server, with the
@@ -41,7 +41,7 @@ func TestPodViewRunsOnlyWhileAPolicyExists(t *testing.T) {
 	create(t, k8s, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})
 	policyPod(t, k8s, "tenant", "server", "10.78.0.5", nil)
 	policyPod(t, k8s, "tenant", "peer", "10.78.0.6", nil)
-	eps := []translate.PolicyEndpoint{{HostVeth: "vethsrv", Namespace: "tenant", Name: "server"}}
+	eps := []policytranslate.PolicyEndpoint{{HostVeth: "vethsrv", Namespace: "tenant", Name: "server"}}
 
 	eventually(t, "without a policy, the endpoint's pod alone and no view", func() error {
 		in, err := part.read(ctx, eps)

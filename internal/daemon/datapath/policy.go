@@ -1,7 +1,7 @@
 package datapath
 
 // Policy. Each pass computes what this node enforces for its pods
-// (translate.Policy over the cached NetworkPolicies, ClusterNetworkPolicies,
+// (policytranslate.Policy over the cached NetworkPolicies, ClusterNetworkPolicies,
 // AdminNetworkPolicies and BaselineAdminNetworkPolicies when served,
 // Namespaces, Pods and Nodes, for the
 // endpoints of the pass's snapshot), compiles it into the nftables ruleset
@@ -12,7 +12,7 @@ package datapath
 //
 // The part runs first after the read, before the parts that route to a
 // new pod: a pod's chain is in place by the time the pass that makes it
-// reachable from other nodes ends. Objects translate cannot read are
+// reachable from other nodes ends. Objects policytranslate cannot read are
 // logged and treated as its design notes say (fail closed for admin Deny
 // and Pass rules); the rest of the node's policy is still applied, so one
 // bad object never opens or closes everything. A part failure is only a
@@ -41,9 +41,9 @@ import (
 	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // PolicyTable makes the node's policy table hold a ruleset; ops.Policy is
@@ -128,7 +128,7 @@ func (p *PolicyPart) compute(ctx context.Context, nodes []*corev1.Node, all []en
 	}
 	in.Nodes = nodes
 	in.Endpoints = eps
-	node, terr := translate.Policy(in)
+	node, terr := policytranslate.Policy(in)
 	if terr != nil {
 		p.cfg.Log.Error(terr, "policy objects skipped or narrowed while computing the node's policy")
 	}
@@ -148,13 +148,13 @@ func (p *PolicyPart) compute(ctx context.Context, nodes []*corev1.Node, all []en
 }
 
 // policyObjects counts the policy objects of in.
-func policyObjects(in translate.PolicyInput) int {
+func policyObjects(in policytranslate.PolicyInput) int {
 	return len(in.NetworkPolicies) + len(in.ClusterPolicies) + len(in.AdminNetworkPolicies) + len(in.BaselineAdminNetworkPolicies)
 }
 
-// unknownPods are the host veths of eps that translate gave no endpoint
+// unknownPods are the host veths of eps that policytranslate gave no endpoint
 // (their pod is not cached, or not a pod-network pod).
-func unknownPods(eps []translate.PolicyEndpoint, n policy.Node) []string {
+func unknownPods(eps []policytranslate.PolicyEndpoint, n policy.Node) []string {
 	known := make(map[string]bool, len(n.Endpoints))
 	for _, e := range n.Endpoints {
 		known[e.HostVeth] = true
@@ -176,7 +176,7 @@ func unknownPods(eps []translate.PolicyEndpoint, n policy.Node) []string {
 // pass's work, and the table it computes is the same (no endpoint has a
 // rule); with one, every pod, from the view of every pod once it has
 // synced (podview.go).
-func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (translate.PolicyInput, error) {
+func (p *PolicyPart) read(ctx context.Context, eps []policytranslate.PolicyEndpoint) (policytranslate.PolicyInput, error) {
 	var (
 		nps   networkingv1.NetworkPolicyList
 		cnps  npv1beta1.ClusterNetworkPolicyList
@@ -198,10 +198,10 @@ func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (
 	}
 	for _, l := range lists {
 		if err := r.List(ctx, l, shared); err != nil {
-			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", l, err)
+			return policytranslate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", l, err)
 		}
 	}
-	in := translate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items,
+	in := policytranslate.PolicyInput{Namespaces: nss.Items, NetworkPolicies: nps.Items, ClusterPolicies: cnps.Items,
 		AdminNetworkPolicies: anps.Items, BaselineAdminNetworkPolicies: banps.Items}
 	if policyObjects(in) == 0 {
 		if p.cfg.Pods != nil {
@@ -214,12 +214,12 @@ func (p *PolicyPart) read(ctx context.Context, eps []translate.PolicyEndpoint) (
 	if p.cfg.Pods != nil {
 		var err error
 		if r, err = p.cfg.Pods.Reader(ctx); err != nil {
-			return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %w", err)
+			return policytranslate.PolicyInput{}, fmt.Errorf("read the cache for policy: %w", err)
 		}
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, shared); err != nil {
-		return translate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", &pods, err)
+		return policytranslate.PolicyInput{}, fmt.Errorf("read the cache for policy: %T: %w", &pods, err)
 	}
 	in.Pods = pods.Items
 	return in, nil
@@ -233,8 +233,8 @@ func (p *PolicyPart) Stop(context.Context) {
 }
 
 // endpointPods reads the cached pods of eps; a pod not cached is left out
-// (translate reports its endpoint).
-func (p *PolicyPart) endpointPods(ctx context.Context, eps []translate.PolicyEndpoint) ([]corev1.Pod, error) {
+// (policytranslate reports its endpoint).
+func (p *PolicyPart) endpointPods(ctx context.Context, eps []policytranslate.PolicyEndpoint) ([]corev1.Pod, error) {
 	out := make([]corev1.Pod, 0, len(eps))
 	for _, e := range eps {
 		var pod corev1.Pod
@@ -254,13 +254,13 @@ func (p *PolicyPart) endpointPods(ctx context.Context, eps []translate.PolicyEnd
 // the store with its pod and addresses, its host veth named by hostVeth.
 // Attachments without a pod (recovered from the kernel before their pod
 // was known) are left out.
-func PolicyEndpoints(eps []endpointstore.Endpoint, hostVeth func(endpointstore.Key) string) []translate.PolicyEndpoint {
-	out := make([]translate.PolicyEndpoint, 0, len(eps))
+func PolicyEndpoints(eps []endpointstore.Endpoint, hostVeth func(endpointstore.Key) string) []policytranslate.PolicyEndpoint {
+	out := make([]policytranslate.PolicyEndpoint, 0, len(eps))
 	for _, e := range eps {
 		if e.PodName == "" {
 			continue
 		}
-		pe := translate.PolicyEndpoint{HostVeth: hostVeth(e.Key), Namespace: e.PodNamespace, Name: e.PodName}
+		pe := policytranslate.PolicyEndpoint{HostVeth: hostVeth(e.Key), Namespace: e.PodNamespace, Name: e.PodName}
 		for _, s := range e.IPs {
 			if p, err := netip.ParsePrefix(s); err == nil && !slices.Contains(pe.Addrs, p.Addr().Unmap()) {
 				pe.Addrs = append(pe.Addrs, p.Addr().Unmap())

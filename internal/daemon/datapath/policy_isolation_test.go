@@ -27,10 +27,10 @@ import (
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 	"github.com/estuary-cni/estuary/test/infra/nstest"
 )
 
@@ -104,7 +104,7 @@ func TestPolicyPartOneObjectCostsOnlyItself(t *testing.T) {
 				To: []npv1beta1.ClusterNetworkPolicyEgressPeer{{DomainNames: []npv1beta1.DomainName{"example.com"}}}}},
 		}}
 	create(t, k8s, domains)
-	if ps := translate.ClusterPolicyProblems(domains); len(ps) != 1 || ps[0].Field != "spec.egress[0].to[0].domainNames" {
+	if ps := policytranslate.ClusterPolicyProblems(domains); len(ps) != 1 || ps[0].Field != "spec.egress[0].to[0].domainNames" {
 		t.Fatalf("ClusterPolicyProblems(domains) = %v", ps)
 	}
 
@@ -127,8 +127,8 @@ func TestPolicyPartOneObjectCostsOnlyItself(t *testing.T) {
 		return nil
 	})
 	eventually(t, "the ClusterNetworkPolicy is counted as not enforced as written", func() error {
-		cnp := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(translate.KindClusterNetworkPolicy))
-		np := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(translate.KindNetworkPolicy))
+		cnp := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(policytranslate.KindClusterNetworkPolicy))
+		np := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(policytranslate.KindNetworkPolicy))
 		if cnp != 1 || np != 0 || testutil.ToFloat64(metrics.closed) != 0 {
 			return fmt.Errorf("not enforced: %v ClusterNetworkPolicy, %v NetworkPolicy; compile problems %v", cnp, np, testutil.ToFloat64(metrics.closed))
 		}
@@ -167,7 +167,7 @@ func TestPolicyPartOneObjectCostsOnlyItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "without the ClusterNetworkPolicy nothing is counted and the victim's egress is open", func() error {
-		n := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(translate.KindClusterNetworkPolicy))
+		n := testutil.ToFloat64(metrics.notEnforced.WithLabelValues(policytranslate.KindClusterNetworkPolicy))
 		if e, ok := read().Egress["vetheve"]; n != 0 || ok {
 			return fmt.Errorf("not enforced: %v ClusterNetworkPolicy; victim's egress entry %q", n, e)
 		}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/estuary-cni/estuary/internal/daemon/translate"
+	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
 // TestPolicyReadListsEveryPodOnlyWhenAPolicyExists: without a policy the
@@ -36,7 +36,7 @@ func TestPolicyReadListsEveryPodOnlyWhenAPolicyExists(t *testing.T) {
 			return c.List(ctx, l, o...)
 		}}).Build()
 	part := NewPolicyPart(PolicyConfig{Reader: c}, nil)
-	eps := []translate.PolicyEndpoint{
+	eps := []policytranslate.PolicyEndpoint{
 		{HostVeth: "veth1", Namespace: "tenant", Name: "local"},
 		{HostVeth: "veth2", Namespace: "tenant", Name: "gone"},
 	}

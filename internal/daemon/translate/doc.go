@@ -4,8 +4,9 @@
 // tunnel's neighbour table (NeighTable), the underlay's Input
 // (BuildUnderlayInput), the BGP networks a node announces and their
 // speakers' configuration (BuildBGPNetworks, SpeakerConfig), and the fast
-// path's desired maps (FastPathDesired, FastPathTunnel), and the policy a
-// node enforces from NetworkPolicies and ClusterNetworkPolicies (Policy).
+// path's desired maps (FastPathDesired, FastPathTunnel). The policy a node
+// enforces is translated by package policytranslate, which the manager
+// shares.
 //
 // It is pure: no client, no cache, no kernel; equal inputs give equal
 // outputs. One object it cannot read (a malformed annotation or CIDR) is

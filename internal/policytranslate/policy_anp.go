@@ -1,4 +1,4 @@
-package translate
+package policytranslate
 
 // AdminNetworkPolicy and BaselineAdminNetworkPolicy (network-policy-api
 // v1alpha1) are read as the ClusterNetworkPolicies they convert to: an

@@ -1,4 +1,4 @@
-package translate
+package policytranslate
 
 // Policy translation: NetworkPolicy and ClusterNetworkPolicy (its Admin
 // and Baseline tiers) into the model of package policy.

@@ -1,4 +1,4 @@
-package translate
+package policytranslate
 
 import (
 	"net/netip"
@@ -115,7 +115,7 @@ func hosts(ss ...string) policy.Peers {
 	for _, a := range addrs(ss...) {
 		p.Blocks = append(p.Blocks, policy.Block{CIDR: netip.PrefixFrom(a, a.BitLen())})
 	}
-	slices.SortFunc(p.Blocks, func(a, b policy.Block) int { return comparePrefixes(a.CIDR, b.CIDR) })
+	slices.SortFunc(p.Blocks, func(a, b policy.Block) int { return a.CIDR.Compare(b.CIDR) })
 	return p
 }
 

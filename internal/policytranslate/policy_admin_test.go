@@ -1,4 +1,4 @@
-package translate
+package policytranslate
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package translate
+package policytranslate
 
 import (
 	"fmt"
@@ -230,7 +230,8 @@ func (p peers) model() policy.Peers {
 			bs = append(bs, policy.Block{CIDR: netip.PrefixFrom(a, a.BitLen())})
 		}
 	}
-	slices.SortStableFunc(bs, func(a, b policy.Block) int { return comparePrefixes(a.CIDR, b.CIDR) })
+	// Every block is masked, so Compare orders by family, address, then length.
+	slices.SortStableFunc(bs, func(a, b policy.Block) int { return a.CIDR.Compare(b.CIDR) })
 	return policy.Peers{Blocks: slices.CompactFunc(bs, func(a, b policy.Block) bool {
 		return a.CIDR == b.CIDR && slices.Equal(a.Except, b.Except)
 	})}
