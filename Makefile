@@ -82,7 +82,8 @@ verify-generate: generate ## Fail if generated files differ from what is committ
 	@echo "generated files are up to date"
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml, and fail on an untidy go.mod.
+	@go mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy; run 'go mod tidy' and commit:"; go mod tidy -diff; exit 1; }
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: kube-binaries

@@ -2,10 +2,11 @@
 // caller's thread there, and keeps the directory named namespaces are
 // pinned in a shared mount point (SharedDir).
 //
-// Do starts a fresh goroutine, locks it to its OS thread, enters the target
-// namespace and runs fn. The thread is never unlocked, so the Go runtime
-// discards it when the goroutine ends instead of reusing a thread that is in
-// the wrong namespace. Sockets and netlink handles fn opens stay bound to the
+// Do is containernetworking's ns.WithNetNSPath: it runs fn on a fresh
+// goroutine locked to its OS thread inside the target namespace, and
+// returns that thread to the caller's namespace (or lets it die with the
+// goroutine when it cannot), so no thread is ever reused in the wrong
+// namespace. Sockets and netlink handles fn opens stay bound to the
 // namespace wherever they are used afterwards.
 package nsrun
 
@@ -13,9 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 
-	"github.com/vishvananda/netns"
+	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,22 +26,7 @@ func Do(nsPath string, fn func() error) error {
 	if nsPath == "" {
 		return fn()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		target, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			errc <- fmt.Errorf("open network namespace %s: %w", nsPath, err)
-			return
-		}
-		defer func() { _ = target.Close() }()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter network namespace %s: %w", nsPath, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+	return ns.WithNetNSPath(nsPath, func(ns.NetNS) error { return fn() })
 }
 
 // SharedDir makes dir (the directory named namespaces are pinned in,

@@ -3,12 +3,12 @@ package resubscribe
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 )
 
-// Failed runs are retried after doubling waits up to the cap, each failure
+// Failed runs are retried after doubling waits up to the cap, each
+// jittered by at most Jitter of its base, each failure
 // is reported with its error, and Run returns once ctx ends.
 func TestRunBacksOffAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -38,8 +38,13 @@ func TestRunBacksOffAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after ctx ended")
 	}
-	want := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond}
-	if calls != 5 || !slices.Equal(waits, want) {
-		t.Errorf("%d calls, waits %v; want 5 calls, waits %v", calls, waits, want)
+	base := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond}
+	if calls != 5 || len(waits) != len(base) {
+		t.Fatalf("%d calls, waits %v; want 5 calls, waits of bases %v", calls, waits, base)
+	}
+	for i, w := range waits {
+		if limit := time.Duration(float64(base[i]) * (1 + Jitter)); w < base[i] || w >= limit {
+			t.Errorf("wait %d is %v, want in [%v, %v)", i, w, base[i], limit)
+		}
 	}
 }

@@ -2,15 +2,10 @@ package version
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
-)
 
-// semverRE is a semantic version (semver.org 2.0.0) without a leading "v".
-var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
-	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
-	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+)
 
 // Semver is a parsed semantic version.
 type Semver struct {
@@ -19,21 +14,16 @@ type Semver struct {
 	Build               string // after "+"
 }
 
-// Parse parses a semantic version; a leading "v" is allowed.
+// Parse parses a semantic version (semver.org 2.0.0, strictly: three
+// numbers without leading zeros, no surrounding space); a leading "v" is
+// allowed.
 func Parse(s string) (Semver, error) {
-	m := semverRE.FindStringSubmatch(strings.TrimPrefix(s, "v"))
-	if m == nil {
+	v, err := utilversion.ParseSemantic(s)
+	if err != nil || strings.TrimSpace(s) != s {
 		return Semver{}, fmt.Errorf("%q is not a semantic version (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD])", s)
 	}
-	var n [3]int
-	for i := range n {
-		v, err := strconv.Atoi(m[i+1])
-		if err != nil {
-			return Semver{}, fmt.Errorf("version %q: %w", s, err)
-		}
-		n[i] = v
-	}
-	return Semver{Major: n[0], Minor: n[1], Patch: n[2], Prerelease: m[4], Build: m[5]}, nil
+	return Semver{Major: int(v.Major()), Minor: int(v.Minor()), Patch: int(v.Patch()), Prerelease: v.PreRelease(),
+		Build: v.BuildMetadata()}, nil
 }
 
 // String formats v without a leading "v".

@@ -240,3 +240,38 @@ selects every pod.
 {{- end -}}
 {{- join "," $terms -}}
 {{- end -}}
+
+{{/*
+A component's extra environment (a list of EnvVars) as YAML list items,
+failing on a name the chart sets itself or a name given twice. Call with
+(dict "value" "daemon.extraEnv" "env" .Values.daemon.extraEnv "own" (list
+"NODE_NAME")).
+*/}}
+{{- define "estuary.extraEnv" -}}
+{{- $seen := list -}}
+{{- range $i, $e := .env -}}
+{{- $name := required (printf "%s[%d].name is required" $.value $i) $e.name -}}
+{{- if has $name $.own -}}
+{{- fail (printf "%s[%d]: %s is set by the chart itself" $.value $i $name) -}}
+{{- end -}}
+{{- if has $name $seen -}}
+{{- fail (printf "%s[%d]: %s is given twice" $.value $i $name) -}}
+{{- end -}}
+{{- $seen = append $seen $name -}}
+{{- end -}}
+{{- with .env }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/*
+A component's podAnnotations as YAML, failing on a key the chart sets
+itself. Call with (dict "value" "manager.podAnnotations" "annotations"
+.Values.manager.podAnnotations "own" (list "checksum/bootstrap")).
+*/}}
+{{- define "estuary.podAnnotations" -}}
+{{- range $k, $_ := .annotations -}}
+{{- if has $k $.own -}}
+{{- fail (printf "%s: %s is set by the chart itself" $.value $k) -}}
+{{- end -}}
+{{- end -}}
+{{- with .annotations }}{{ toYaml . }}{{ end -}}
+{{- end -}}

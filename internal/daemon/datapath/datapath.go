@@ -55,6 +55,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,7 +206,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 	tick := time.NewTicker(s.opts.Resync)
 	defer tick.Stop()
-	backoff := time.Duration(0)
+	backoff := retryBackoff()
 	var (
 		retry <-chan time.Time
 		next  time.Time // the soonest a paced pass may start
@@ -234,13 +236,21 @@ func (s *Syncer) loop(ctx context.Context, pass func(context.Context) error) {
 		s.opts.Metrics.observe(start, end, err)
 		s.opts.Progress.end(end, err)
 		if err != nil {
-			backoff = min(max(2*backoff, 200*time.Millisecond), 30*time.Second)
-			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", backoff)
-			retry = time.After(backoff)
+			after := backoff.Step()
+			s.opts.Log.Error(err, "data-path reconcile failed; retrying", "in", after)
+			retry = time.After(after)
 			continue
 		}
-		backoff = 0
+		backoff = retryBackoff()
 	}
+}
+
+// retryBackoff is the wait before a failed pass is retried: 200 ms,
+// doubling to 30 s, each jittered by up to a fifth so that the nodes that
+// failed together (an API server restart) do not retry in step.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32,
+		Cap: 30 * time.Second}
 }
 
 // pace waits, after a PokeCluster, until next or a Poke, whichever comes

@@ -3,31 +3,26 @@ package ops
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
 
 	"github.com/estuary-cni/estuary/internal/nsrun"
 )
 
-// ARP opcodes and frame layout (RFC 826 over Ethernet).
-const (
-	arpRequest  = 1
-	arpEthernet = 1 // hardware type
-	arpLen      = 28
-	etherLen    = 14
-)
-
-var broadcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+// arpEthernet is ARP's hardware type for Ethernet (RFC 826).
+const arpEthernet = 1
 
 // arpPacket is the part of an ARP packet the helpers below look at.
 type arpPacket struct {
-	op             uint16
+	op             arp.Operation
 	senderMAC      net.HardwareAddr
 	sender, target netip.Addr
 }
@@ -47,7 +42,7 @@ func (h *Segment) GratuitousARP(dev string, ip netip.Addr) error {
 		return fmt.Errorf("gratuitous arp %s on %s: %w", ip, dev, err)
 	}
 	defer s.close()
-	if err := s.send(arpRequest, ip, ip); err != nil {
+	if err := s.send(arp.OperationRequest, ip, ip); err != nil {
 		return fmt.Errorf("gratuitous arp %s on %s: %w", ip, dev, err)
 	}
 	return nil
@@ -90,7 +85,7 @@ func (h *Segment) arpAsk(ctx context.Context, dev string, sender, target netip.A
 		return nil, err
 	}
 	defer s.close()
-	send := func() error { return s.send(arpRequest, sender, target) }
+	send := func() error { return s.send(arp.OperationRequest, sender, target) }
 	return askUntil(ctx, wait, send, func(d time.Duration) (net.HardwareAddr, error) {
 		p, ok, err := s.recv(d)
 		if err != nil || !ok || bytes.Equal(p.senderMAC, s.mac) {
@@ -99,7 +94,7 @@ func (h *Segment) arpAsk(ctx context.Context, dev string, sender, target netip.A
 		// Whoever sends from target holds it; while probing, so does a host
 		// probing for target itself (RFC 5227, section 2.1.1).
 		holder := p.sender == target
-		rival := sender.IsUnspecified() && p.op == arpRequest && p.sender.IsUnspecified() && p.target == target
+		rival := sender.IsUnspecified() && p.op == arp.OperationRequest && p.sender.IsUnspecified() && p.target == target
 		if holder || rival {
 			return p.senderMAC, nil
 		}
@@ -141,118 +136,125 @@ func askUntil(ctx context.Context, wait time.Duration, send func() error,
 
 // arpSock is a packet socket bound to one link for ARP frames.
 type arpSock struct {
-	fd    int
-	index int
-	mac   net.HardwareAddr
+	c   *packet.Conn
+	mac net.HardwareAddr
+	buf []byte
 }
 
 // arpSocket opens a packet socket in the handle's namespace, bound to dev.
 func (h *Segment) arpSocket(dev string) (*arpSock, error) {
-	fd, index, mac, err := h.packetSocket(dev, unix.ETH_P_ARP)
+	c, ifi, err := h.packetSocket(dev, ethernet.EtherTypeARP, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &arpSock{fd: fd, index: index, mac: mac}
-	if err := unix.Bind(s.fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: s.index}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("bind packet socket to %s: %w", dev, err)
-	}
-	return s, nil
+	return &arpSock{c: c, mac: ifi.HardwareAddr, buf: make([]byte, 256)}, nil
 }
 
-// packetSocket opens an unbound packet socket for protocol proto (0
-// receives nothing until bound) in the handle's namespace, and returns it
-// with dev's index and Ethernet address.
-func (h *Segment) packetSocket(dev string, proto uint16) (fd, index int, mac net.HardwareAddr, err error) {
+// packetSocket opens a raw packet socket in the handle's namespace, bound
+// to dev for frames of type proto that pass cfg's filter, and returns it
+// with dev (its index and Ethernet address). The socket stays in that
+// namespace.
+func (h *Segment) packetSocket(dev string, proto ethernet.EtherType, cfg *packet.Config) (*packet.Conn, *net.Interface, error) {
 	link, err := h.nl.LinkByName(dev)
 	if err != nil {
-		return -1, 0, nil, fmt.Errorf("link %s: %w", dev, err)
+		return nil, nil, fmt.Errorf("link %s: %w", dev, err)
 	}
 	a := link.Attrs()
 	if len(a.HardwareAddr) != 6 {
-		return -1, 0, nil, fmt.Errorf("link %s: no Ethernet address", dev)
+		return nil, nil, fmt.Errorf("link %s: no Ethernet address", dev)
 	}
-	fd = -1
+	ifi := &net.Interface{Index: a.Index, Name: a.Name, MTU: a.MTU, HardwareAddr: a.HardwareAddr}
+	var c *packet.Conn
 	err = nsrun.Do(h.ns, func() error {
-		var serr error
-		if fd, serr = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(proto))); serr != nil {
-			return fmt.Errorf("packet socket: %w", serr)
+		var lerr error
+		if c, lerr = packet.Listen(ifi, packet.Raw, int(proto), cfg); lerr != nil {
+			return fmt.Errorf("packet socket on %s: %w", dev, lerr)
 		}
 		return nil
 	})
 	if err != nil {
-		return -1, 0, nil, err
+		return nil, nil, err
 	}
-	return fd, a.Index, a.HardwareAddr, nil
+	return c, ifi, nil
 }
 
-func (s *arpSock) close() { _ = unix.Close(s.fd) }
+// readFrame waits up to d for one frame on c and returns its length, 0
+// when none came.
+func readFrame(c *packet.Conn, buf []byte, d time.Duration) (int, error) {
+	if d <= 0 {
+		return 0, nil
+	}
+	if err := c.SetReadDeadline(time.Now().Add(max(d, time.Millisecond))); err != nil {
+		return 0, fmt.Errorf("socket deadline: %w", err)
+	}
+	n, _, err := c.ReadFrom(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, nil
+	}
+	return n, err
+}
 
-func (s *arpSock) send(op uint16, sender, target netip.Addr) error {
-	f := make([]byte, etherLen+arpLen)
-	copy(f[0:6], broadcastMAC)
-	copy(f[6:12], s.mac)
-	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_ARP)
-	a := f[etherLen:]
-	binary.BigEndian.PutUint16(a[0:2], arpEthernet)
-	binary.BigEndian.PutUint16(a[2:4], unix.ETH_P_IP)
-	a[4], a[5] = 6, 4
-	binary.BigEndian.PutUint16(a[6:8], op)
-	copy(a[8:14], s.mac)
-	s4, t4 := sender.As4(), target.As4()
-	copy(a[14:18], s4[:])
-	copy(a[24:28], t4[:])
-	to := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: s.index, Halen: 6}
-	copy(to.Addr[:], broadcastMAC)
-	if err := unix.Sendto(s.fd, f, 0, to); err != nil {
+func (s *arpSock) close() { _ = s.c.Close() }
+
+func (s *arpSock) send(op arp.Operation, sender, target netip.Addr) error {
+	f, err := arpFrame(op, s.mac, sender, target)
+	if err == nil {
+		_, err = s.c.WriteTo(f, &packet.Addr{HardwareAddr: ethernet.Broadcast})
+	}
+	if err != nil {
 		return fmt.Errorf("send arp: %w", err)
 	}
 	return nil
 }
 
+// arpFrame is the broadcast Ethernet frame of an ARP packet from mac, its
+// target hardware address unknown (zero).
+func arpFrame(op arp.Operation, mac net.HardwareAddr, sender, target netip.Addr) ([]byte, error) {
+	p, err := arp.NewPacket(op, mac, sender, make(net.HardwareAddr, 6), target)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := p.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	f := ethernet.Frame{Destination: ethernet.Broadcast, Source: mac, EtherType: ethernet.EtherTypeARP, Payload: pb}
+	return f.MarshalBinary()
+}
+
 // recv waits up to d for one ARP packet; ok is false when none came.
 func (s *arpSock) recv(d time.Duration) (arpPacket, bool, error) {
-	if d <= 0 {
-		return arpPacket{}, false, nil
-	}
-	tv := unix.NsecToTimeval(max(d, time.Millisecond).Nanoseconds())
-	if err := unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return arpPacket{}, false, fmt.Errorf("arp socket timeout: %w", err)
-	}
-	buf := make([]byte, 256)
-	n, _, err := unix.Recvfrom(s.fd, buf, 0)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-		return arpPacket{}, false, nil
-	}
+	n, err := readFrame(s.c, s.buf, d)
 	if err != nil {
 		return arpPacket{}, false, fmt.Errorf("receive arp: %w", err)
 	}
-	p, ok := parseARP(buf[:n])
+	if n == 0 {
+		return arpPacket{}, false, nil
+	}
+	p, ok := parseARP(s.buf[:n])
 	return p, ok, nil
 }
 
-// parseARP reads an Ethernet frame carrying IPv4-over-Ethernet ARP
-// (hardware type Ethernet, protocol IPv4). A frame whose sender hardware
-// address is a group (multicast, broadcast) or the all-zero address is
-// refused: no station has it, and a host must not believe one (RFC 1812,
-// section 3.3.2), so it is nobody's answer.
-func parseARP(f []byte) (arpPacket, bool) {
-	if len(f) < etherLen+arpLen || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP {
+// parseARP reads an untagged Ethernet frame carrying IPv4-over-Ethernet
+// ARP (hardware type Ethernet, protocol IPv4). A frame whose sender
+// hardware address is a group (multicast, broadcast) or the all-zero
+// address is refused: no station has it, and a host must not believe one
+// (RFC 1812, section 3.3.2), so it is nobody's answer.
+func parseARP(b []byte) (arpPacket, bool) {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(b); err != nil || f.VLAN != nil || f.ServiceVLAN != nil || f.EtherType != ethernet.EtherTypeARP {
 		return arpPacket{}, false
 	}
-	a := f[etherLen:]
-	if binary.BigEndian.Uint16(a[0:2]) != arpEthernet || binary.BigEndian.Uint16(a[2:4]) != unix.ETH_P_IP || a[4] != 6 || a[5] != 4 {
+	var p arp.Packet
+	if err := p.UnmarshalBinary(f.Payload); err != nil {
 		return arpPacket{}, false
 	}
-	if a[8]&1 == 1 || bytes.Equal(a[8:14], make([]byte, 6)) {
+	if p.HardwareType != arpEthernet || p.ProtocolType != uint16(ethernet.EtherTypeIPv4) ||
+		p.HardwareAddrLength != 6 || p.IPLength != 4 {
 		return arpPacket{}, false
 	}
-	return arpPacket{
-		op:        binary.BigEndian.Uint16(a[6:8]),
-		senderMAC: net.HardwareAddr(append([]byte(nil), a[8:14]...)),
-		sender:    netip.AddrFrom4([4]byte(a[14:18])),
-		target:    netip.AddrFrom4([4]byte(a[24:28])),
-	}, true
+	if p.SenderHardwareAddr[0]&1 == 1 || bytes.Equal(p.SenderHardwareAddr, make([]byte, 6)) {
+		return arpPacket{}, false
+	}
+	return arpPacket{op: p.Operation, senderMAC: p.SenderHardwareAddr, sender: p.SenderIP, target: p.TargetIP}, true
 }
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }

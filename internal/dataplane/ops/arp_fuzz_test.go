@@ -10,27 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 )
-
-// arpFrame is the Ethernet frame of p as a station with p.senderMAC sends
-// it, broadcast.
-func arpFrame(p arpPacket) []byte {
-	f := make([]byte, etherLen+arpLen)
-	copy(f[0:6], broadcastMAC)
-	copy(f[6:12], p.senderMAC)
-	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_ARP)
-	a := f[etherLen:]
-	binary.BigEndian.PutUint16(a[0:2], arpEthernet)
-	binary.BigEndian.PutUint16(a[2:4], unix.ETH_P_IP)
-	a[4], a[5] = 6, 4
-	binary.BigEndian.PutUint16(a[6:8], p.op)
-	copy(a[8:14], p.senderMAC)
-	s4, t4 := p.sender.As4(), p.target.As4()
-	copy(a[14:18], s4[:])
-	copy(a[24:28], t4[:])
-	return f
-}
 
 // arpWellFormed says, from the frame's bytes alone, whether parseARP must
 // accept it: long enough, ethertype ARP, hardware type Ethernet, protocol
@@ -79,7 +61,7 @@ func FuzzParseARP(f *testing.F) {
 		func(b []byte) { b[14], b[15] = 0, 6 },                  // hardware type IEEE 802
 		func(b []byte) { b[16], b[17] = 0x86, 0xdd },            // protocol IPv6
 		func(b []byte) { b[18], b[19] = 16, 16 },                // lengths of another protocol
-		func(b []byte) { copy(b[22:28], broadcastMAC) },         // broadcast sender
+		func(b []byte) { copy(b[22:28], ethernet.Broadcast) },   // broadcast sender
 		func(b []byte) { copy(b[22:28], make([]byte, 6)) },      // all-zero sender
 		func(b []byte) { b[22] = 0x01 },                         // multicast sender
 		func(b []byte) { b[12], b[13] = 0x81, 0x00 },            // a VLAN tag
@@ -104,7 +86,7 @@ func FuzzParseARP(f *testing.F) {
 			return
 		}
 		a := frame[etherLen:]
-		want := arpPacket{op: binary.BigEndian.Uint16(a[6:8]), senderMAC: net.HardwareAddr(bytes.Clone(a[8:14])),
+		want := arpPacket{op: arp.Operation(binary.BigEndian.Uint16(a[6:8])), senderMAC: net.HardwareAddr(bytes.Clone(a[8:14])),
 			sender: netip.AddrFrom4([4]byte(a[14:18])), target: netip.AddrFrom4([4]byte(a[24:28]))}
 		if !reflect.DeepEqual(p, want) {
 			t.Fatalf("parseARP(%x) = %+v, want %+v", frame, p, want)
@@ -115,7 +97,11 @@ func FuzzParseARP(f *testing.F) {
 		if !reflect.DeepEqual(p, want) {
 			t.Fatalf("parseARP's result changed with its frame: %+v", p)
 		}
-		again, ok := parseARP(arpFrame(p))
+		b, err := arpFrame(p.op, p.senderMAC, p.sender, p.target)
+		if err != nil {
+			t.Fatalf("arpFrame(%+v): %v", p, err)
+		}
+		again, ok := parseARP(b)
 		if !ok || !reflect.DeepEqual(again, p) {
 			t.Fatalf("round trip of %+v: %+v, %v", p, again, ok)
 		}

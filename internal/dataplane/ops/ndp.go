@@ -3,12 +3,13 @@ package ops
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"time"
 
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -112,66 +113,65 @@ func ndpUnicast(ip netip.Addr) bool {
 
 // ndpSock is a packet socket bound to one link that receives only Neighbor
 // Solicitations and Advertisements.
+//
+// It is a raw packet socket, not mdlayher/ndp's Conn: that is an ICMPv6
+// socket, whose kernel sends from an address the namespace holds, while a
+// duplicate address probe must come from :: (the kernel picks a source of
+// its own instead) and a resolution on a pod's behalf from the pod's
+// address, which the namespace asking does not hold; neither does it
+// show a message's Ethernet source, by which a probe's own echo is told
+// apart. ndp's message types write and read the messages inside.
 type ndpSock struct {
-	fd    int
+	c     *packet.Conn
 	index int
 	mac   net.HardwareAddr
 	buf   []byte
 }
 
-// ndpSocket opens a packet socket in the handle's namespace, bound to dev.
-// The socket is made with protocol 0, which receives nothing, and bound to
-// IPv6 only once its filter is attached, so no other frame is queued.
+// ndpSocket opens a packet socket in the handle's namespace, bound to dev,
+// its filter attached before it is bound, so no other frame is queued.
 func (h *Segment) ndpSocket(dev string) (*ndpSock, error) {
-	fd, index, mac, err := h.packetSocket(dev, 0)
+	filter, err := bpf.Assemble(ndpFilter)
+	if err != nil {
+		return nil, fmt.Errorf("assemble ndp filter: %w", err)
+	}
+	c, ifi, err := h.packetSocket(dev, ethernet.EtherTypeIPv6, &packet.Config{Filter: filter})
 	if err != nil {
 		return nil, err
 	}
-	s := &ndpSock{fd: fd, index: index, mac: mac, buf: make([]byte, 2048)}
-	if err := s.attachFilter(); err != nil {
-		s.close()
-		return nil, err
-	}
-	if err := unix.Bind(s.fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: s.index}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("bind packet socket to %s: %w", dev, err)
-	}
-	return s, nil
+	return &ndpSock{c: c, index: ifi.Index, mac: ifi.HardwareAddr, buf: make([]byte, 2048)}, nil
 }
 
-func (s *ndpSock) close() { _ = unix.Close(s.fd) }
-
-func (s *ndpSock) attachFilter() error {
-	raw, err := bpf.Assemble(ndpFilter)
-	if err != nil {
-		return fmt.Errorf("assemble ndp filter: %w", err)
-	}
-	prog := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if err := unix.SetsockoptSockFprog(s.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
-		return fmt.Errorf("attach ndp filter: %w", err)
-	}
-	return nil
-}
+func (s *ndpSock) close() { _ = s.c.Close() }
 
 // join makes the link accept frames for the multicast group while the
-// socket is open.
+// socket is open (packet(7) PACKET_ADD_MEMBERSHIP, which mdlayher/packet
+// does not wrap).
 func (s *ndpSock) join(group netip.Addr) error {
+	rc, err := s.c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("join %s: %w", group, err)
+	}
 	mr := unix.PacketMreq{Ifindex: int32(s.index), Type: unix.PACKET_MR_MULTICAST, Alen: 6}
 	copy(mr.Address[:], multicastMAC(group))
-	if err := unix.SetsockoptPacketMreq(s.fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mr); err != nil {
-		return fmt.Errorf("join %s: %w", group, err)
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptPacketMreq(int(fd), unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mr)
+	}); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		return fmt.Errorf("join %s: %w", group, serr)
 	}
 	return nil
 }
 
 func (s *ndpSock) send(p ndpPacket) error {
-	to := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: s.index, Halen: 6}
-	copy(to.Addr[:], p.etherDst)
-	if err := unix.Sendto(s.fd, p.marshal(), 0, to); err != nil {
+	f, err := p.marshal()
+	if err == nil {
+		_, err = s.c.WriteTo(f, &packet.Addr{HardwareAddr: p.etherDst})
+	}
+	if err != nil {
 		return fmt.Errorf("send %s for %s: %w", p.kind(), p.target, err)
 	}
 	return nil
@@ -179,19 +179,12 @@ func (s *ndpSock) send(p ndpPacket) error {
 
 // recv waits up to d for one NDP packet; ok is false when none came.
 func (s *ndpSock) recv(d time.Duration) (ndpPacket, bool, error) {
-	if d <= 0 {
-		return ndpPacket{}, false, nil
-	}
-	tv := unix.NsecToTimeval(max(d, time.Millisecond).Nanoseconds())
-	if err := unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return ndpPacket{}, false, fmt.Errorf("ndp socket timeout: %w", err)
-	}
-	n, _, err := unix.Recvfrom(s.fd, s.buf, 0)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-		return ndpPacket{}, false, nil
-	}
+	n, err := readFrame(s.c, s.buf, d)
 	if err != nil {
 		return ndpPacket{}, false, fmt.Errorf("receive ndp: %w", err)
+	}
+	if n == 0 {
+		return ndpPacket{}, false, nil
 	}
 	p, ok := parseNDP(s.buf[:n])
 	return p, ok, nil

@@ -2,10 +2,15 @@ package ops
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/ndp"
 	"golang.org/x/net/bpf"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,16 +18,12 @@ import (
 // IPv6 header, the ICMPv6 header with the flags word and the target, then
 // options of 8-octet units.
 const (
-	ipv6Len      = 40
-	ndpLen       = 24
-	lladdrOptLen = 8
-	ndpHopLimit  = 255
+	etherLen    = 14
+	ndpLen      = 24
+	protoICMPv6 = unix.IPPROTO_ICMPV6
 
-	icmpNS = 135
-	icmpNA = 136
-
-	optSourceLL = 1
-	optTargetLL = 2
+	icmpNS = 135 // ipv6.ICMPTypeNeighborSolicitation
+	icmpNA = 136 // ipv6.ICMPTypeNeighborAdvertisement
 
 	naRouter    = 0x80
 	naSolicited = 0x40
@@ -75,10 +76,14 @@ func unsolicitedNA(mac net.HardwareAddr, ip netip.Addr) ndpPacket {
 }
 
 // solicitedNode returns ip's solicited-node multicast group,
-// ff02::1:ffXX:XXXX with ip's low 24 bits (RFC 4291, section 2.7.1).
+// ff02::1:ffXX:XXXX with ip's low 24 bits (RFC 4291, section 2.7.1). ip is
+// an IPv6 address (ndpUnicast); for any other it is the invalid address.
 func solicitedNode(ip netip.Addr) netip.Addr {
-	b := ip.As16()
-	return netip.AddrFrom16([16]byte{0: 0xff, 1: 0x02, 11: 0x01, 12: 0xff, 13: b[13], 14: b[14], 15: b[15]})
+	g, err := ndp.SolicitedNodeMulticast(ip)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return g
 }
 
 // multicastMAC returns the Ethernet group of an IPv6 multicast address,
@@ -90,112 +95,99 @@ func multicastMAC(group netip.Addr) net.HardwareAddr {
 
 // marshal returns p as an Ethernet frame, hop limit 255 and checksum set.
 // Ethernet addresses and lladdr must be 6 bytes long.
-func (p ndpPacket) marshal() []byte {
-	n := ndpLen
-	if p.lladdr != nil {
-		n += lladdrOptLen
+func (p ndpPacket) marshal() ([]byte, error) {
+	msg, err := ndp.MarshalMessageChecksum(p.message(), p.src, p.dst)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s for %s: %w", p.kind(), p.target, err)
 	}
-	f := make([]byte, etherLen+ipv6Len+n)
-	copy(f[0:6], p.etherDst)
-	copy(f[6:12], p.etherSrc)
-	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_IPV6)
-	ip := f[etherLen:]
-	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:6], uint16(n))
-	ip[6], ip[7] = unix.IPPROTO_ICMPV6, ndpHopLimit
-	src, dst, target := p.src.As16(), p.dst.As16(), p.target.As16()
-	copy(ip[8:24], src[:])
-	copy(ip[24:40], dst[:])
-	m := ip[ipv6Len:]
-	m[0] = p.typ
-	m[4] = p.flags
-	copy(m[8:24], target[:])
-	if p.lladdr != nil {
-		m[24], m[25] = optSourceLL, 1
-		if p.typ == icmpNA {
-			m[24] = optTargetLL
-		}
-		copy(m[26:32], p.lladdr)
-	}
-	binary.BigEndian.PutUint16(m[2:4], icmpv6Checksum(src, dst, m))
-	return f
+	// The fixed IPv6 header: x/net/ipv6 parses one but writes none (its
+	// sockets leave that to the kernel), and this one has no options.
+	ip := make([]byte, ipv6.HeaderLen, ipv6.HeaderLen+len(msg))
+	ip[0] = 6 << 4
+	binary.BigEndian.PutUint16(ip[4:6], uint16(len(msg)))
+	ip[6], ip[7] = protoICMPv6, ndp.HopLimit
+	copy(ip[8:24], p.src.AsSlice())
+	copy(ip[24:40], p.dst.AsSlice())
+	f := ethernet.Frame{Destination: p.etherDst, Source: p.etherSrc, EtherType: ethernet.EtherTypeIPv6, Payload: append(ip, msg...)}
+	return f.MarshalBinary()
 }
 
-// parseNDP reads an Ethernet frame carrying a valid Neighbor Solicitation
-// or Advertisement (RFC 4861, sections 7.1.1 and 7.1.2: hop limit 255,
-// code 0, checksum, well-formed options), without extension headers.
-func parseNDP(f []byte) (ndpPacket, bool) {
-	if len(f) < etherLen+ipv6Len+ndpLen || binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_IPV6 {
+// message returns p as an ndp message, its link-layer address option, if
+// any, as the first.
+func (p ndpPacket) message() ndp.Message {
+	var opts []ndp.Option
+	if p.typ == icmpNA {
+		if p.lladdr != nil {
+			opts = append(opts, &ndp.LinkLayerAddress{Direction: ndp.Target, Addr: p.lladdr})
+		}
+		return &ndp.NeighborAdvertisement{
+			Router: p.flags&naRouter != 0, Solicited: p.flags&naSolicited != 0, Override: p.flags&naOverride != 0,
+			TargetAddress: p.target, Options: opts,
+		}
+	}
+	if p.lladdr != nil {
+		opts = append(opts, &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: p.lladdr})
+	}
+	return &ndp.NeighborSolicitation{TargetAddress: p.target, Options: opts}
+}
+
+// parseNDP reads an untagged Ethernet frame carrying a valid Neighbor
+// Solicitation or Advertisement (RFC 4861, sections 7.1.1 and 7.1.2: hop
+// limit 255, code 0, checksum, well-formed options), without extension
+// headers.
+func parseNDP(b []byte) (ndpPacket, bool) {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(b); err != nil || f.VLAN != nil || f.ServiceVLAN != nil || f.EtherType != ethernet.EtherTypeIPv6 {
 		return ndpPacket{}, false
 	}
-	ip := f[etherLen:]
-	n := int(binary.BigEndian.Uint16(ip[4:6]))
-	if ip[0]>>4 != 6 || ip[6] != unix.IPPROTO_ICMPV6 || ip[7] != ndpHopLimit || n < ndpLen || n > len(ip)-ipv6Len {
+	h, err := ipv6.ParseHeader(f.Payload)
+	if err != nil || h.Version != 6 || h.NextHeader != protoICMPv6 || h.HopLimit != ndp.HopLimit ||
+		h.PayloadLen < ndpLen || h.PayloadLen > len(f.Payload)-ipv6.HeaderLen {
 		return ndpPacket{}, false
 	}
-	src, dst := [16]byte(ip[8:24]), [16]byte(ip[24:40])
-	m := ip[ipv6Len : ipv6Len+n]
-	if (m[0] != icmpNS && m[0] != icmpNA) || m[1] != 0 || icmpv6Checksum(src, dst, m) != 0 {
+	m := f.Payload[ipv6.HeaderLen : ipv6.HeaderLen+h.PayloadLen]
+	if (m[0] != icmpNS && m[0] != icmpNA) || m[1] != 0 || !checksumOK(h.Src, h.Dst, m) {
+		return ndpPacket{}, false
+	}
+	msg, err := ndp.ParseMessage(m)
+	if err != nil {
 		return ndpPacket{}, false
 	}
 	p := ndpPacket{
-		typ:      m[0],
-		etherDst: net.HardwareAddr(append([]byte(nil), f[0:6]...)),
-		etherSrc: net.HardwareAddr(append([]byte(nil), f[6:12]...)),
-		src:      netip.AddrFrom16(src),
-		dst:      netip.AddrFrom16(dst),
-		target:   netip.AddrFrom16([16]byte(m[8:24])),
+		etherDst: f.Destination, etherSrc: f.Source,
+		src: netip.AddrFrom16([16]byte(h.Src)), dst: netip.AddrFrom16([16]byte(h.Dst)),
 	}
-	opt := byte(optSourceLL)
-	if p.typ == icmpNA {
-		p.flags = m[4] & (naRouter | naSolicited | naOverride)
-		opt = optTargetLL
+	var opts []ndp.Option
+	dir := ndp.Source
+	switch msg := msg.(type) {
+	case *ndp.NeighborSolicitation:
+		p.typ, p.target, opts = icmpNS, msg.TargetAddress, msg.Options
+	case *ndp.NeighborAdvertisement:
+		p.typ, p.target, opts, dir = icmpNA, msg.TargetAddress, msg.Options, ndp.Target
+		p.flags = flag(msg.Router, naRouter) | flag(msg.Solicited, naSolicited) | flag(msg.Override, naOverride)
 	}
-	lladdr, ok := lladdrOption(m[ndpLen:], opt)
-	p.lladdr = lladdr
-	return p, ok
+	for _, o := range opts {
+		if lla, ok := o.(*ndp.LinkLayerAddress); ok && lla.Direction == dir {
+			p.lladdr = lla.Addr
+			break
+		}
+	}
+	return p, true
 }
 
-// lladdrOption returns the Ethernet address in the first option of type
-// want, nil when there is none, and false when the options are malformed:
-// one of length zero or running past the end (RFC 4861, section 4.6).
-func lladdrOption(opts []byte, want byte) (net.HardwareAddr, bool) {
-	var mac net.HardwareAddr
-	for len(opts) > 0 {
-		if len(opts) < 2 || opts[1] == 0 || int(opts[1])*8 > len(opts) {
-			return nil, false
-		}
-		l := int(opts[1]) * 8
-		if opts[0] == want && l == lladdrOptLen && mac == nil {
-			mac = net.HardwareAddr(append([]byte(nil), opts[2:8]...))
-		}
-		opts = opts[l:]
+func flag(set bool, bit uint8) uint8 {
+	if set {
+		return bit
 	}
-	return mac, true
+	return 0
 }
 
-// icmpv6Checksum is the Internet checksum of msg under the IPv6
-// pseudo-header (RFC 8200, section 8.1). Over a message whose checksum
-// field is zero it is the field's value; over one already carrying a
-// correct checksum it is 0.
-func icmpv6Checksum(src, dst [16]byte, msg []byte) uint16 {
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(b[i])<<8 | uint32(b[i+1])
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
-	}
-	add(src[:])
-	add(dst[:])
-	sum += uint32(len(msg)>>16) + uint32(len(msg)&0xffff) + unix.IPPROTO_ICMPV6
-	add(msg)
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+// checksumOK reports whether ICMPv6 message m from src to dst carries its
+// checksum (RFC 8200, section 8.1).
+func checksumOK(src, dst net.IP, m []byte) bool {
+	want := icmp.Message{Type: ipv6.ICMPType(m[0]), Code: int(m[1]), Body: &icmp.RawBody{Data: m[4:]}}
+	b, err := want.Marshal(icmp.IPv6PseudoHeader(src, dst))
+	return err == nil && b[2] == m[2] && b[3] == m[3]
 }
 
 // ndpFilter keeps the frames parseNDP may accept, ICMPv6 without extension
@@ -203,10 +195,10 @@ func icmpv6Checksum(src, dst [16]byte, msg []byte) uint16 {
 // does not queue on the socket.
 var ndpFilter = []bpf.Instruction{
 	bpf.LoadAbsolute{Off: etherLen + 6, Size: 1}, // next header
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_ICMPV6, SkipTrue: 6},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: protoICMPv6, SkipTrue: 6},
 	bpf.LoadAbsolute{Off: etherLen + 7, Size: 1}, // hop limit
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ndpHopLimit, SkipTrue: 4},
-	bpf.LoadAbsolute{Off: etherLen + ipv6Len, Size: 1}, // ICMPv6 type
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ndp.HopLimit, SkipTrue: 4},
+	bpf.LoadAbsolute{Off: etherLen + ipv6.HeaderLen, Size: 1}, // ICMPv6 type
 	bpf.JumpIf{Cond: bpf.JumpLessThan, Val: icmpNS, SkipTrue: 2},
 	bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: icmpNA, SkipTrue: 1},
 	bpf.RetConstant{Val: 0xffff},

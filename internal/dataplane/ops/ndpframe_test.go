@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/bpf"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv6"
 )
 
 // Frames the kernel sent on a veth between 02:00:00:00:00:0a and
@@ -57,8 +59,9 @@ func TestNDPMarshal(t *testing.T) {
 			"fd000009000000000000000000000001 ff0200000000000000000001ff000002" +
 			"87007d7c 00000000 fd000009000000000000000000000002 010102000000000a"},
 	} {
-		if got, want := c.p.marshal(), unhex(t, c.want); !bytes.Equal(got, want) {
-			t.Errorf("%s:\n got %x\nwant %x", c.name, got, want)
+		got, err := c.p.marshal()
+		if want := unhex(t, c.want); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %x, %v\nwant %x", c.name, got, err, want)
 		}
 	}
 }
@@ -78,12 +81,12 @@ func TestParseNDP(t *testing.T) {
 	}
 	base := unhex(t, kernelNA)
 	for name, spoil := range map[string]func([]byte) []byte{
-		"short":            func(f []byte) []byte { return f[:etherLen+ipv6Len+ndpLen-1] },
+		"short":            func(f []byte) []byte { return f[:etherLen+ipv6.HeaderLen+ndpLen-1] },
 		"arp":              func(f []byte) []byte { f[13] = 0x06; return f },
 		"hop limit":        func(f []byte) []byte { f[etherLen+7] = 64; return f },
 		"next header":      func(f []byte) []byte { f[etherLen+6] = 17; return f },
-		"code":             func(f []byte) []byte { f[etherLen+ipv6Len+1] = 1; return f },
-		"type":             func(f []byte) []byte { f[etherLen+ipv6Len] = 134; return f },
+		"code":             func(f []byte) []byte { f[etherLen+ipv6.HeaderLen+1] = 1; return f },
+		"type":             func(f []byte) []byte { f[etherLen+ipv6.HeaderLen] = 134; return f },
 		"checksum":         func(f []byte) []byte { f[len(f)-1] ^= 1; return f },
 		"payload too long": func(f []byte) []byte { f[etherLen+5] += 8; return f },
 		"option length 0":  func(f []byte) []byte { return withOption(f, 0x0e, 0) },
@@ -106,19 +109,22 @@ func withOption(f []byte, typ, units byte) []byte {
 // withChecksum returns a copy of f with the ICMPv6 checksum set, or f when
 // its payload length does not fit.
 func withChecksum(f []byte) []byte {
-	if len(f) < etherLen+ipv6Len+4 {
+	if len(f) < etherLen+ipv6.HeaderLen+4 {
 		return f
 	}
 	f = bytes.Clone(f)
 	ip := f[etherLen:]
 	n := int(ip[4])<<8 | int(ip[5])
-	if n < 4 || n > len(ip)-ipv6Len {
+	if n < 4 || n > len(ip)-ipv6.HeaderLen {
 		return f
 	}
-	m := ip[ipv6Len : ipv6Len+n]
-	m[2], m[3] = 0, 0
-	c := icmpv6Checksum([16]byte(ip[8:24]), [16]byte(ip[24:40]), m)
-	m[2], m[3] = byte(c>>8), byte(c)
+	m := ip[ipv6.HeaderLen : ipv6.HeaderLen+n]
+	msg := icmp.Message{Type: ipv6.ICMPType(m[0]), Code: int(m[1]), Body: &icmp.RawBody{Data: m[4:]}}
+	b, err := msg.Marshal(icmp.IPv6PseudoHeader(ip[8:24], ip[24:40]))
+	if err != nil {
+		return f
+	}
+	m[2], m[3] = b[2], b[3]
 	return f
 }
 
@@ -129,7 +135,7 @@ func TestNDPFilter(t *testing.T) {
 	}
 	na := unhex(t, kernelNA)
 	echo := bytes.Clone(na)
-	echo[etherLen+ipv6Len] = 128
+	echo[etherLen+ipv6.HeaderLen] = 128
 	hop := bytes.Clone(na)
 	hop[etherLen+7] = 1
 	for _, c := range []struct {
@@ -208,9 +214,14 @@ func FuzzParseNDP(f *testing.F) {
 	ip1, ip2 := netip.MustParseAddr("fd00:9::1"), netip.MustParseAddr("fd00:9::2")
 	f.Add(unhex(f, kernelNS))
 	f.Add(unhex(f, kernelNA))
-	f.Add(solicitation(macA, ip1, ip2).marshal())
-	f.Add(solicitation(macA, netip.IPv6Unspecified(), ip2).marshal())
-	f.Add(withOption(unhex(f, kernelNA), optTargetLL, 2))
+	for _, p := range []ndpPacket{solicitation(macA, ip1, ip2), solicitation(macA, netip.IPv6Unspecified(), ip2)} {
+		b, err := p.marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add(withOption(unhex(f, kernelNA), 2, 2)) // a second target link-layer address, too long
 	f.Add(withOption(unhex(f, kernelNA), 0x0e, 0))
 	f.Add(unhex(f, kernelNA)[:70])
 	vm, err := bpf.NewVM(ndpFilter)
@@ -235,7 +246,11 @@ func checkParsed(t *testing.T, vm *bpf.VM, frame []byte) {
 	if n, err := vm.Run(frame); err != nil || n == 0 {
 		t.Fatalf("filter drops a frame the parser accepts: %d, %v", n, err)
 	}
-	again, ok := parseNDP(p.marshal())
+	b, err := p.marshal()
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", p, err)
+	}
+	again, ok := parseNDP(b)
 	if !ok || !reflect.DeepEqual(again, p) {
 		t.Fatalf("round trip: %+v, %v; want %+v", again, ok, p)
 	}

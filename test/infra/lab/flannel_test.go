@@ -7,7 +7,7 @@ import (
 )
 
 func TestFlannelVersionFromTheModule(t *testing.T) {
-	v, err := flannelVersion(filepath.Join("..", "..", "hack", "flanneld", "go.mod"))
+	v, err := flannelVersion(filepath.Join("..", "..", "..", "hack", "flanneld", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func setup(t *testing.T) *env {
 	if os.Geteuid() != 0 {
 		t.Skip("the flannel lab needs root (network namespaces, mounts, cgroups)")
 	}
-	repo, err := filepath.Abs("../../..")
+	repo, err := filepath.Abs("../../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
