@@ -205,7 +205,8 @@ RELEASE_DIR ?= $(CURDIR)/_output/release
 release: helm ## Release VERSION=X.Y.Z to REGISTRY: multi-arch images, the chart as an OCI artifact, kubectl-estuary archives and a krew manifest (docs/release.md).
 	@if [ "$(origin VERSION)" = file ]; then echo 'make release: set VERSION=X.Y.Z (and REGISTRY=host[:port]/path); see docs/release.md' >&2; exit 1; fi
 	go run -ldflags "$(VERSION_LDFLAGS)" ./cmd/estuary-release --release '$(VERSION)' --registry '$(REGISTRY)' \
-		$(if $(filter 1 true yes,$(INSECURE)),--insecure) --out '$(RELEASE_DIR)' --helm '$(BIN)/helm'
+		$(if $(filter 1 true yes,$(INSECURE)),--insecure) $(if $(filter 1 true yes,$(ALLOW_DIRTY)),--allow-dirty) \
+		--out '$(RELEASE_DIR)' --helm '$(BIN)/helm'
 
 .PHONY: registry
 registry: ## Install the distribution registry into ./bin (bin/registry), built from the Go module proxy, to try a release locally.

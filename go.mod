@@ -3,6 +3,7 @@ module github.com/estuary-cni/estuary
 go 1.26.8
 
 require (
+	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/KimMachineGun/automemlimit v0.7.5
 	github.com/cilium/ebpf v0.22.0
 	github.com/containernetworking/cni v1.3.1

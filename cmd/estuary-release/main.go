@@ -37,6 +37,7 @@ func main() {
 type flags struct {
 	opts            release.Options
 	helm            string
+	allowDirty      bool
 	imagePlatforms  []string
 	pluginPlatforms []string
 }
@@ -62,6 +63,7 @@ func root() *cobra.Command {
 	fl.StringVar(&f.opts.Out, "out", "_output/release", "directory for the chart, the plugin archives, the krew manifest and OCI layouts")
 	fl.StringVar(&f.helm, "helm", "bin/helm", "helm binary")
 	fl.StringVar(&f.opts.Commit, "commit", "", "commit released (default: the checkout's HEAD)")
+	fl.BoolVar(&f.allowDirty, "allow-dirty", false, "release a checkout with uncommitted changes, labelled <commit>-dirty")
 	fl.StringVar(&f.opts.Source, "source", release.DefaultSource, "URL of the source repository (org.opencontainers.image.source)")
 	fl.StringVar(&f.opts.DownloadURL, "download-url", "", "where the kubectl-estuary archives are published, for the krew manifest (default: <source>/releases/download/v<version>)")
 	fl.StringSliceVar(&f.imagePlatforms, "image-platforms", platformNames(release.DefaultImagePlatforms), "platforms of the images")
@@ -84,7 +86,7 @@ func run(cmd *cobra.Command, f *flags) error {
 	if o.Repo, err = filepath.Abs(o.Repo); err != nil {
 		return fmt.Errorf("--repo: %w", err)
 	}
-	if err := source(cmd, &o); err != nil {
+	if err := source(cmd, &o, f.allowDirty); err != nil {
 		return err
 	}
 	o.Helm = release.Helm{Bin: f.helm}
@@ -96,9 +98,10 @@ func run(cmd *cobra.Command, f *flags) error {
 	return summary(cmd, o, r)
 }
 
-// source fills the commit and its date from the checkout, and warns when the
-// tree has changes the commit does not hold.
-func source(cmd *cobra.Command, o *release.Options) error {
+// source fills the commit and its date from the checkout. A tree with
+// changes the commit does not hold is refused unless allowDirty, and then
+// released labelled <commit>-dirty.
+func source(cmd *cobra.Command, o *release.Options, allowDirty bool) error {
 	if o.Commit == "" {
 		out, err := git(o.Repo, "rev-parse", "HEAD")
 		if err != nil {
@@ -115,10 +118,37 @@ func source(cmd *cobra.Command, o *release.Options) error {
 		return fmt.Errorf("date of commit %s: %w", o.Commit, err)
 	}
 	o.Created = time.Unix(secs, 0).UTC()
-	if status, err := git(o.Repo, "status", "--porcelain"); err == nil && status != "" {
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: the checkout has uncommitted changes; the release is built from them but labelled with commit %s\n", o.Commit)
+	status, err := git(o.Repo, "status", "--porcelain")
+	if err != nil || status == "" {
+		return err
 	}
+	changed := changedFiles(status)
+	if !allowDirty {
+		return fmt.Errorf("the checkout %s has uncommitted changes (%s): commit or stash them, or pass --allow-dirty to release them labelled %s-dirty",
+			o.Repo, changed, o.Commit)
+	}
+	o.Commit += "-dirty"
+	_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "warning: the checkout has uncommitted changes (%s); the release is built from them and labelled %s\n", changed, o.Commit)
 	return nil
+}
+
+// changedFiles names the first few files of `git status --porcelain`'s
+// output, and how many more there are.
+func changedFiles(status string) string {
+	const shown = 5
+	lines := strings.Split(status, "\n")
+	names := make([]string, 0, shown)
+	for _, l := range lines[:min(len(lines), shown)] {
+		if len(l) > 3 {
+			l = l[3:]
+		}
+		names = append(names, l)
+	}
+	out := strings.Join(names, ", ")
+	if len(lines) > shown {
+		out += fmt.Sprintf(" and %d more", len(lines)-shown)
+	}
+	return out
 }
 
 func git(repo string, args ...string) (string, error) {
@@ -126,7 +156,8 @@ func git(repo string, args ...string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	// Only trailing space: a status line starts with a space.
+	return strings.TrimRight(string(out), " \t\r\n"), nil
 }
 
 func summary(cmd *cobra.Command, o release.Options, r release.Result) error {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -43,10 +44,66 @@ func SetImageRegistry(values []byte, registry string) ([]byte, error) {
 	return imageRegistryLine.ReplaceAllLiteral(values, []byte(fmt.Sprintf("imageRegistry: %q", registry))), nil
 }
 
+// ChartImages is what a packaged chart's values say of the release's images.
+type ChartImages struct {
+	Registry string            // imageRegistry; empty: unchanged
+	Digests  map[string]string // values key (manager, daemon): <key>.image.digest
+}
+
+// apply sets the images of values (a values.yaml), keeping every comment and
+// other line.
+func (c ChartImages) apply(values []byte) ([]byte, error) {
+	var err error
+	if c.Registry != "" {
+		if values, err = SetImageRegistry(values, c.Registry); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(c.Digests))
+	for k := range c.Digests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if values, err = SetImageDigest(values, k, c.Digests[k]); err != nil {
+			return nil, err
+		}
+	}
+	return values, nil
+}
+
+// digestLine is an image's digest line in values.yaml, below <key>.image.
+var digestLine = regexp.MustCompile(`^    digest:.*$`)
+
+// SetImageDigest returns values (a values.yaml) with <key>.image.digest set
+// to digest, keeping every comment and other line.
+func SetImageDigest(values []byte, key, digest string) ([]byte, error) {
+	lines := strings.Split(string(values), "\n")
+	in, image, found := false, false, -1
+	for i, l := range lines {
+		switch {
+		case len(l) > 0 && l[0] != ' ' && l[0] != '#':
+			in, image = l == key+":", false
+		case in && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   ") && !strings.HasPrefix(l, "  #"):
+			image = l == "  image:"
+		case in && image && digestLine.MatchString(l):
+			if found >= 0 {
+				return nil, fmt.Errorf("values.yaml has two %s.image.digest lines", key)
+			}
+			found = i
+		}
+	}
+	if found < 0 {
+		return nil, fmt.Errorf("values.yaml has no %s.image.digest line", key)
+	}
+	lines[found] = fmt.Sprintf("    digest: %q", digest)
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
 // PackageChart packages the chart in chartDir as version (version and
-// appVersion) into outDir, its images' registry set to registry when not
-// empty, and returns the archive's path.
-func PackageChart(ctx context.Context, h Helm, chartDir, version, registry, outDir string) (string, error) {
+// appVersion) into outDir, its values' images set to images, and returns
+// the archive's path.
+func PackageChart(ctx context.Context, h Helm, chartDir, version string, images ChartImages, outDir string) (string, error) {
 	tmp, err := os.MkdirTemp("", "estuary-chart-")
 	if err != nil {
 		return "", fmt.Errorf("create chart copy: %w", err)
@@ -56,18 +113,16 @@ func PackageChart(ctx context.Context, h Helm, chartDir, version, registry, outD
 	if err := copyTree(chartDir, chart); err != nil {
 		return "", err
 	}
-	if registry != "" {
-		p := filepath.Join(chart, "values.yaml")
-		values, err := os.ReadFile(filepath.Clean(p))
-		if err != nil {
-			return "", fmt.Errorf("read chart values: %w", err)
-		}
-		if values, err = SetImageRegistry(values, registry); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(p, values, 0o600); err != nil { //nolint:gosec // G703: the values file of the chart copy made above
-			return "", fmt.Errorf("write chart values: %w", err)
-		}
+	p := filepath.Join(chart, "values.yaml")
+	values, err := os.ReadFile(filepath.Clean(p))
+	if err != nil {
+		return "", fmt.Errorf("read chart values: %w", err)
+	}
+	if values, err = images.apply(values); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(p, values, 0o600); err != nil { //nolint:gosec // G703: the values file of the chart copy made above
+		return "", fmt.Errorf("write chart values: %w", err)
 	}
 	if err := os.MkdirAll(outDir, 0o750); err != nil {
 		return "", fmt.Errorf("create %s: %w", outDir, err)

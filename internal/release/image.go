@@ -45,6 +45,7 @@ type ImageSpec struct {
 	Description string   // org.opencontainers.image.description
 	Entrypoint  []string // the container's command
 	User        string   // the user it runs as; empty: root
+	Values      string   // the chart's values key of the component, e.g. daemon (daemon.image)
 }
 
 // Meta is what every image of a release is labelled with.

@@ -30,6 +30,7 @@ type Archive struct {
 	Platform Platform
 	Path     string
 	SHA256   string // hex
+	SBOM     string // its CycloneDX SBOM, beside it; empty: none
 }
 
 // ArchiveName is the file name of the plugin's archive for p.
@@ -76,12 +77,20 @@ func WritePluginArchive(outDir, version string, p Platform, bin, license string,
 	return a, nil
 }
 
-// WriteChecksums writes the archives' SHA-256 sums in sha256sum's format
-// (`sha256sum -c` checks them) to path.
+// WriteChecksums writes the SHA-256 sums of the archives and their SBOMs
+// in sha256sum's format (`sha256sum -c` checks them) to path.
 func WriteChecksums(path string, archives []Archive) error {
 	var b strings.Builder
 	for _, a := range archives {
 		fmt.Fprintf(&b, "%s  %s\n", a.SHA256, filepath.Base(a.Path))
+		if a.SBOM == "" {
+			continue
+		}
+		sum, err := FileSHA256(a.SBOM)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s  %s\n", sum, filepath.Base(a.SBOM))
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil { //nolint:gosec // G306: a published file
 		return fmt.Errorf("write %s: %w", path, err)

@@ -5,7 +5,9 @@
 // (or writes OCI layouts), packages the Helm chart at the release's version
 // with the registry as its images' default and pushes it as an OCI
 // artifact, and writes kubectl-estuary archives per platform with their
-// checksums and a krew manifest. cmd/estuary-release is its command line;
+// checksums and a krew manifest, and a CycloneDX SBOM of each image and
+// archive read from the Go build information of the binaries it holds.
+// cmd/estuary-release is its command line;
 // docs/release.md says how to use it.
 package release
 
@@ -19,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/estuary-cni/estuary/internal/cniplugins"
@@ -40,8 +43,8 @@ var (
 // The images of a release.
 var (
 	ManagerImage = ImageSpec{Name: "estuary-manager", Description: "estuary's IPAM manager (Kubernetes CNI plugin)",
-		Entrypoint: []string{"/estuary-manager"}, User: "65532:65532"}
-	DaemonImage = ImageSpec{Name: "estuary-daemon",
+		Entrypoint: []string{"/estuary-manager"}, User: "65532:65532", Values: "manager"}
+	DaemonImage = ImageSpec{Name: "estuary-daemon", Values: "daemon",
 		Description: "estuary's node daemon, the estuary-cni plugin and the reference CNI plugins it installs on nodes",
 		Entrypoint:  []string{"/estuary-daemon"}}
 )
@@ -70,12 +73,17 @@ type Options struct {
 	// the lab's release adds faultinject for its fault tests; a release
 	// (cmd/estuary-release) adds none.
 	Tags []string
-	Log  io.Writer
+	// BuildInfo reads a built binary's Go build information for its SBOM;
+	// nil: debug/buildinfo.ReadFile.
+	BuildInfo ReadBuildInfo
+	Log       io.Writer
 }
 
 // Result is what a release produced.
 type Result struct {
 	Images       map[string]string // image name: pushed reference by digest, or OCI layout directory
+	Digests      map[string]string // image name: its index's digest, sha256:<hex>
+	SBOMs        []string          // the CycloneDX SBOMs: one per image, one per plugin archive
 	Chart        string            // the packaged chart
 	ChartRef     string            // oci:// reference it was pushed to; empty when not pushed
 	Archives     []Archive
@@ -113,6 +121,9 @@ func (o *Options) complete() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.BuildInfo == nil {
+		o.BuildInfo = readBuildInfo
+	}
 	if o.Registry.Name != "" {
 		repo, err := o.Registry.Repository(ManagerImage.Name)
 		if err != nil {
@@ -149,7 +160,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("create %s: %w", o.Out, err)
 	}
 	var r Result
-	if r.Images, err = o.images(ctx, work); err != nil {
+	if err := o.images(ctx, work, &r); err != nil {
 		return Result{}, err
 	}
 	if err := o.chart(ctx, &r); err != nil {
@@ -161,58 +172,101 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return r, nil
 }
 
-// images builds both images for every image platform and publishes their
-// indexes.
-func (o *Options) images(ctx context.Context, work string) (map[string]string, error) {
-	manager, daemon := map[Platform]v1.Image{}, map[Platform]v1.Image{}
+// builtImage is one image of a release: its image and files per platform.
+type builtImage struct {
+	spec  ImageSpec
+	imgs  map[Platform]v1.Image
+	files []Binary
+}
+
+// images builds both images for every image platform, publishes their
+// indexes and writes their SBOMs.
+func (o *Options) images(ctx context.Context, work string, r *Result) error {
+	manager := &builtImage{spec: ManagerImage, imgs: map[Platform]v1.Image{}}
+	daemon := &builtImage{spec: DaemonImage, imgs: map[Platform]v1.Image{}}
 	for _, p := range o.ImagePlatforms {
 		dir := filepath.Join(work, p.OS+"_"+p.Arch)
 		o.logf("building estuary-manager, estuary-daemon, estuary-cni and CNI plugins %s for %s", cniplugins.Version, p)
-		m, d, err := o.platformImages(ctx, p, dir)
-		if err != nil {
-			return nil, err
+		if err := o.platformImages(ctx, p, dir, manager, daemon); err != nil {
+			return err
 		}
-		manager[p], daemon[p] = m, d
 	}
-	out := map[string]string{}
-	for _, img := range []struct {
-		spec ImageSpec
-		imgs map[Platform]v1.Image
-	}{{ManagerImage, manager}, {DaemonImage, daemon}} {
+	r.Images, r.Digests = map[string]string{}, map[string]string{}
+	for _, img := range []*builtImage{manager, daemon} {
 		idx, err := Index(img.imgs, o.ImagePlatforms, o.meta().Labels(img.spec))
 		if err != nil {
-			return nil, fmt.Errorf("index %s: %w", img.spec.Name, err)
+			return fmt.Errorf("index %s: %w", img.spec.Name, err)
 		}
-		if out[img.spec.Name], err = o.publishIndex(ctx, img.spec.Name, idx); err != nil {
-			return nil, err
+		d, err := idx.Digest()
+		if err != nil {
+			return fmt.Errorf("digest of %s: %w", img.spec.Name, err)
+		}
+		r.Digests[img.spec.Name] = d.String()
+		sbom, err := o.imageSBOM(img, d.String())
+		if err != nil {
+			return err
+		}
+		r.SBOMs = append(r.SBOMs, sbom)
+		if r.Images[img.spec.Name], err = o.publishIndex(ctx, img.spec.Name, idx); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// platformImages builds the binaries for p into dir and the two images of them.
-func (o *Options) platformImages(ctx context.Context, p Platform, dir string) (manager, daemon v1.Image, err error) {
+// platformImages builds the binaries for p into dir and the two images of
+// them.
+func (o *Options) platformImages(ctx context.Context, p Platform, dir string, manager, daemon *builtImage) error {
 	plugins := filepath.Join(dir, "plugins")
 	if err := os.MkdirAll(plugins, 0o750); err != nil {
-		return nil, nil, fmt.Errorf("create %s: %w", plugins, err)
+		return fmt.Errorf("create %s: %w", plugins, err)
 	}
 	if err := o.Builder.Commands(ctx, p, dir, ManagerCommand, DaemonCommand, CNICommand); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if err := o.Builder.CNIPlugins(ctx, p, plugins); err != nil {
-		return nil, nil, err
+		return err
 	}
 	bin := func(name string) string { return filepath.Join(dir, name) }
-	manager, err = Image(ManagerImage, p, []File{{Source: bin("estuary-manager"), Path: "/estuary-manager"}}, o.meta())
-	if err != nil {
-		return nil, nil, err
-	}
 	files := []File{{Source: bin("estuary-daemon"), Path: "/estuary-daemon"}, {Source: bin("estuary-cni"), Path: "/estuary-cni"}}
 	for _, name := range pluginNames() {
 		files = append(files, File{Source: filepath.Join(plugins, name), Path: "/plugins/" + name})
 	}
-	daemon, err = Image(DaemonImage, p, files, o.meta())
-	return manager, daemon, err
+	for _, b := range []struct {
+		img   *builtImage
+		files []File
+	}{{manager, []File{{Source: bin("estuary-manager"), Path: "/estuary-manager"}}}, {daemon, files}} {
+		img, err := Image(b.img.spec, p, b.files, o.meta())
+		if err != nil {
+			return err
+		}
+		b.img.imgs[p] = img
+		for _, f := range b.files {
+			b.img.files = append(b.img.files, Binary{Source: f.Source, Path: f.Path, Platform: p})
+		}
+	}
+	return nil
+}
+
+// imageSBOM writes the SBOM of an image's index, whose digest is digest, to
+// Out/sbom/<name>_<version>.cdx.json.
+func (o *Options) imageSBOM(img *builtImage, digest string) (string, error) {
+	repo := img.spec.Name
+	if o.Registry.Name != "" {
+		repo = o.Registry.Name + "/" + img.spec.Name
+	}
+	bom, err := SBOM(Subject{Name: img.spec.Name, Version: o.Version, Type: cdx.ComponentTypeContainer, Digest: digest,
+		PURL: OCIPURL(repo, digest)}, img.files, o.BuildInfo, "v"+o.Version, o.Created)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(o.Out, "sbom")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, img.spec.Name+"_"+o.Version+SBOMSuffix)
+	o.logf("writing the SBOM of %s to %s", img.spec.Name, path)
+	return path, WriteSBOM(path, bom)
 }
 
 // pluginNames are the reference CNI plugins in the daemon image, sorted.
@@ -245,7 +299,12 @@ func (o *Options) publishIndex(ctx context.Context, name string, idx v1.ImageInd
 func (o *Options) chart(ctx context.Context, r *Result) error {
 	o.logf("packaging chart %s %s", ChartName, o.Version)
 	var err error
-	r.Chart, err = PackageChart(ctx, o.Helm, filepath.Join(o.Repo, "charts", ChartName), o.Version, o.Registry.Name, filepath.Join(o.Out, "charts"))
+	digests := map[string]string{}
+	for _, spec := range []ImageSpec{ManagerImage, DaemonImage} {
+		digests[spec.Values] = r.Digests[spec.Name]
+	}
+	r.Chart, err = PackageChart(ctx, o.Helm, filepath.Join(o.Repo, "charts", ChartName), o.Version,
+		ChartImages{Registry: o.Registry.Name, Digests: digests}, filepath.Join(o.Out, "charts"))
 	if err != nil || o.Registry.Name == "" {
 		return err
 	}
@@ -270,11 +329,21 @@ func (o *Options) plugin(ctx context.Context, work string, r *Result) error {
 		if err := o.Builder.Commands(ctx, p, dir, PluginCommand); err != nil {
 			return err
 		}
-		a, err := WritePluginArchive(out, o.Version, p, filepath.Join(dir, PluginName), filepath.Join(o.Repo, "LICENSE"), o.Created)
+		bin := filepath.Join(dir, PluginName)
+		a, err := WritePluginArchive(out, o.Version, p, bin, filepath.Join(o.Repo, "LICENSE"), o.Created)
 		if err != nil {
 			return err
 		}
-		r.Archives = append(r.Archives, a)
+		bom, err := SBOM(Subject{Name: filepath.Base(a.Path), Version: o.Version, Type: cdx.ComponentTypeFile, Digest: "sha256:" + a.SHA256},
+			[]Binary{{Source: bin, Path: PluginName, Platform: p}}, o.BuildInfo, "v"+o.Version, o.Created)
+		if err != nil {
+			return err
+		}
+		a.SBOM = a.Path + SBOMSuffix
+		if err := WriteSBOM(a.SBOM, bom); err != nil {
+			return err
+		}
+		r.Archives, r.SBOMs = append(r.Archives, a), append(r.SBOMs, a.SBOM)
 	}
 	r.Checksums = filepath.Join(out, "sha256sums.txt")
 	if err := WriteChecksums(r.Checksums, r.Archives); err != nil {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -79,8 +81,18 @@ func testOptions(t *testing.T, reg string) Options {
 	return Options{
 		Version: testVersion, Registry: Registry{Name: reg}, Repo: repo, Out: t.TempDir(), Helm: helm(t),
 		Commit: "0123456789abcdef0123456789abcdef01234567", Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		Builder: fakeBuilder{},
+		Builder: fakeBuilder{}, BuildInfo: testBuildInfo,
 	}
+}
+
+// testBuildInfo stands for the build information of fakeBuilder's files:
+// the test binary's own.
+func testBuildInfo(string) (*debug.BuildInfo, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return buildinfo.ReadFile(self)
 }
 
 // TestReleaseToRegistry cuts a release into an in-process registry and reads
@@ -113,6 +125,7 @@ func TestReleaseToRegistry(t *testing.T) {
 	}
 	checkChart(t, o, r)
 	checkPlugin(t, o, r)
+	checkSBOMs(t, o, r)
 }
 
 // checkIndex checks an index has one image per platform, labelled, with its
@@ -225,7 +238,8 @@ func keys(m map[string]string) []string {
 }
 
 // checkChart pulls the chart back with helm and renders it: version and
-// appVersion are the release's, and its default images are the pushed ones.
+// appVersion are the release's, its values hold the images' digests, and it
+// renders the pushed images by digest.
 func checkChart(t *testing.T, o Options, r Result) {
 	t.Helper()
 	if r.ChartRef != "oci://"+o.Registry.Name+"/charts/estuary" {
@@ -248,8 +262,30 @@ func checkChart(t *testing.T, o Options, r Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, img := range []string{ManagerImage.Name, DaemonImage.Name} {
-		if want := fmt.Sprintf("image: %q", o.Registry.Name+"/"+img+":"+testVersion); !strings.Contains(out, want) {
+	shown, err := o.Helm.Run(context.Background(), "show", "values", pulled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type component struct {
+		Image struct{ Digest string }
+	}
+	var values struct{ Manager, Daemon component }
+	if err := yaml.Unmarshal([]byte(shown), &values); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		spec   ImageSpec
+		values component
+	}{{ManagerImage, values.Manager}, {DaemonImage, values.Daemon}} {
+		spec, digest := c.spec, c.values.Image.Digest
+		if !strings.HasPrefix(digest, "sha256:") || digest != r.Digests[spec.Name] {
+			t.Errorf("the pulled chart's %s.image.digest is %q, want the index's %s", spec.Values, digest, r.Digests[spec.Name])
+		}
+		ref := o.Registry.Name + "/" + spec.Name + "@" + digest
+		if ref != r.Images[spec.Name] {
+			t.Errorf("%s pushed as %s, the chart names %s", spec.Name, r.Images[spec.Name], ref)
+		}
+		if want := fmt.Sprintf("image: %q", ref); !strings.Contains(out, want) {
 			t.Errorf("the pulled chart does not render %s", want)
 		}
 	}
@@ -336,6 +372,7 @@ func TestReleaseWithoutRegistry(t *testing.T) {
 		}
 		checkIndex(t, o, spec, idx)
 	}
+	checkSBOMs(t, o, r)
 }
 
 func TestOptionsRefuse(t *testing.T) {

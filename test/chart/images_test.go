@@ -18,8 +18,12 @@ func renderedImages(t *testing.T, objs []*unstructured.Unstructured) (manager, d
 	return d.Spec.Template.Spec.Containers[0].Image, ds.Spec.Template.Spec.Containers[0].Image
 }
 
+// testDigest is an image manifest digest.
+const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
 // TestImageRegistry: both images are <imageRegistry>/<name>:<appVersion>
-// unless a repository or tag of their own is set; the workloads carry the
+// unless a repository or tag of their own is set, and
+// <repository>@<digest> when a digest is; the workloads carry the
 // appVersion as app.kubernetes.io/version (kubectl estuary version reads it).
 func TestImageRegistry(t *testing.T) {
 	for _, c := range []struct {
@@ -31,6 +35,9 @@ func TestImageRegistry(t *testing.T) {
 			"registry.example:5000/estuary/estuary-manager:0.1.0", "registry.example:5000/estuary/estuary-daemon:0.1.0"},
 		{[]string{"--set", "imageRegistry=r.example,manager.image.repository=mirror.example/m,daemon.image.tag=0.1.1"},
 			"mirror.example/m:0.1.0", "r.example/estuary-daemon:0.1.1"},
+		// A digest (a released chart's) wins over the tag.
+		{[]string{"--set", "manager.image.digest=" + testDigest + ",daemon.image.tag=0.1.1,daemon.image.digest=" + testDigest},
+			"estuary.local/estuary-manager@" + testDigest, "estuary.local/estuary-daemon@" + testDigest},
 	} {
 		objs := render(t, c.set...)
 		m, d := renderedImages(t, objs)

@@ -41,6 +41,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"managr.replicas=2", "at '': additional properties 'managr' not allowed"},
 		{"daemon.cniVersio=1.0.0", "at '/daemon': additional properties 'cniVersio' not allowed"},
 		{"manager.image.repo=x", "at '/manager/image': additional properties 'repo' not allowed"},
+		{"daemon.image.digest=latest", "at '/daemon/image/digest'"},
 		{subnet + "defaultNetwork.subnets[0].natOutgoin=false", "at '/defaultNetwork/subnets/0': additional properties 'natOutgoin' not allowed"},
 		{"manager.resources.limit.cpu=1", "at '/manager/resources': additional properties 'limit' not allowed"},
 		{"manager.replicas=two", "at '/manager/replicas': got string, want integer"},

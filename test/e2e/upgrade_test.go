@@ -251,11 +251,11 @@ func (e *labEnv) waitNoEstuaryPods(t *testing.T) {
 }
 
 // waitRolledOut waits until every estuary pod runs this checkout's release
-// (the chart's default images: <registry>/<image>:<version>) and is Ready.
+// (the released chart's images, by the digests pushed:
+// <registry>/<image>@sha256:...) and is Ready.
 func (e *labEnv) waitRolledOut(t *testing.T) {
 	t.Helper()
-	ref := func(image string) string { return e.estuary.Registry + "/" + image + ":" + e.estuary.ChartVersion }
-	want := map[string]string{daemonName: ref("estuary-daemon"), managerName: ref("estuary-manager")}
+	want := map[string]string{daemonName: e.estuary.Images["estuary-daemon"], managerName: e.estuary.Images["estuary-manager"]}
 	eventually(t, "every estuary pod on the new release", 10*time.Minute, func(ctx context.Context) error {
 		for component, image := range want {
 			pods, err := e.systemPods(ctx, component, "")

@@ -30,7 +30,8 @@ app.kubernetes.io/name: estuary-{{ . }}
 {{/*
 Image reference. Call with (dict "ctx" $ "image" .Values.manager.image "name"
 "estuary-manager"): image.repository, else <imageRegistry>/<name> (without a
-name, image.repository is required); image.tag, else the chart's appVersion.
+name, image.repository is required); @image.digest when set, else :image.tag,
+else :<the chart's appVersion>.
 */}}
 {{- define "estuary.image" -}}
 {{- $tag := .image.tag | default .ctx.Chart.AppVersion -}}
@@ -38,7 +39,11 @@ name, image.repository is required); image.tag, else the chart's appVersion.
 {{- if and (not $repo) .name -}}
 {{- $repo = printf "%s/%s" (required "imageRegistry is required when an image.repository is empty" .ctx.Values.imageRegistry | trimSuffix "/") .name -}}
 {{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" (required "image.repository is required" $repo) .image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" (required "image.repository is required" $repo) (toString $tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -19,6 +18,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/estuary-cni/estuary/internal/release"
 )
 
 // File is one entry of an image's layer: a copy of a file of this machine (the
@@ -235,16 +236,11 @@ func atomicWrite(path string, data []byte) error {
 
 // FileHash returns the first 12 hex digits of the SHA-256 of the file at path.
 func FileHash(path string) (string, error) {
-	f, err := os.Open(filepath.Clean(path))
+	h, err := release.FileSHA256(path)
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", path, err)
+		return "", err
 	}
-	defer func() { _ = f.Close() }()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
+	return h[:12], nil
 }
 
 // BuildPause compiles the pause program in srcDir (a directory of the estuary module)
