@@ -82,9 +82,10 @@ verify-generate: generate ## Fail if generated files differ from what is committ
 	@echo "generated files are up to date"
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml, and fail on an untidy go.mod.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint with .golangci.yml, fail on an untidy go.mod, and cross-build kubectl-estuary for macOS.
 	@go mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy; run 'go mod tidy' and commit:"; go mod tidy -diff; exit 1; }
 	$(GOLANGCI_LINT) run ./...
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./cmd/kubectl-estuary
 
 .PHONY: kube-binaries
 kube-binaries: ## Build kube-apiserver, kubectl and etcd for envtest (cached outside the repo).
@@ -119,11 +120,21 @@ test-lab: ## End-to-end tests on the lab cluster (IPv4, then a dual-stack lab), 
 	@if [ -d test/lab ]; then ESTUARY_CHAOS_WAVES=$(CHAOS_SUBSET_WAVES) go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 75m -v ./test/lab/... ./test/e2e/... ; \
 	else echo "no lab tests"; fi
 	$(MAKE) test-dualstack
+	$(MAKE) test-kubeadm
 
 .PHONY: test-ipv6
 test-ipv6: lab-deps ## The IPv6-only e2e tests (TestIPv6Only...) and the upstream conformance subset on a fresh IPv6-only lab (estuary-lab up --ip-family ipv6) (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
 	ESTUARY_E2E_IP_FAMILY=ipv6 go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 30m -v -run '^(TestIPv6Only|TestUpstreamConformanceSubset$$)' ./test/e2e/
+
+# The tests make test-kubeadm runs on a cluster kubeadm made: the install
+# guide's own steps, the smoke tests and the upstream conformance subset.
+KUBEADM_TESTS ?= TestKubeadmClusterFromTheInstallGuide|$(KUBE_SMOKE_TESTS)|TestUpstreamConformanceSubset
+
+.PHONY: test-kubeadm
+test-kubeadm: lab-deps ## On a fresh lab made by kubeadm (estuary-lab up --bootstrap kubeadm: kubeadm init and join, estuary installed with docs/install.md's own commands), the kubeadm, smoke and conformance-subset e2e tests (KUBEADM_TESTS) (root).
+	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
+	ESTUARY_E2E_BOOTSTRAP=kubeadm go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 40m -v -run '^($(KUBEADM_TESTS))$$' ./test/e2e/
 
 .PHONY: test-dualstack
 test-dualstack: lab-deps ## The dual-stack e2e tests (DUALSTACK_TESTS) on a fresh dual-stack lab (estuary-lab up --ip-family dual) (root).

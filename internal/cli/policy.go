@@ -25,6 +25,7 @@ import (
 	npv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	npv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 )
 
@@ -82,10 +83,6 @@ type policyObjects struct {
 	anps       []npv1alpha1.AdminNetworkPolicy
 	banps      []npv1alpha1.BaselineAdminNetworkPolicy
 }
-
-// errNoCompile: the daemon's translation and compiler are built with the
-// data plane, which is Linux's; other builds of the plugin lack them.
-var errNoCompile = errors.New("the compiled rules are computed by the daemon's own code, which this build of the plugin lacks: run it on Linux")
 
 // objKey names a policy object.
 type objKey struct{ kind, ns, name string }
@@ -247,7 +244,7 @@ func daemonVeths(ctx context.Context, o *options, k client.Reader, f policyFlags
 	var out []string
 	for _, e := range eps {
 		if e.PodNamespace == pod.Namespace && e.PodName == pod.Name && (e.PodUID == "" || e.PodUID == string(pod.UID)) {
-			out = append(out, hostVethName(e.ContainerID, e.IfName))
+			out = append(out, desired.HostVethName(e.ContainerID, e.IfName))
 		}
 	}
 	if len(out) == 0 {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -34,14 +33,7 @@ func explainPolicy(pod *corev1.Pod, objs policyObjects, eps []podEndpoint) (podP
 	sortSelecting(r.Policies)
 	r.Problems = append(append(bad, badC...), badA...)
 
-	c, err := compilePolicy(objs, pod.Namespace, pod.Name, eps)
-	if errors.Is(err, errNoCompile) {
-		r.Notes = append(r.Notes, err.Error())
-		return r, nil
-	}
-	if err != nil {
-		return r, err
-	}
+	c := compilePolicy(objs, pod.Namespace, pod.Name, eps)
 	var rules []modelRule
 	for _, e := range c.node.Endpoints {
 		rules = append(rules, modelRules(e)...)

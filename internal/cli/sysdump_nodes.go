@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/estuary-cni/estuary/internal/nodesnap"
+	"github.com/estuary-cni/estuary/internal/nodereport"
 	"github.com/estuary-cni/estuary/internal/policydrops"
 	"github.com/estuary-cni/estuary/internal/redact"
 )
@@ -55,7 +55,7 @@ func (d *dump) collectNode(ctx context.Context, ex *daemonEndpoints, node string
 		d.failed("%v", err)
 		return
 	}
-	var r nodesnap.Report
+	var r nodereport.Report
 	if err := json.Unmarshal(out, &r); err != nil {
 		d.failed("node %s: pod %s/%s printed no node state: %v", node, pod.Namespace, pod.Name, err)
 		d.addText(path.Join("nodes", node, "node-state.out"), string(out))
@@ -101,7 +101,7 @@ func (d *dump) collectDrops(ctx context.Context, ex *daemonEndpoints, node strin
 // spans lines (a YAML block scalar in the conflist's or the daemon's
 // configuration, a quoted value broken over lines) goes whole; its lines
 // may then be fewer.
-func redactReport(r *nodesnap.Report) int {
+func redactReport(r *nodereport.Report) int {
 	n := 0
 	for i := range r.Sections {
 		s := &r.Sections[i]

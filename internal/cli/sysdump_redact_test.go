@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/nodesnap"
+	"github.com/estuary-cni/estuary/internal/nodereport"
 )
 
 // TestRedactReportTreatsASectionAsOneDocument: a credential in node state
@@ -13,7 +13,7 @@ import (
 // too, and the lines around them are kept.
 func TestRedactReportTreatsASectionAsOneDocument(t *testing.T) {
 	const leak = "hunter2-node-state-secret"
-	r := nodesnap.Report{Sections: []nodesnap.Section{
+	r := nodereport.Report{Sections: []nodereport.Section{
 		{Name: "config", Lines: []string{"bgp:", "  password: |", "    " + leak, "    more " + leak, "  peer: 10.0.0.1"}},
 		{Name: "conflist", Lines: []string{`{"token": "first`, `  ` + leak + `"}`, `"type": "estuary"`}},
 		{Name: "journal", Lines: []string{"msg=peer up secret=" + leak}},

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/estuary-cni/estuary/internal/nodesnap"
+	"github.com/estuary-cni/estuary/internal/nodereport"
 )
 
 // TestNodeStateMainAddsTheDaemonsParts runs `estuary-daemon node-state -o
@@ -31,7 +31,7 @@ func TestNodeStateMainAddsTheDaemonsParts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("node-state = exit %d: %s", code, errOut.String())
 	}
-	var r nodesnap.Report
+	var r nodereport.Report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("node-state -o json printed %q: %v", out.String(), err)
 	}

@@ -1,18 +1,19 @@
 // Package nodesnap owns the snapshots of a node's networking, in two
 // forms for two readers.
 //
-// A Report (Collect) is the support bundle's: links, addresses, policy
-// rules, routes of every table, neighbours, FDB, traffic control and BPF
-// filters, nftables (estuary's tables and the portmap plugin's chains in
-// full, others counted) and the sysctls estuary sets, plus whatever sources
-// the caller adds (the daemon adds its endpoint store, BGP peers and
-// files). The kernel's objects are read through package ops as plain values
-// and rendered here in iproute2's words, since the daemon's image carries
-// no iproute2. `estuary-daemon node-state` prints it; `kubectl estuary
-// sysdump` runs that in every daemon pod and renders the JSON with
-// WriteText. A section that cannot be read is recorded with its error and
-// the others are still read: a support bundle is most needed on a node
-// that is broken.
+// A report (Collect, in the format of package nodereport) is the support
+// bundle's: links, addresses, policy rules, routes of every table,
+// neighbours, FDB, traffic control and BPF filters, nftables (estuary's
+// tables and the portmap plugin's chains in full, others counted) and the
+// sysctls estuary sets, plus whatever sources the caller adds (the daemon
+// adds its endpoint store, BGP peers and files). The kernel's objects are
+// read through package ops as plain values and rendered here in iproute2's
+// words, since the daemon's image carries no iproute2. `estuary-daemon
+// node-state` prints it; `kubectl estuary sysdump` runs that in every
+// daemon pod and renders the JSON with nodereport's WriteText, without
+// linking this package. A section that cannot be read is recorded with its
+// error and the others are still read: a support bundle is most needed on
+// a node that is broken.
 //
 // A Snapshot (Take) is the uninstall tests': what a CNI plugin can leave on
 // a node (links, addresses, policy rules, routes in every table, static and

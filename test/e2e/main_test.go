@@ -69,7 +69,14 @@ type labEnv struct {
 	// address plan per family, the first family first.
 	family   string
 	families []lab.FamilyStatus
+
+	// kubeadm is set when kubeadm made the lab's cluster (ESTUARY_E2E_BOOTSTRAP=kubeadm).
+	kubeadm *lab.KubeadmState
 }
+
+// bootstrapEnv chooses how the lab the tests bring up is made: by the lab
+// itself (unset) or by kubeadm (make test-kubeadm).
+const bootstrapEnv = "ESTUARY_E2E_BOOTSTRAP"
 
 // familyEnv chooses the IP family of the lab the tests bring up: make test
 // runs the suite on an IPv4 lab, then its dual-stack subset on a dual lab.
@@ -185,6 +192,10 @@ func (e *labEnv) up() error {
 	if f := os.Getenv(familyEnv); f != "" {
 		args = append(args, "--ip-family", f)
 	}
+	// make test-kubeadm runs the suite on a cluster kubeadm made.
+	if b := os.Getenv(bootstrapEnv); b != "" {
+		args = append(args, "--bootstrap", b)
+	}
 	// make test-kube-version runs the suite on another Kubernetes version.
 	if v := os.Getenv("ESTUARY_E2E_KUBERNETES_VERSION"); v != "" {
 		args = append(args, "--kubernetes-version", v)
@@ -243,6 +254,10 @@ func (e *labEnv) load() error {
 	if f := os.Getenv(familyEnv); f != "" && !e.reused && f != e.family {
 		return fmt.Errorf("lab at %s is %s; %s asked for %s", e.state, e.family, familyEnv, f)
 	}
+	if b := os.Getenv(bootstrapEnv); b != "" && b != s.Bootstrap {
+		return fmt.Errorf("lab at %s was made by %s; %s asked for %s", e.state, s.Bootstrap, bootstrapEnv, b)
+	}
+	e.kubeadm = s.Kubeadm
 	e.kubeconfig = s.Kubeconfig
 	e.estuary = s.Estuary
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)

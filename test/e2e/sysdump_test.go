@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/estuary-cni/estuary/internal/nodesnap"
+	"github.com/estuary-cni/estuary/internal/nodereport"
 )
 
 // untar reads a .tar.gz into its files by path under its top directory.
@@ -182,7 +182,7 @@ func checkNodeState(t *testing.T, files map[string]string, node, podIP string) {
 		t.Errorf("no state of node %s in the archive", node)
 		return
 	}
-	var r nodesnap.Report
+	var r nodereport.Report
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		t.Errorf("node %s: %v", node, err)
 		return

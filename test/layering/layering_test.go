@@ -31,10 +31,11 @@ var layers = []layer{
 	// Tools that know no room of estuary: the version, API clients and
 	// their gates, memory limit, redaction, namespaces, sysctls,
 	// re-subscription, serving certificates, start and stop, the pinned
-	// CNI plugins, the fault hooks and the policy's drop records.
+	// CNI plugins, the fault hooks, the policy's drop records and the
+	// node report's format.
 	{"kit", []string{"internal/version", "internal/kubeclient", "internal/clientgates", "internal/memlimit",
 		"internal/redact", "internal/nsrun", "internal/sysctl", "internal/resubscribe", "internal/servingcert",
-		"internal/lifecycle", "internal/cniplugins", "internal/faultinject", "internal/policydrops"}},
+		"internal/lifecycle", "internal/cniplugins", "internal/faultinject", "internal/policydrops", "internal/nodereport"}},
 	// estuary's reading of its objects, shared by the manager and the node:
 	// networks, workloads, endpoint records, BGP peer status, allocation
 	// checks.
@@ -227,6 +228,29 @@ func TestReleaseBuildsLinkNoTestCode(t *testing.T) {
 		rel, ok := strings.CutPrefix(dep, prefix)
 		if ok && under(rel, []string{"test", "internal/faultinject"}) {
 			t.Errorf("a release build links %s", rel)
+		}
+	}
+}
+
+// nodeOnly are the packages that work a node's kernel (netlink, nftables,
+// network and mount namespaces): Linux's, and the daemon's and CNI
+// binary's to link, not the kubectl plugin's.
+var nodeOnly = []string{"github.com/estuary-cni/estuary/internal/dataplane/ops", "github.com/estuary-cni/estuary/internal/nsrun",
+	"github.com/estuary-cni/estuary/internal/nodesnap", "github.com/vishvananda/netlink", "github.com/vishvananda/netns",
+	"github.com/google/nftables", "github.com/mdlayher/netlink", "github.com/containernetworking/plugins/pkg/ns"}
+
+// TestPluginLinksNoNodeCode: the kubectl plugin, released for Linux and
+// macOS, links none of the node's kernel code, on Linux either; what it
+// shares with the daemon (the policy compiler, the node report's format)
+// is pure Go. `make lint` also cross-builds it for darwin/arm64.
+func TestPluginLinksNoNodeCode(t *testing.T) {
+	out, err := goCmd("list", "-deps", "./cmd/kubectl-estuary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if under(dep, nodeOnly) {
+			t.Errorf("kubectl-estuary links node code %s", dep)
 		}
 	}
 }

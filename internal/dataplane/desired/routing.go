@@ -1,6 +1,8 @@
 package desired
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -103,6 +105,16 @@ const (
 	// link's lifetime and shows it in `ip link show`.
 	VLANMarker = "estuary:vlan"
 )
+
+// HostVethName names the host side of an attachment's veth: HostVethPrefix
+// and 11 hex digits of a hash of the container ID and interface name, so the
+// name is a function of the attachment alone (the daemon finds a pod's veth
+// again after a restart, and `kubectl estuary policy` names its chains, from
+// those two strings) and fits the kernel's 15 bytes.
+func HostVethName(containerID, ifName string) string {
+	sum := sha256.Sum256([]byte(containerID + "/" + ifName))
+	return HostVethPrefix + hex.EncodeToString(sum[:])[:11]
+}
 
 // nftables objects of the overlay's source NAT: one table per family
 // (ip and ip6), estuary's wholly; nothing outside it is read or written.

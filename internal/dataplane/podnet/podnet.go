@@ -64,8 +64,6 @@
 package podnet
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -111,10 +109,9 @@ type Spec struct {
 func (s Spec) HostVeth() string { return HostVethName(s.ContainerID, s.IfName) }
 
 // HostVethName returns the host side's name for an attachment: a function
-// of its container ID and interface name only.
+// of its container ID and interface name only (desired.HostVethName).
 func HostVethName(containerID, ifName string) string {
-	sum := sha256.Sum256([]byte(containerID + "/" + ifName))
-	return HostVethPrefix + hex.EncodeToString(sum[:])[:11]
+	return desired.HostVethName(containerID, ifName)
 }
 
 // Plumber plumbs pod interfaces from one host namespace. It keeps no state

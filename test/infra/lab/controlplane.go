@@ -54,7 +54,7 @@ func (l *Lab) startControlPlane(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	fwd, err := l.startForwarder()
+	fwd, err := l.startForwarder(ns, l.plan.ControlPlane.Addr)
 	if err != nil {
 		return err
 	}
@@ -140,17 +140,18 @@ func (l *Lab) startControllers(bin string) error {
 	return err
 }
 
-// startForwarder relays the host's loopback port to the API server inside the
-// control-plane namespace, so the lab's kubeconfig works from the host without
-// any link or route into the host's namespace.
-func (l *Lab) startForwarder() (*proc.Proc, error) {
+// startForwarder relays the host's loopback port to the API server at addr
+// inside namespace ns (the control plane's, or the kubeadm control-plane
+// node's), so the lab's kubeconfig works from the host without any link or
+// route into the host's namespace.
+func (l *Lab) startForwarder(ns string, addr netip.Addr) (*proc.Proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find lab binary: %w", err)
 	}
 	return l.start(l.spec("api-forwarder", cgroupOf("forwarder"), "", self, netlab.ForwardCommand,
-		fmt.Sprintf("127.0.0.1:%d", l.opts.HostAPIPort), netlab.Path(l.plan.ControlPlane.NetNS),
-		netip.AddrPortFrom(l.plan.ControlPlane.Addr, APIServerPort).String()))
+		fmt.Sprintf("127.0.0.1:%d", l.opts.HostAPIPort), netlab.Path(ns),
+		netip.AddrPortFrom(addr, APIServerPort).String()))
 }
 
 // adminClient is an HTTPS client with the lab admin's certificate.

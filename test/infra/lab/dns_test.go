@@ -2,6 +2,7 @@ package lab
 
 import (
 	"archive/tar"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -60,8 +61,12 @@ func readArchive(t *testing.T, path string) (tags, files []string) {
 				t.Fatalf("manifest of %s: %v %+v", path, err, m)
 			}
 			tags = m[0].RepoTags
-		case strings.HasSuffix(hdr.Name, "/layer.tar"):
-			lr := tar.NewReader(tr)
+		case strings.HasSuffix(hdr.Name, ".tar.gz"):
+			zr, err := gzip.NewReader(tr)
+			if err != nil {
+				t.Fatalf("layer %s of %s: %v", hdr.Name, path, err)
+			}
+			lr := tar.NewReader(zr)
 			for h, err := lr.Next(); err == nil; h, err = lr.Next() {
 				files = append(files, h.Name)
 			}

@@ -151,10 +151,6 @@ func (l *Lab) runScript(script string, env ...string) (string, error) {
 // the daemon on every node and for the manager.
 func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	e := st.Estuary
-	l.step("waiting for %d nodes to register", len(l.plan.Nodes))
-	if _, err := l.waitNodes(ctx, st.BinDir, false); err != nil {
-		return err
-	}
 	values, err := EstuaryValues(l.plan)
 	if err != nil {
 		return err
@@ -165,6 +161,25 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 	if err := os.WriteFile(e.Values, values, 0o600); err != nil {
 		return fmt.Errorf("write estuary values %s: %w", e.Values, err)
 	}
+	if err := l.stageEstuary(ctx, st); err != nil {
+		return err
+	}
+	l.step("installing estuary: helm install %s %s --version %s -n %s -f %s", e.Release, e.Chart, e.ChartVersion, e.Namespace, e.Values)
+	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--version", e.ChartVersion, "--plain-http",
+		"--namespace", e.Namespace, "--values", e.Values, "--timeout", "5m"); err != nil {
+		return err
+	}
+	return l.awaitEstuary(ctx, st)
+}
+
+// stageEstuary waits for every node to register, releases the checkout into
+// the lab's registry and snapshots every node, so that an install can follow.
+func (l *Lab) stageEstuary(ctx context.Context, st *State) error {
+	e := st.Estuary
+	l.step("waiting for %d nodes to register", len(l.plan.Nodes))
+	if _, err := l.waitNodes(ctx, st.BinDir, false); err != nil {
+		return err
+	}
 	l.step("registry %s (%s in the lab)", l.registryHostAddr(), l.registryLabAddr())
 	if err := l.startRegistry(ctx, e.RegistryBin); err != nil {
 		return err
@@ -173,14 +188,13 @@ func (l *Lab) installEstuary(ctx context.Context, st *State) error {
 		return err
 	}
 	l.step("snapshot of every node before the install (%s)", filepath.Dir(PreInstallSnapshotPath(l.paths.Root, "node")))
-	if err := l.snapshotNodes(ctx); err != nil {
-		return err
-	}
-	l.step("installing estuary: helm install %s %s --version %s -n %s -f %s", e.Release, e.Chart, e.ChartVersion, e.Namespace, e.Values)
-	if err := l.helm(ctx, e, "upgrade", "--install", e.Release, e.Chart, "--version", e.ChartVersion, "--plain-http",
-		"--namespace", e.Namespace, "--values", e.Values, "--timeout", "5m"); err != nil {
-		return err
-	}
+	return l.snapshotNodes(ctx)
+}
+
+// awaitEstuary waits for the daemon on every node, the manager and the
+// default network, and records the install.
+func (l *Lab) awaitEstuary(ctx context.Context, st *State) error {
+	e := st.Estuary
 	l.step("waiting for DaemonSet %s on every node and Deployment %s", estuaryDaemonSet, estuaryDeployment)
 	for _, w := range []string{"daemonset/" + estuaryDaemonSet, "deployment/" + estuaryDeployment} {
 		if err := l.rolloutStatus(ctx, st.BinDir, w); err != nil {

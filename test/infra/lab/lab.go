@@ -17,12 +17,15 @@ import (
 
 // Options configure a lab command.
 type Options struct {
-	StateDir          string // default /var/lib/estuary-lab
-	CacheDir          string // image and binary cache, default /var/cache/estuary
-	RepoDir           string // estuary checkout (hack/, charts/); found from the working directory when empty
-	BinDir            string // prebuilt Kubernetes binaries; hack/kube-binaries.sh when empty
-	Nodes             int
-	CNI               string // bridge, estuary or flannel
+	StateDir string // default /var/lib/estuary-lab
+	CacheDir string // image and binary cache, default /var/cache/estuary
+	RepoDir  string // estuary checkout (hack/, charts/); found from the working directory when empty
+	BinDir   string // prebuilt Kubernetes binaries; hack/kube-binaries.sh when empty
+	Nodes    int
+	CNI      string // bridge, estuary or flannel
+	// Bootstrap is how the cluster is made: BootstrapLab (the lab's own
+	// control plane and node daemons, the default) or BootstrapKubeadm.
+	Bootstrap         string
 	KubernetesVersion string
 	ProxyMode         string // iptables or nftables
 	IPFamily          string // ipv4 (default), dual or ipv6
@@ -54,6 +57,8 @@ type Lab struct {
 	paths Paths
 	plan  *Plan
 	p     *progress
+
+	doc InstallDoc // the install guide's steps, with --bootstrap kubeadm
 
 	mu      sync.Mutex
 	procs   []*proc.Proc   // started by this command
@@ -119,6 +124,9 @@ func New(opts Options) (*Lab, error) {
 	}
 	if opts.CNI == "" {
 		opts.CNI = "bridge"
+	}
+	if opts.Bootstrap == "" {
+		opts.Bootstrap = BootstrapLab
 	}
 	if opts.KubernetesVersion == "" {
 		opts.KubernetesVersion = DefaultKubernetesVersion
@@ -189,8 +197,11 @@ func (l *Lab) checkDeps() error {
 	return fmt.Errorf("missing packages: %s; run `make lab-deps` (hack/lab-deps.sh)", strings.Join(parts, "; "))
 }
 
-// checkCNI validates the --cni choice.
+// checkCNI validates the --cni choice (and --bootstrap with it).
 func (l *Lab) checkCNI(repo string) error {
+	if err := l.checkBootstrap(); err != nil {
+		return err
+	}
 	switch l.opts.CNI {
 	case "bridge":
 		return nil
@@ -262,6 +273,9 @@ func (l *Lab) binaries(repo string) (string, error) {
 	}
 	args := []string{filepath.Join(repo, "hack", "kube-binaries.sh"), "kube-apiserver", "kubectl", "etcd",
 		"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "agnhost", "coredns"}
+	if l.kubeadm() {
+		args = append(args, "kubeadm", "kubeadm-etcd", "kubeadm-coredns")
+	}
 	cmd := exec.Command("bash", args...) //nolint:gosec // G204: runs programs the lab located itself
 	cmd.Env = append(os.Environ(), "KUBE_VERSION="+l.opts.KubernetesVersion, "ESTUARY_CACHE="+l.opts.CacheDir)
 	var stderr strings.Builder

@@ -45,6 +45,9 @@ func (l *Lab) startNode(ctx context.Context, m Member, in nodeInputs) error {
 		return err
 	}
 	l.p.step("%s: containerd ready, images imported", m.Name)
+	if l.kubeadm() { // kubeadm configures the kubelet; kube-proxy is its DaemonSet
+		return nil
+	}
 	if err := l.startKubelet(m, dir, holder, in.bin); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ type State struct {
 	Phase             string        `json:"phase"` // starting, running
 	Nodes             int           `json:"nodes"`
 	CNI               string        `json:"cni"`
+	Bootstrap         string        `json:"bootstrap,omitempty"` // BootstrapLab when empty
 	KubernetesVersion string        `json:"kubernetesVersion"`
 	ProxyMode         string        `json:"proxyMode"`
 	IPFamily          string        `json:"ipFamily,omitempty"` // ipv4 when empty (a lab from before --ip-family)
@@ -22,6 +23,7 @@ type State struct {
 	Images            []string      `json:"images"`
 	Estuary           *EstuaryState `json:"estuary,omitempty"` // with --cni estuary
 	Flannel           *FlannelState `json:"flannel,omitempty"` // with --cni flannel
+	Kubeadm           *KubeadmState `json:"kubeadm,omitempty"` // with --bootstrap kubeadm
 	Namespaces        []string      `json:"namespaces"`
 	StartedAt         time.Time     `json:"startedAt"`
 	ReadyAt           time.Time     `json:"readyAt,omitzero"`

@@ -23,6 +23,7 @@ type Status struct {
 	Kubeconfig        string `json:"kubeconfig"`
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	CNI               string `json:"cni,omitempty"`
+	Bootstrap         string `json:"bootstrap,omitempty"` // lab or kubeadm
 	ProxyMode         string `json:"proxyMode,omitempty"`
 	IPFamily          string `json:"ipFamily"` // ipv4, dual or ipv6
 	// Families is the address plan of each IP family, the first (the one
@@ -39,6 +40,7 @@ type Status struct {
 	Images       map[string]string   `json:"images"`
 	Estuary      *EstuaryState       `json:"estuary,omitempty"`
 	Flannel      *FlannelState       `json:"flannel,omitempty"`
+	Kubeadm      *KubeadmState       `json:"kubeadm,omitempty"`
 	Components   []Component         `json:"components"`
 	Capabilities netlab.Capabilities `json:"kernelCapabilities"`
 	Memory       *MemoryStatus       `json:"memory,omitempty"`
@@ -170,6 +172,10 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images["estuary-manager"], e.Images["estuary-daemon"]
 	}
 	s.Flannel = st.Flannel
+	s.Bootstrap, s.Kubeadm = st.Bootstrap, st.Kubeadm
+	if s.Bootstrap == "" {
+		s.Bootstrap = BootstrapLab
+	}
 	s.Components = l.components()
 	if cg, rss, err := Memory(); err == nil {
 		s.Memory = &MemoryStatus{CgroupBytes: cg, RSSBytes: rss, Processes: len(proc.CgroupPIDs(Prefix))}
@@ -220,7 +226,7 @@ func (s *Status) WriteTable(w io.Writer) error {
 	pf := func(format string, a ...any) { _, _ = fmt.Fprintf(&b, format, a...) }
 	pf("lab:          %s (state %s)\n", s.Phase, s.StateDir)
 	pf("kubeconfig:   %s\n", s.Kubeconfig)
-	pf("kubernetes:   %s   cni: %s   proxy: %s   ip family: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode, s.IPFamily)
+	pf("kubernetes:   %s   cni: %s   proxy: %s   ip family: %s   bootstrap: %s\n", s.KubernetesVersion, s.CNI, s.ProxyMode, s.IPFamily, s.Bootstrap)
 	pf("switch:       %s (netns %s)\n", s.Switch.CIDR, s.Switch.Namespace)
 	pf("router:       %s (gateway, BGP AS %d peering with every node as AS %d, netns %s)\n",
 		s.Router.Address, s.Router.ASN, s.Router.NodeASN, s.Router.Namespace)

@@ -37,6 +37,11 @@ func (l *Lab) Up(ctx context.Context) error {
 	if err := l.checkCNI(repo); err != nil {
 		return err
 	}
+	if l.kubeadm() {
+		if l.doc, err = ReadInstallDoc(repo); err != nil {
+			return err
+		}
+	}
 	l.step("removing any previous lab in %s", l.paths.Root)
 	if err := l.cleanup(); err != nil {
 		return fmt.Errorf("clean previous lab: %w", err)
@@ -64,7 +69,7 @@ func (l *Lab) prepare(repo string) (*State, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	st := &State{Phase: "starting", Nodes: len(l.plan.Nodes), CNI: l.opts.CNI, ProxyMode: l.opts.ProxyMode,
+	st := &State{Phase: "starting", Nodes: len(l.plan.Nodes), CNI: l.opts.CNI, Bootstrap: l.opts.Bootstrap, ProxyMode: l.opts.ProxyMode,
 		KubernetesVersion: l.opts.KubernetesVersion, HostAPIPort: l.opts.HostAPIPort, IPFamily: l.opts.IPFamily,
 		Namespaces: l.plan.namespaces(), StartedAt: time.Now()}
 	if err := st.save(l.paths.StateFile()); err != nil {
@@ -80,6 +85,15 @@ func (l *Lab) prepare(repo string) (*State, error) {
 	if st.Images, err = l.images(repo, bin); err != nil {
 		return nil, err
 	}
+	if l.kubeadm() {
+		l.step("kubeadm's control-plane images, built here and named as `kubeadm config images list` names them")
+		st.Kubeadm = &KubeadmState{}
+		var archives []string
+		if st.Kubeadm.Images, archives, err = l.kubeadmImages(repo, filepath.Join(l.opts.CacheDir, "lab", "images"), bin); err != nil {
+			return nil, err
+		}
+		st.Images = append(st.Images, archives...)
+	}
 	if l.opts.CNI == "estuary" {
 		if st.Estuary, err = l.prepareEstuary(repo); err != nil {
 			return nil, err
@@ -90,9 +104,11 @@ func (l *Lab) prepare(repo string) (*State, error) {
 			return nil, err
 		}
 	}
-	l.step("credentials (CA, certificates, kubeconfigs)")
-	if err := l.credentials(); err != nil {
-		return nil, err
+	if !l.kubeadm() { // kubeadm makes the cluster's own
+		l.step("credentials (CA, certificates, kubeconfigs)")
+		if err := l.credentials(); err != nil {
+			return nil, err
+		}
 	}
 	return st, st.save(l.paths.StateFile())
 }
@@ -112,6 +128,9 @@ func (l *Lab) images(repo, bin string) ([]string, error) {
 	tests, err := l.testImages(cache, bin)
 	if err != nil {
 		return nil, err
+	}
+	if l.kubeadm() { // kubeadm deploys its own CoreDNS image
+		return append([]string{pause}, tests...), nil
 	}
 	return appendCoreDNS(append([]string{pause}, tests...), cache, bin)
 }
@@ -133,7 +152,9 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 		go func() { defer wg.Done(); errs[i] = f() }()
 	}
 	run(0, func() error { return l.startRouter(ctx) })
-	run(1, func() error { return l.startControlPlane(ctx, st.BinDir) })
+	if !l.kubeadm() {
+		run(1, func() error { return l.startControlPlane(ctx, st.BinDir) })
+	}
 	for i, n := range l.plan.Nodes {
 		run(i+2, func() error { return l.startNode(ctx, n, in) })
 	}
@@ -148,6 +169,11 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 		return fmt.Errorf("bring-up failed (lab left for inspection; `estuary-lab down` removes it):\n%s",
 			strings.Join(msgs, "\n"))
 	}
+	if l.kubeadm() {
+		if err := l.kubeadmCluster(ctx, st, l.doc); err != nil {
+			return fmt.Errorf("kubeadm bring-up failed (lab left for inspection; `estuary-lab down` removes it): %w", err)
+		}
+	}
 	return nil
 }
 
@@ -156,7 +182,12 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 // ServiceAccount, installs the cluster DNS, records the lab as running and prints
 // how to use it.
 func (l *Lab) finish(ctx context.Context, st *State) error {
-	if st.Estuary != nil {
+	switch {
+	case st.Estuary != nil && l.kubeadm():
+		if err := l.installEstuaryFromDoc(ctx, st, l.doc); err != nil {
+			return err
+		}
+	case st.Estuary != nil:
 		if err := l.installEstuary(ctx, st); err != nil {
 			return err
 		}
@@ -174,8 +205,10 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 	if err := l.waitServiceAccount(ctx, st.BinDir); err != nil {
 		return err
 	}
-	if err := l.installDNS(ctx, st.BinDir); err != nil {
-		return err
+	if !l.kubeadm() { // kubeadm installed CoreDNS
+		if err := l.installDNS(ctx, st.BinDir); err != nil {
+			return err
+		}
 	}
 	st.Phase, st.ReadyAt = "running", time.Now()
 	if err := st.save(l.paths.StateFile()); err != nil {

@@ -7,10 +7,8 @@ package images
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -18,6 +16,12 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/estuary-cni/estuary/internal/release"
 )
@@ -74,17 +78,73 @@ func (img Image) files() []File {
 	return append(fs, img.Files...)
 }
 
-// WriteArchive writes img as a docker-archive tarball to out (atomically).
+// WriteArchive writes img as a docker-archive tarball to out (atomically), named
+// by Tag and every one of Tags.
 func WriteArchive(img Image, out string) error {
-	files := img.files()
-	if len(files) == 0 {
-		return fmt.Errorf("image %s: no files", img.Tag)
-	}
-	layer, err := layerTar(files)
+	v, err := img.Build()
 	if err != nil {
+		return err
+	}
+	refs := map[name.Reference]v1.Image{}
+	for _, t := range append([]string{img.Tag}, img.Tags...) {
+		tag, err := name.NewTag(t)
+		if err != nil {
+			return fmt.Errorf("image %s: tag %q: %w", img.Tag, t, err)
+		}
+		refs[tag] = v
+	}
+	if err := writeTarball(out, refs); err != nil {
 		return fmt.Errorf("image %s: %w", img.Tag, err)
 	}
-	diffID := sha256.Sum256(layer)
+	return nil
+}
+
+// writeTarball writes the docker-archive of refs to out by way of a temporary
+// file, so that out is either whole or absent.
+func writeTarball(out string, refs map[name.Reference]v1.Image) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(out), err)
+	}
+	tmp := out + ".tmp"
+	f, err := os.OpenFile(filepath.Clean(tmp), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	err = tarball.MultiRefWrite(refs, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return nil
+}
+
+// Build returns img as an image of one layer holding its files, run with its
+// entrypoint (the path of the first file when nil), command and environment
+// (PATH=/ when empty).
+func (img Image) Build() (v1.Image, error) {
+	files := img.files()
+	if len(files) == 0 {
+		return nil, fmt.Errorf("image %s: no files", img.Tag)
+	}
+	data, err := layerTar(files)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Tag, err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithCompressedCaching)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: layer: %w", img.Tag, err)
+	}
+	v, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Tag, err)
+	}
 	ep := img.Entrypoint
 	if ep == nil {
 		ep = []string{files[0].Path}
@@ -93,43 +153,18 @@ func WriteArchive(img Image, out string) error {
 	if len(env) == 0 {
 		env = []string{"PATH=/"}
 	}
-	runCfg := map[string]any{"Entrypoint": ep, "Env": env}
-	if len(img.Cmd) > 0 {
-		runCfg["Cmd"] = img.Cmd
-	}
-	cfg, err := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"created":      time.Unix(0, 0).UTC().Format(time.RFC3339),
-		"config":       runCfg,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
-	})
+	cfg, err := v.ConfigFile()
 	if err != nil {
-		return fmt.Errorf("encode image config: %w", err)
+		return nil, fmt.Errorf("image %s config: %w", img.Tag, err)
 	}
-	cfgSum := sha256.Sum256(cfg)
-	cfgName := hex.EncodeToString(cfgSum[:]) + ".json"
-	layerName := hex.EncodeToString(diffID[:]) + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{
-		"Config": cfgName, "RepoTags": append([]string{img.Tag}, img.Tags...), "Layers": []string{layerName},
-	}})
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cfg.Config = v1.Config{Entrypoint: ep, Cmd: img.Cmd, Env: env}
+	if v, err = mutate.ConfigFile(v, cfg); err != nil {
+		return nil, fmt.Errorf("image %s config: %w", img.Tag, err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{cfgName, cfg}, {layerName, layer}, {"manifest.json", manifest}} {
-		if err := addFile(tw, f.name, f.data, 0o644); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("close archive: %w", err)
-	}
-	return atomicWrite(out, buf.Bytes())
+	return v, nil
 }
 
 // layerTar packs files, with the directories above them, into one layer.
@@ -216,20 +251,6 @@ func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {
 	}
 	if _, err := tw.Write(data); err != nil {
 		return fmt.Errorf("tar write %s: %w", name, err)
-	}
-	return nil
-}
-
-func atomicWrite(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
 	return nil
 }

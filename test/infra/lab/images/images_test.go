@@ -3,6 +3,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -89,7 +90,11 @@ func readArchive(t *testing.T, archive string) (files, layer map[string]*tar.Hea
 		t.Fatalf("manifest %s: %v", data["manifest.json"], err)
 	}
 	layer = map[string]*tar.Header{}
-	lr := tar.NewReader(bytes.NewReader(data[m[0].Layers[0]]))
+	zr, err := gzip.NewReader(bytes.NewReader(data[m[0].Layers[0]]))
+	if err != nil {
+		t.Fatalf("layer %s: %v", m[0].Layers[0], err)
+	}
+	lr := tar.NewReader(zr)
 	for {
 		h, err := lr.Next()
 		if err == io.EOF {

@@ -106,8 +106,15 @@ func unpack(t *testing.T, img Image) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return extract(t, bytes.NewReader(layer))
+}
+
+// extract writes the entries of the tar stream r into a new directory and
+// returns it.
+func extract(t *testing.T, r io.Reader) string {
+	t.Helper()
 	root := t.TempDir()
-	tr := tar.NewReader(bytes.NewReader(layer))
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {

@@ -69,25 +69,38 @@ type KubeletOptions struct {
 
 // Kubelet renders a KubeletConfiguration (JSON, which kubelet reads as YAML).
 func Kubelet(o KubeletOptions) ([]byte, error) {
-	cfg := map[string]any{
-		"apiVersion": "kubelet.config.k8s.io/v1beta1",
-		"kind":       "KubeletConfiguration",
-		"authentication": map[string]any{
-			"anonymous": map[string]any{"enabled": false},
-			"webhook":   map[string]any{"enabled": true},
-			"x509":      map[string]any{"clientCAFile": o.ClientCAFile},
-		},
-		"authorization":               map[string]any{"mode": "Webhook"},
+	cfg := KubeletMachineSettings(o.CgroupRoot)
+	cfg["apiVersion"] = "kubelet.config.k8s.io/v1beta1"
+	cfg["kind"] = "KubeletConfiguration"
+	cfg["authentication"] = map[string]any{
+		"anonymous": map[string]any{"enabled": false},
+		"webhook":   map[string]any{"enabled": true},
+		"x509":      map[string]any{"clientCAFile": o.ClientCAFile},
+	}
+	cfg["authorization"] = map[string]any{"mode": "Webhook"}
+	cfg["containerRuntimeEndpoint"] = o.RuntimeEndpoint
+	cfg["clusterDNS"] = []string{o.ClusterDNS}
+	cfg["clusterDomain"] = "cluster.local"
+	cfg["tlsCertFile"] = o.TLSCertFile
+	cfg["tlsPrivateKeyFile"] = o.TLSKeyFile
+	cfg["readOnlyPort"] = 0
+	cfg["rotateCertificates"] = false
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// KubeletMachineSettings are the KubeletConfiguration fields a lab node
+// needs because several nodes share one machine, whoever else configures the
+// kubelet (the lab itself, or kubeadm through a patch): cgroupfs under a root
+// of the node's own on this cgroup v1 host, no swap check, image garbage
+// collection off (the images are preloaded, never pulled again), eviction
+// only near a full disk, a health port on loopback, the volume plugin
+// directory inside the node's /var/lib/kubelet.
+func KubeletMachineSettings(cgroupRoot string) map[string]any {
+	return map[string]any{
 		"cgroupDriver":                "cgroupfs",
-		"cgroupRoot":                  o.CgroupRoot,
+		"cgroupRoot":                  cgroupRoot,
 		"failCgroupV1":                false,
 		"failSwapOn":                  false,
-		"containerRuntimeEndpoint":    o.RuntimeEndpoint,
-		"clusterDNS":                  []string{o.ClusterDNS},
-		"clusterDomain":               "cluster.local",
-		"tlsCertFile":                 o.TLSCertFile,
-		"tlsPrivateKeyFile":           o.TLSKeyFile,
-		"readOnlyPort":                0,
 		"healthzBindAddress":          "127.0.0.1",
 		"healthzPort":                 10248,
 		"serializeImagePulls":         false,
@@ -99,13 +112,11 @@ func Kubelet(o KubeletOptions) ([]byte, error) {
 			"imagefs.available": "1%",
 			"nodefs.inodesFree": "1%",
 		},
-		"rotateCertificates":        false,
 		"protectKernelDefaults":     false,
 		"nodeStatusReportFrequency": "1m",
 		// Inside /var/lib/kubelet (per node) instead of /usr/libexec/kubernetes.
 		"volumePluginDir": "/var/lib/kubelet/volumeplugins",
 	}
-	return json.MarshalIndent(cfg, "", "  ")
 }
 
 // KubeProxy renders a KubeProxyConfiguration for one node.

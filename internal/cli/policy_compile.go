@@ -1,24 +1,17 @@
-//go:build linux
-
 package cli
 
-// The daemon's own translation and compiler, run for one pod: they are
-// built with the data plane, which is Linux's, so other builds of the
-// plugin list the selecting policies without their compiled rules
-// (policy_compile_other.go).
+// The daemon's own translation and compiler, run for one pod. Both are
+// pure Go on plain values (no kernel), so every build of the plugin, on
+// Linux and on a laptop, compiles the same rules the node does.
 
 import (
-	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/policytranslate"
 )
 
-// hostVethName names an attachment's host veth as the daemon does.
-func hostVethName(containerID, ifName string) string { return podnet.HostVethName(containerID, ifName) }
-
 // compilePolicy runs policytranslate.Policy for the pod's endpoints over objs
 // and compiles the result, as the daemon does each pass.
-func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) (compiled, error) {
+func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) compiled {
 	in := policytranslate.PolicyInput{
 		Namespaces: objs.namespaces, Pods: objs.pods,
 		NetworkPolicies: objs.nps, ClusterPolicies: objs.cnps,
@@ -48,5 +41,5 @@ func compilePolicy(objs policyObjects, ns, name string, eps []podEndpoint) (comp
 	if err != nil {
 		out.otherErrors = append(out.otherErrors, "compile: "+err.Error())
 	}
-	return out, nil
+	return out
 }
