@@ -27,6 +27,31 @@ type NodeDaemonStatus struct {
 	// bound (docs/status.md); absent while it is fresh.
 	// +optional
 	DataPath *NodeDataPathStatus `json:"dataPath,omitempty"`
+	// Uplinks are the links the daemon chose per mode (vlan, bgp, vxlan)
+	// from its preference lists (docs/status.md).
+	// +optional
+	Uplinks []NodeUplinkStatus `json:"uplinks,omitempty"`
+}
+
+// NodeUplinkStatus is the link a mode's networks use on the node.
+type NodeUplinkStatus struct {
+	// Mode is vlan, bgp or vxlan.
+	Mode string `json:"mode"`
+	// Link is the chosen link; empty when no candidate exists (Problem
+	// says so) or, with no candidates, the mode's default link is used.
+	// +optional
+	Link string `json:"link,omitempty"`
+	// Candidates are the names tried, in order.
+	// +optional
+	Candidates []string `json:"candidates,omitempty"`
+	// Source is where the candidates came from: annotation, config or
+	// default.
+	Source string `json:"source"`
+	// Problem says why the mode has no link, or why the node's annotation
+	// was refused; the mode's networks are not programmed while no
+	// candidate exists.
+	// +optional
+	Problem string `json:"problem,omitempty"`
 }
 
 // NodeDataPathStatus says that the daemon's data path is stale, and why. It

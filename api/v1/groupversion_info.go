@@ -22,6 +22,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Network{}, &NetworkList{},
 		&Subnet{}, &SubnetList{},
 		&IPInstance{}, &IPInstanceList{},
+		&IPHistory{}, &IPHistoryList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

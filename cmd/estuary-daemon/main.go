@@ -38,6 +38,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/memlimit"
+	"github.com/estuary-cni/estuary/internal/uplink"
 	"github.com/estuary-cni/estuary/internal/version"
 )
 
@@ -125,6 +126,11 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 			}
 			return nil
 		})
+	fs.Func("cni-chained-plugins", `JSON array of plugin configurations the conflist lists after estuary's own, each an object with a "type" whose binary is in the CNI bin dir (e.g. [{"type":"tuning","sysctl":{"net.ipv4.conf.eth0.accept_local":"1"}}])`,
+		func(v string) (err error) {
+			cfg.CNIChainedPlugins, err = daemon.ParseChainedPlugins(v)
+			return err
+		})
 	fs.StringVar((*string)(&cfg.Bandwidth), "cni-bandwidth", string(daemon.BandwidthAuto),
 		"chain the reference bandwidth plugin, which shapes pods by their kubernetes.io/ingress-bandwidth and egress-bandwidth annotations: "+
 			"auto (when --cni-extra-plugins installs a binary named bandwidth), on (it is in the CNI bin dir), off")
@@ -135,6 +141,9 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 	fs.StringVar(&cfg.VXLANParent, "vxlan-parent", "", "link the tunnel runs over (default: the link of the default route)")
 	fs.StringVar(&cfg.VXLANParentRegex, "vxlan-parent-regex", "", "pattern choosing the tunnel's link: the first matching link with a global address")
 	fs.StringVar(&cfg.UnderlayUplink, "underlay-uplink", "", "NIC of the underlay's VLAN networks (default: the tunnel's parent link)")
+	uplinkList(fs, &cfg.VLANUplinks, "vlan-uplinks", "VLAN networks' uplink: comma-separated names, the first existing one is used (default: --underlay-uplink)")
+	uplinkList(fs, &cfg.BGPUplinks, "bgp-uplinks", "BGP networks' uplink: comma-separated names, the first existing one is used (default: --underlay-uplink)")
+	uplinkList(fs, &cfg.VXLANParents, "vxlan-parents", "tunnel's parent link: comma-separated names, the first existing one with a global address is used (default: --vxlan-parent)")
 	fs.IntVar(&cfg.KubeProxyMasqueradeBit, "kube-proxy-masquerade-bit", daemon.AutoMasqueradeBit,
 		"kube-proxy's masquerade bit (0-31), whose mark estuary's NAT leaves to kube-proxy; -1 reads it from the ConfigMap kube-system/kube-proxy (default 14 when unreadable)")
 	fs.BoolVar(&cfg.FastPath, "fast-path", true,
@@ -154,4 +163,16 @@ func bindFlags(fs *flag.FlagSet, cfg *daemon.Config) {
 			`and authorizes for get on the non-resource URL /metrics (TokenReview, SubjectAccessReview); empty or "0": not served`)
 	fs.StringVar(&cfg.MetricsCertDir, "metrics-cert-dir", "",
 		`directory of the tls.crt and tls.key /metrics is served with, read at each handshake (the manager's rotated metrics certificate, mounted); until they exist /metrics refuses handshakes and the daemon runs on. Empty: a self-signed certificate`)
+}
+
+// uplinkList registers a flag of comma-separated link names.
+func uplinkList(fs *flag.FlagSet, dst *[]string, name, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		list, err := uplink.ParseList(v)
+		if err != nil {
+			return fmt.Errorf("%q: %w", v, err)
+		}
+		*dst = list
+		return nil
+	})
 }

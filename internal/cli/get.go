@@ -22,14 +22,21 @@ func getCmd(o *options) *cobra.Command {
 
 func getIPCmd(o *options) *cobra.Command {
 	var out *output
+	var history bool
+	var at string
 	c := &cobra.Command{
 		Use:   "ip ADDRESS",
 		Short: "Who holds an address: pod, owner, node, phase, since when, until when",
-		Args:  cobra.ExactArgs(1),
+		Long: "Shows the record of an address. --history lists every recorded move of the address (allocated,\n" +
+			"handed over, kept, released), newest first; --at TIME (RFC 3339) says who held it at that instant.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := netip.ParseAddr(args[0])
 			if err != nil {
 				return fmt.Errorf("get ip: %q is not an IP address", args[0])
+			}
+			if at != "" {
+				return runIPAt(cmd.Context(), o, out, a, at, history)
 			}
 			if err := out.validate("get ip"); err != nil {
 				return err
@@ -38,10 +45,15 @@ func getIPCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if history {
+				return getIPHistory(cmd.Context(), k, o.streams, out, a)
+			}
 			return getIP(cmd.Context(), k, o.streams, out, a)
 		},
 	}
 	out = addOutput(c)
+	c.Flags().BoolVar(&history, "history", false, "list every recorded move of the address, newest first")
+	c.Flags().StringVar(&at, "at", "", "say who held the address at this RFC 3339 time, or that it was free")
 	return c
 }
 

@@ -194,8 +194,31 @@ func daemonStatusFacts(b *checkBuilder, ann map[string]string) {
 		b.fact("fast path %q", st.FastPath.State)
 	}
 	policyFacts(b, st.Policy)
+	uplinkFacts(b, st.Uplinks)
 	if d := st.DataPath; d != nil {
 		b.problem("data path stale: %s", d.Problem)
+	}
+}
+
+// uplinkFacts adds the link the daemon chose per mode in one fact
+// ("uplinks vlan bond0 (node annotation), bgp eth0, vxlan eth0"); a mode
+// without one, or a refused annotation, is a problem.
+func uplinkFacts(b *checkBuilder, ups []estuaryv1.NodeUplinkStatus) {
+	var links []string
+	for _, u := range ups {
+		if u.Problem != "" {
+			b.problem("%s uplink: %s", u.Mode, u.Problem)
+		}
+		switch {
+		case u.Link == "":
+		case u.Source == "annotation":
+			links = append(links, u.Mode+" "+u.Link+" (node annotation)")
+		default:
+			links = append(links, u.Mode+" "+u.Link)
+		}
+	}
+	if len(links) > 0 {
+		b.fact("uplinks %s", strings.Join(links, ", "))
 	}
 }
 

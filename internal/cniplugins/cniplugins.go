@@ -1,6 +1,8 @@
 // Package cniplugins pins the reference CNI plugins (containernetworking's
-// loopback, portmap and bandwidth) that estuary's daemon image carries and
-// installs on every node. A release builds them at this version
+// loopback, portmap, bandwidth and tuning) that estuary's daemon image
+// carries and installs on every node: portmap and bandwidth are chained by
+// the daemon's conflist, tuning is there for users to chain
+// (--cni-chained-plugins) without installing anything. A release builds them at this version
 // (internal/release), and the lab's images carry the same.
 package cniplugins
 
@@ -20,6 +22,7 @@ var packages = map[string]string{
 	"loopback":  "plugins/main/loopback",
 	"portmap":   "plugins/meta/portmap",
 	"bandwidth": "plugins/meta/bandwidth",
+	"tuning":    "plugins/meta/tuning",
 }
 
 // Packages returns the plugins: binary name to package below Module.

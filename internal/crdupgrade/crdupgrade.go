@@ -10,7 +10,7 @@
 //
 // Rules:
 //
-//   - only the three CRDs estuary defines, by name, and only their spec
+//   - only the four CRDs estuary defines, by name, and only their spec
 //     and two annotations: the release (networking.estuary.io/crd-release,
 //     the manager's version) and a hash of the spec it wrote
 //     (networking.estuary.io/crd-spec-hash), by which an unchanged CRD is
@@ -51,7 +51,7 @@
 // manager goes on with the CRD as it was (it logs the error, records a
 // Warning Event CRDUpgradeFailed on the CRD and sets
 // estuary_manager_crd_upgrade_failed). A failure on one of estuary's own
-// three CRDs stops the manager, since its controllers need their schema.
+// four CRDs stops the manager, since its controllers need their schema.
 package crdupgrade
 
 import (
@@ -201,6 +201,13 @@ func ensure(ctx context.Context, c client.Client, want []apiextensionsv1.CustomR
 	return results, nil
 }
 
+// Optional are estuary CRDs that only a feature which can run without them
+// needs (address history): a release that adds one reaches clusters
+// upgraded with `helm upgrade`, which installs no new CRD, so a missing one
+// is reported (Absent) rather than fatal, and the feature stays off until
+// the CRD is applied.
+var Optional = map[string]bool{"iphistories.networking.estuary.io": true}
+
 func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, release string, shared bool) (Result, error) {
 	hash, err := SpecHash(want.Spec)
 	if err != nil {
@@ -211,7 +218,7 @@ func ensureOne(ctx context.Context, c client.Client, want *apiextensionsv1.Custo
 		var cur apiextensionsv1.CustomResourceDefinition
 		if err := c.Get(ctx, client.ObjectKey{Name: want.Name}, &cur); err != nil {
 			switch {
-			case apierrors.IsNotFound(err) && shared:
+			case apierrors.IsNotFound(err) && (shared || Optional[want.Name]):
 				r.Action = Absent
 				return nil
 			case apierrors.IsNotFound(err):

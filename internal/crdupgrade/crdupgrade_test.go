@@ -146,6 +146,36 @@ func TestEnsureNamesAMissingCRD(t *testing.T) {
 	}
 }
 
+// TestEnsureReportsAMissingOptionalCRD: a CRD only an optional feature
+// needs (address history), missing on a cluster upgraded with helm upgrade,
+// is reported Absent and the others are still brought to the schema.
+func TestEnsureReportsAMissingOptionalCRD(t *testing.T) {
+	want, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var optional *apiextensionsv1.CustomResourceDefinition
+	for i := range want {
+		if Optional[want[i].Name] {
+			optional = want[i].DeepCopy()
+		}
+	}
+	if optional == nil {
+		t.Fatal("no embedded CRD is optional")
+	}
+	missing := optional.DeepCopy()
+	missing.Name = "absents.networking.estuary.io"
+	Optional[missing.Name] = true
+	t.Cleanup(func() { delete(Optional, missing.Name) })
+	rs, err := Ensure(bg(), k8s, []apiextensionsv1.CustomResourceDefinition{*missing, want[0]}, "0.2.0")
+	if err != nil {
+		t.Fatalf("Ensure with a missing optional CRD: %v", err)
+	}
+	if a := actions(rs); a[missing.Name] != Absent || a[want[0].Name] == "" {
+		t.Errorf("actions %v, want %s for %s and an action for %s", a, Absent, missing.Name, want[0].Name)
+	}
+}
+
 func TestEmbeddedAreEstuarysThree(t *testing.T) {
 	want, err := Embedded()
 	if err != nil {
@@ -155,7 +185,7 @@ func TestEmbeddedAreEstuarysThree(t *testing.T) {
 	for _, c := range want {
 		names = append(names, c.Name)
 	}
-	if strings.Join(names, ",") != "ipinstances.networking.estuary.io,networks.networking.estuary.io,subnets.networking.estuary.io" {
+	if strings.Join(names, ",") != "iphistories.networking.estuary.io,ipinstances.networking.estuary.io,networks.networking.estuary.io,subnets.networking.estuary.io" {
 		t.Fatalf("embedded CRDs = %v", names)
 	}
 }

@@ -60,6 +60,7 @@ type kernelHandles struct {
 	overlay  *overlay.Agent
 	underlay *underlay.Agent
 	table    *podnet.LocalPods
+	uplinks  *uplinks // the node's link per mode, over overlay
 }
 
 // hooks are the daemon's components in start order; they stop in reverse.
@@ -139,7 +140,8 @@ func (d *kernelHandles) openDataPlanes(context.Context) (err error) {
 		d.overlay.Close()
 		return fmt.Errorf("underlay data plane: %w", err)
 	}
-	d.cfg.MTU, d.cfg.UnderlayMTU = podMTU(*d.cfg, d.overlay)
+	d.uplinks = newUplinks(*d.cfg, d.overlay)
+	d.cfg.MTU, d.cfg.UnderlayMTU = podMTU(*d.cfg, d.overlay, d.uplinks)
 	return nil
 }
 
@@ -215,7 +217,7 @@ func (d *kernelHandles) closeLocalPods(context.Context) error {
 func (d *components) openServer(context.Context) (err error) {
 	d.metrics = newDaemonMetrics()
 	d.plumber = podnet.NewPlumber(d.cfg.HostNetns)
-	d.srv, err = startServer(d.cfg, d.plumber, d.waiter, segmentChecks(d.cfg, d.k.overlay, d.k.underlay), d.trigger.Poke,
+	d.srv, err = startServer(d.cfg, d.plumber, d.waiter, segmentChecks(d.k.uplinks, d.k.underlay), d.trigger.Poke,
 		d.metrics.cni, d.policy.gate())
 	if err != nil {
 		return err
@@ -238,7 +240,7 @@ func (d *components) buildLoop(ctx context.Context) (err error) {
 	local := cnibackend.NewLocalPods(d.k.table, d.srv.Store(), d.srv.Busy)
 	d.progress = datapath.NewProgress()
 	d.syncer, err = newSyncer(ctx, d.cfg, d.k.overlay, d.k.underlay, d.cache, d.live, d.srv.Store(), d.trigger, loopParts{
-		records: d.records, local: local, bgp: d.speakers, fastPath: d.k.fp, policy: d.policy,
+		records: d.records, uplinks: d.k.uplinks, local: local, bgp: d.speakers, fastPath: d.k.fp, policy: d.policy,
 		metrics: d.metrics.datapath, progress: d.progress})
 	return err
 }
@@ -248,8 +250,8 @@ func (d *components) buildLoop(ctx context.Context) (err error) {
 func (d *components) runLoops(ctx context.Context) error {
 	d.parts.goFunc("cni server", d.srv.Serve)
 	d.parts.goFunc("data-path loop", func() error { return d.syncer.Run(ctx) })
-	kernel := datapath.KernelWatch{Netns: d.cfg.HostNetns, Uplink: d.cfg.UnderlayUplink, Parent: parentSpec(d.cfg),
-		Links: d.k.overlay, Log: log.WithName("datapath")}
+	kernel := datapath.KernelWatch{Netns: d.cfg.HostNetns, Uplinks: d.k.uplinks.watched, Parent: parentSpec(d.cfg),
+		Links: tunnelParent{d.k.uplinks}, Log: log.WithName("datapath")}
 	d.parts.goFunc("kernel link watch", func() error { return kernel.Run(ctx, d.trigger) })
 	gc := newNodeGC(d.srv.Store(), d.srv, d.live, d.cfg.GCGrace)
 	d.parts.goFunc("node gc", func() error { return gc.run(ctx, d.cfg.GCInterval) })
@@ -260,7 +262,7 @@ func (d *components) runLoops(ctx context.Context) error {
 // status reporter keeps there.
 func (d *components) install(ctx context.Context) error {
 	d.status = &statusReporter{node: d.cfg.NodeName, reader: d.cache, writer: d.live, events: d.events,
-		dir: d.cfg.CNIConfDir, fastPath: d.k.fpStatus, kubeProxyMode: proxyModeOf(d.cfg), passes: d.progress,
+		dir: d.cfg.CNIConfDir, fastPath: d.k.fpStatus, kubeProxyMode: proxyModeOf(d.cfg), passes: d.progress, uplinks: d.k.uplinks.status,
 		staleAfter: staleBound, interval: statusInterval}
 	list, err := install(d.cfg, d.k.journal)
 	if err != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/cniserver"
 	"github.com/estuary-cni/estuary/internal/dataplane/policy"
 	"github.com/estuary-cni/estuary/internal/endpointstore"
+	"github.com/estuary-cni/estuary/internal/uplink"
 )
 
 // Defaults of the daemon's settings; each is also the default of the flag
@@ -84,6 +86,10 @@ type Config struct {
 	// (portmap), installed into CNIBinDir under their base names
 	// (--cni-extra-plugins).
 	CNIExtraPlugins []string
+	// CNIChainedPlugins are the user's plugin configurations the conflist
+	// lists after estuary's own, each a JSON object with a "type" whose
+	// binary is in CNIBinDir (--cni-chained-plugins; chained.go).
+	CNIChainedPlugins []json.RawMessage
 	// Bandwidth says whether the conflist chains the reference bandwidth
 	// plugin (--cni-bandwidth); BandwidthAuto if empty.
 	Bandwidth BandwidthMode
@@ -105,6 +111,15 @@ type Config struct {
 	// of their 802.1Q sub-interfaces and the link of untagged ones
 	// (--underlay-uplink); empty: the tunnel's parent link.
 	UnderlayUplink string
+	// VLANUplinks, BGPUplinks and VXLANParents are the ordered candidates of
+	// the VLAN networks' uplink, the BGP networks' uplink and the tunnel's
+	// parent: the first that exists on the node is used, and a Node's
+	// uplink annotations (internal/uplink) take precedence (--vlan-uplinks,
+	// --bgp-uplinks, --vxlan-parents). Empty: UnderlayUplink for both
+	// underlay modes, VXLANParent or VXLANParentRegex for the tunnel.
+	VLANUplinks  []string
+	BGPUplinks   []string
+	VXLANParents []string
 	// HealthAddr serves /healthz, /metrics, and to loopback peers only
 	// /bgp and /endpoints (--health-probe-bind-address, default
 	// DefaultHealthAddress); empty or "0" serves nothing.
@@ -275,6 +290,9 @@ func (c Config) Validate() error {
 	for _, p := range c.CNIExtraPlugins {
 		errs = append(errs, absolute("--cni-extra-plugins", p))
 	}
+	if err := checkChainedPlugins(c.CNIChainedPlugins); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", chainedFlag, err))
+	}
 	if c.CNIVersion != "1.0.0" && c.CNIVersion != "1.1.0" {
 		errs = append(errs, fmt.Errorf("--cni-version: %q is neither 1.0.0 nor 1.1.0", c.CNIVersion))
 	}
@@ -292,6 +310,17 @@ func (c Config) Validate() error {
 	}
 	if len(c.UnderlayUplink) > 15 || strings.ContainsAny(c.UnderlayUplink, "/ ") {
 		errs = append(errs, fmt.Errorf("--underlay-uplink: %q is not a link name", c.UnderlayUplink))
+	}
+	for _, l := range []struct {
+		flag string
+		list []string
+	}{{"--vlan-uplinks", c.VLANUplinks}, {"--bgp-uplinks", c.BGPUplinks}, {"--vxlan-parents", c.VXLANParents}} {
+		if err := uplink.Validate(l.list); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.flag, err))
+		}
+	}
+	if len(c.VXLANParents) > 0 && c.VXLANParentRegex != "" {
+		errs = append(errs, errors.New("--vxlan-parents and --vxlan-parent-regex: set at most one"))
 	}
 	if _, err := regexp.Compile(c.VXLANParentRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--vxlan-parent-regex: %w", err))

@@ -57,6 +57,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"bad mtu", func(c *Config) { c.MTU = 100 }, "--mtu: 100"},
 		{"metrics address", func(c *Config) { c.MetricsAddr = "9783" }, "--metrics-bind-address: address 9783: missing port"},
 		{"pod to node", func(c *Config) { c.PodToNodeTraffic = "deny" }, `--pod-to-node-traffic: "deny" is neither allow nor policy`},
+		{"vlan uplinks", func(c *Config) { c.VLANUplinks = []string{"bond0", ""} }, "--vlan-uplinks: entry 2: empty link name"},
+		{"bgp uplinks", func(c *Config) { c.BGPUplinks = []string{"ens5f0/1"} }, `--bgp-uplinks: entry 1: link name "ens5f0/1" holds a slash`},
+		{"vxlan parents", func(c *Config) { c.VXLANParents = []string{"abcdefghijklmnop"} }, `--vxlan-parents: entry 1: link name "abcdefghijklmnop" is 16 bytes`},
+		{"parents and regex", func(c *Config) { c.VXLANParents, c.VXLANParentRegex = []string{"eth0"}, "eth.*" }, "--vxlan-parents and --vxlan-parent-regex: set at most one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

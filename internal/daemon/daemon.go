@@ -58,6 +58,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/endpointstore"
 	"github.com/estuary-cni/estuary/internal/lifecycle"
 	"github.com/estuary-cni/estuary/internal/sysctl"
+	uplinkpkg "github.com/estuary-cni/estuary/internal/uplink"
 )
 
 // log is the daemon's logger; controller-runtime's delegating logger, so the
@@ -99,26 +100,32 @@ func Run(ctx context.Context, cfg Config) error {
 // tunnel's for overlay pods (a pod packet must fit the VXLAN device after
 // encapsulation) and the uplink's for underlay pods (they carry no tunnel
 // header, and hosts on their network expect its full MTU).
-func podMTU(cfg Config, agent *overlay.Agent) (overlayMTU, underlayMTU int) {
+func podMTU(cfg Config, agent *overlay.Agent, links *uplinks) (overlayMTU, underlayMTU int) {
 	if cfg.MTU != 0 {
 		return cfg.MTU, cfg.MTU
 	}
-	p, err := agent.ResolveParent(parentSpec(cfg))
+	p, err := links.parent()
 	if err != nil {
 		log.Error(err, "tunnel parent not found; pod interfaces keep the kernel's default MTU")
 		return 0, 0
 	}
 	overlayMTU = overlay.MTUFor(p.MTU, p.IP.Is6())
 	underlayMTU = p.MTU
-	uplink := p.Link
-	if cfg.UnderlayUplink != "" && cfg.UnderlayUplink != p.Link {
-		u, err := agent.ResolveParent(overlay.ParentSpec{Name: cfg.UnderlayUplink})
+	uplink, err := links.choose(uplinkpkg.VLAN)
+	if err != nil {
+		log.Error(err, "underlay uplink not found; underlay pods get the overlay's MTU")
+		underlayMTU = overlayMTU
+	} else if uplink != "" && uplink != p.Link {
+		u, err := agent.ResolveParent(overlay.ParentSpec{Name: uplink})
 		if err != nil {
-			log.Error(err, "underlay uplink not found; underlay pods get the overlay's MTU", "uplink", cfg.UnderlayUplink)
+			log.Error(err, "underlay uplink not found; underlay pods get the overlay's MTU", "uplink", uplink)
 			underlayMTU = overlayMTU
 		} else {
-			underlayMTU, uplink = u.MTU, u.Link
+			underlayMTU = u.MTU
 		}
+	}
+	if uplink == "" {
+		uplink = p.Link
 	}
 	log.Info("pod MTU", "parent", p.Link, "parentMTU", p.MTU, "overlay", overlayMTU, "uplink", uplink, "underlay", underlayMTU)
 	return overlayMTU, underlayMTU
@@ -140,6 +147,7 @@ func newBGPPart(cfg Config, w client.Client, events datapath.Events, t *datapath
 // loopParts are the loop's parts built before it, and its metrics.
 type loopParts struct {
 	records  cache.Cache // other nodes' records (remote.NewCache)
+	uplinks  *uplinks
 	local    datapath.LocalPods
 	bgp      *datapath.BGPPart
 	fastPath *fastPath   // nil: none
@@ -158,22 +166,22 @@ func newSyncer(ctx context.Context, cfg Config, agent *overlay.Agent, ua *underl
 	}
 	log.Info("kube-proxy's masquerade mark is left to kube-proxy", "bit", bit, "mark", fmt.Sprintf("%#x", datapath.MarkOf(bit)))
 	l := log.WithName("datapath")
-	var parts []datapath.Part
+	parts := []datapath.Part{uplinksPart{lp.uplinks}}
 	if lp.policy != nil {
 		parts = append(parts, lp.policy)
 	}
 	parts = append(parts,
 		datapath.NewVTEPPart(datapath.VTEPConfig{Node: cfg.NodeName, Port: cfg.VXLANPort, Writer: w, Log: l}),
 		datapath.NewOverlayPart(datapath.OverlayConfig{Node: cfg.NodeName, KubeProxyMark: datapath.MarkOf(bit), Log: l}, agent),
-		datapath.NewUnderlayPart(datapath.UnderlayConfig{Node: cfg.NodeName, Uplink: cfg.UnderlayUplink, Links: agent, Log: l}, ua),
+		datapath.NewUnderlayPart(datapath.UnderlayConfig{Node: cfg.NodeName, Choose: lp.uplinks.choose, Links: agent, Log: l}, ua),
 		lp.bgp,
 	)
 	if lp.fastPath != nil {
-		parts = append(parts, datapath.NewFastPathPart(datapath.FastPathConfig{HostVeth: hostVeth, Uplink: cfg.UnderlayUplink}, lp.fastPath))
+		parts = append(parts, datapath.NewFastPathPart(datapath.FastPathConfig{HostVeth: hostVeth, Uplinks: lp.uplinks.underlayLinks}, lp.fastPath))
 	}
 	opts := datapath.Options{
 		Node: cfg.NodeName, Log: l, Metrics: lp.metrics, Progress: lp.progress,
-		Parent:     func() (overlay.Parent, error) { return agent.ResolveParent(parentSpec(cfg)) },
+		Parent:     lp.uplinks.parent,
 		BeforeRead: []datapath.Part{datapath.NewLocalPodsPart(lp.local, l)},
 		Parts:      parts,
 	}
@@ -287,14 +295,14 @@ func startServer(cfg Config, plumber *podnet.Plumber, addrs cnibackend.Addresses
 }
 
 // segmentChecks is the readiness of pods with addresses on a VLAN segment,
-// run by the underlay agent on the underlay's uplink: --underlay-uplink,
-// else the tunnel's parent link.
-func segmentChecks(cfg Config, agent *overlay.Agent, ua *underlay.Agent) *segment.Checks {
+// run by the underlay agent on the VLAN networks' uplink (uplinks.go), else
+// the tunnel's parent link.
+func segmentChecks(links *uplinks, ua *underlay.Agent) *segment.Checks {
 	return &segment.Checks{ARP: ua, Uplink: func() (string, error) {
-		if cfg.UnderlayUplink != "" {
-			return cfg.UnderlayUplink, nil
+		if name, err := links.choose(uplinkpkg.VLAN); err != nil || name != "" {
+			return name, err
 		}
-		p, err := agent.ResolveParent(parentSpec(cfg))
+		p, err := links.parent()
 		if err != nil {
 			return "", fmt.Errorf("underlay uplink (the tunnel parent): %w", err)
 		}

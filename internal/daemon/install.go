@@ -64,6 +64,19 @@ type Plugin struct {
 	Capabilities   map[string]bool `json:"capabilities,omitempty"`
 	SNAT           *bool           `json:"snat,omitempty"`
 	Backend        PortmapBackend  `json:"backend,omitempty"`
+	// Config, when set, is the whole entry as the user wrote it (a chained
+	// plugin, see chained.go); it is written as is and the fields above
+	// other than Type are unused.
+	Config json.RawMessage `json:"-"`
+}
+
+// MarshalJSON writes Config when set, else the typed fields.
+func (p Plugin) MarshalJSON() ([]byte, error) {
+	if p.Config != nil {
+		return p.Config, nil
+	}
+	type fields Plugin
+	return json.Marshal(fields(p))
 }
 
 // NewConflist returns the conflist for a daemon on socket whose ADDs wait
@@ -144,11 +157,7 @@ func (c Conflist) PluginConfig(pluginType string) ([]byte, error) {
 		if p.Type != pluginType {
 			continue
 		}
-		b, err := json.Marshal(struct {
-			CNIVersion string `json:"cniVersion"`
-			Name       string `json:"name"`
-			Plugin
-		}{c.CNIVersion, c.Name, p})
+		b, err := pluginConfig(c.CNIVersion, c.Name, p)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s plugin config: %w", pluginType, err)
 		}
@@ -157,22 +166,43 @@ func (c Conflist) PluginConfig(pluginType string) ([]byte, error) {
 	return nil, fmt.Errorf("conflist %s has no plugin of type %s", c.Name, pluginType)
 }
 
-// conflistFor is the conflist cfg asks for. One that chains the bandwidth
-// plugin needs its binary in the bin dir: without it every ADD would fail.
+// pluginConfig is p's entry with the list's cniVersion and name set.
+func pluginConfig(version, name string, p Plugin) ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	fields["cniVersion"], fields["name"] = version, name
+	return json.Marshal(fields)
+}
+
+// conflistFor is the conflist cfg asks for: estuary's own plugins, then the
+// user's chained ones (chained.go). One that chains the bandwidth plugin,
+// or a chained plugin, needs its binary in the bin dir: without it every
+// ADD would fail.
 func conflistFor(cfg Config) (Conflist, error) {
 	list := NewConflist(cfg.SocketPath, cfg.AddressTimeout)
 	list.CNIVersion = cfg.CNIVersion
 	if cfg.PortmapBackend != "" {
 		list = list.WithPortmapBackend(cfg.PortmapBackend)
 	}
-	if !cfg.chainsBandwidth() {
-		return list, nil
+	if cfg.chainsBandwidth() {
+		bin := filepath.Join(cfg.CNIBinDir, BandwidthPluginType)
+		if _, err := os.Stat(bin); err != nil {
+			return Conflist{}, fmt.Errorf("chain the bandwidth plugin (--cni-bandwidth=%s): %w", cfg.Bandwidth, err)
+		}
+		list = list.WithBandwidth()
 	}
-	bin := filepath.Join(cfg.CNIBinDir, BandwidthPluginType)
-	if _, err := os.Stat(bin); err != nil {
-		return Conflist{}, fmt.Errorf("chain the bandwidth plugin (--cni-bandwidth=%s): %w", cfg.Bandwidth, err)
+	chained, err := chainedPlugins(cfg)
+	if err != nil {
+		return Conflist{}, err
 	}
-	return list.WithBandwidth(), nil
+	list.Plugins = append(list.Plugins, chained...)
+	return list, nil
 }
 
 // InstallConflist writes c as dir/ConflistName, atomically, unless the file

@@ -43,12 +43,9 @@ func TestConflistContent(t *testing.T) {
 	}
 }
 
-func TestConflistWithBandwidthContent(t *testing.T) {
-	b, err := NewConflist("/run/estuary/cni.sock", 30*time.Second).WithBandwidth().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{
+// conflistWithBandwidth is the conflist of the defaults with bandwidth
+// chained.
+const conflistWithBandwidth = `{
   "cniVersion": "1.1.0",
   "name": "estuary",
   "plugins": [
@@ -77,6 +74,13 @@ func TestConflistWithBandwidthContent(t *testing.T) {
   ]
 }
 `
+
+func TestConflistWithBandwidthContent(t *testing.T) {
+	b, err := NewConflist("/run/estuary/cni.sock", 30*time.Second).WithBandwidth().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := conflistWithBandwidth
 	if string(b) != want {
 		t.Fatalf("conflist =\n%s\nwant\n%s", b, want)
 	}

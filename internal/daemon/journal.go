@@ -11,7 +11,7 @@ package daemon
 //     uplink of an untagged underlay): a node may have held any value
 //     before, so the first value the daemon overwrote is journaled, and
 //     Uninstall writes it back;
-//   - the reference plugins (loopback, portmap, bandwidth) the daemon
+//   - the reference plugins (loopback, portmap, bandwidth, tuning) the daemon
 //     copies into the CNI bin dir, where the runtime's own may have been:
 //     the first time the daemon writes one, it journals whether a file was
 //     there and, if one was, keeps a copy of it, which Uninstall restores.

@@ -70,6 +70,8 @@ type statusReporter struct {
 	passes     passProgress
 	staleAfter time.Duration
 	interval   time.Duration
+	// uplinks is the node's link per mode (uplinks.go); nil publishes none.
+	uplinks func() []estuaryv1.NodeUplinkStatus
 	// last is the status of the previous pass; nil before the first.
 	last *estuaryv1.NodeDaemonStatus
 }
@@ -140,8 +142,12 @@ func (r *statusReporter) pass(ctx context.Context) error {
 // status checks (and repairs) the conflist, asks kube-proxy's mode while
 // policy is on, and returns the daemon's status.
 func (r *statusReporter) status(ctx context.Context) estuaryv1.NodeDaemonStatus {
-	return estuaryv1.NodeDaemonStatus{Version: version.Version, Conflist: ensureConflist(r.dir, r.list), FastPath: r.fastPath,
+	st := estuaryv1.NodeDaemonStatus{Version: version.Version, Conflist: ensureConflist(r.dir, r.list), FastPath: r.fastPath,
 		Policy: r.policyStatus(ctx)}
+	if r.uplinks != nil {
+		st.Uplinks = r.uplinks()
+	}
+	return st
 }
 
 // publish patches st into node's annotation unless node (nil: unknown)
@@ -192,6 +198,7 @@ func (r *statusReporter) transitions(prev *estuaryv1.NodeDaemonStatus, st estuar
 	}
 	r.policyTransitions(prev, r.last, st)
 	r.dataPathTransitions(prev, st)
+	uplinkTransitions(r.events, prev, st)
 }
 
 // decodeDaemonStatus parses an annotation value; nil when absent or not

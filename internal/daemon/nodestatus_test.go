@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -107,7 +108,7 @@ func TestStatusReporterPublishesOnChangeAndRecordsTransitions(t *testing.T) {
 	st, rv := pass("first pass")
 	want := estuaryv1.NodeDaemonStatus{Version: version.Version, FastPath: refused,
 		Conflist: estuaryv1.NodeConflistStatus{Path: path, Installed: true}}
-	if st == nil || *st != want {
+	if st == nil || !reflect.DeepEqual(*st, want) {
 		t.Fatalf("published %+v, want %+v", st, want)
 	}
 	if got := reasons(ev.take()); !slices.Equal(got, []string{ReasonFastPathRefused}) {

@@ -9,9 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/estuary-cni/estuary/internal/controller/podipam"
 	"github.com/estuary-cni/estuary/internal/kubeclient"
 	"github.com/estuary-cni/estuary/internal/netmodel"
 	"github.com/estuary-cni/estuary/internal/webhook"
+	"github.com/estuary-cni/estuary/internal/workload"
 )
 
 // Defaults of the manager's settings; each is also the default of the flag
@@ -22,6 +24,10 @@ const (
 	DefaultWorkers        = 16
 	DefaultWebhookService = "estuary-webhook"
 	DefaultMaxRetainTTL   = netmodel.DefaultMaxRetainTTL
+	// DefaultAddressHistoryMaxEntries and DefaultAddressHistoryMaxAge
+	// bound each address's history.
+	DefaultAddressHistoryMaxEntries = podipam.DefaultHistoryMaxEntries
+	DefaultAddressHistoryMaxAge     = podipam.DefaultHistoryMaxAge
 	// LeaderElectionID names the Lease the replicas compete for.
 	LeaderElectionID = "estuary-manager"
 )
@@ -65,6 +71,13 @@ type Config struct {
 	// by the webhook and again before allocation (--max-retain-ttl); 0:
 	// DefaultMaxRetainTTL.
 	MaxRetainTTL time.Duration
+	// AddressHistory records every address's moves in IPHistories
+	// (--address-history), at most AddressHistoryMaxEntries per address
+	// (--address-history-max-entries) for AddressHistoryMaxAge
+	// (--address-history-max-age; 0: podipam's defaults).
+	AddressHistory           bool
+	AddressHistoryMaxEntries int
+	AddressHistoryMaxAge     time.Duration
 	// DefaultNetworkType, DefaultIPFamily and DefaultIPRetain are the
 	// cluster's defaults for pods that do not say, applied by the webhook
 	// and the allocator alike (--default-network-type: Overlay or
@@ -96,6 +109,11 @@ type Config struct {
 	// the pod webhooks act on (--pod-label-selector, labels.Parse syntax);
 	// empty: every pod. See client.go.
 	PodLabelSelector string
+	// WorkloadKinds are controller kinds, besides those estuary knows,
+	// whose pods have the controller for their workload: a JSON list of
+	// {group, version, kind, ordinal} (--workload-kinds; see
+	// internal/workload's Configure); empty: none.
+	WorkloadKinds string
 	// KubeClientQPS and KubeClientBurst rate-limit every API client of the
 	// manager (--kube-client-qps, --kube-client-burst); 0:
 	// kubeclient.DefaultQPS, kubeclient.DefaultBurst.
@@ -148,6 +166,12 @@ func (c Config) Validate() error {
 	if c.MaxRetainTTL < 0 {
 		errs = append(errs, fmt.Errorf("--max-retain-ttl=%s: must be a positive duration (0: %s)", c.MaxRetainTTL, DefaultMaxRetainTTL))
 	}
+	if c.AddressHistoryMaxEntries < 0 || c.AddressHistoryMaxEntries > 1000 {
+		errs = append(errs, fmt.Errorf("--address-history-max-entries=%d: must be 1 to 1000 (0: the default)", c.AddressHistoryMaxEntries))
+	}
+	if c.AddressHistoryMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("--address-history-max-age=%s: must be a positive duration (0: the default)", c.AddressHistoryMaxAge))
+	}
 	if c.Webhook.Port < 0 || c.Webhook.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port=%d: must be 0 (off) or a port number", c.Webhook.Port))
 	}
@@ -164,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.BootstrapOwner != "" && c.BootstrapDir == "" {
 		errs = append(errs, fmt.Errorf("--bootstrap-owner=%q: needs --bootstrap-dir", c.BootstrapOwner))
+	}
+	if _, err := c.workloadKinds(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateClient()...)
 	errs = append(errs, c.validateMetrics()...)
@@ -188,6 +215,15 @@ func (c Config) withDefaults() Config {
 		c.KubeClientBurst = kubeclient.DefaultBurst
 	}
 	return c
+}
+
+// workloadKinds parses WorkloadKinds.
+func (c Config) workloadKinds() ([]workload.Kind, error) {
+	kinds, err := workload.ParseKinds(c.WorkloadKinds)
+	if err != nil {
+		return nil, fmt.Errorf("--workload-kinds: %w", err)
+	}
+	return kinds, nil
 }
 
 // secretName parses Secret as namespace/name.

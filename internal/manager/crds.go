@@ -10,12 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	estuaryv1 "github.com/estuary-cni/estuary/api/v1"
 	"github.com/estuary-cni/estuary/internal/crdupgrade"
 	"github.com/estuary-cni/estuary/internal/version"
 )
@@ -124,4 +127,19 @@ func recordCRDEvent(ctx context.Context, c client.Client, name, note string) err
 		return fmt.Errorf("create Event on CRD %s: %w", name, err)
 	}
 	return nil
+}
+
+// historyServed reports whether the API server serves IPHistory. A cluster
+// upgraded with `helm upgrade` from a release without address history lacks
+// its CRD (Helm installs no new CRD on an upgrade): the manager then runs
+// with history off and says how to turn it on.
+func historyServed(m meta.RESTMapper) bool {
+	_, err := m.RESTMapping(schema.GroupKind{Group: estuaryv1.GroupVersion.Group, Kind: "IPHistory"}, estuaryv1.GroupVersion.Version)
+	if err == nil {
+		return true
+	}
+	log.Error(err, "address history is off: the API server does not serve IPHistory; "+
+		"apply the chart's crds/ (kubectl apply -f charts/estuary/crds/) and restart the manager to turn it on",
+		"crd", "iphistories.networking.estuary.io")
+	return false
 }

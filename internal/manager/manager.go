@@ -55,6 +55,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	kinds, err := cfg.workloadKinds()
+	if err != nil {
+		return err
+	}
+	workload.Configure(kinds)
+	checkWorkloadKinds(mgr.GetRESTMapper(), kinds)
 	if err := workload.Watch(ctx, mgr.GetCache()); err != nil {
 		return fmt.Errorf("set up owner metadata informers: %w", err)
 	}
@@ -62,7 +68,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers, MaxRetainTTL: cfg.MaxRetainTTL, PodSelector: selector, Defaults: defaults})
+	history := podipam.HistoryOptions{Off: !cfg.AddressHistory || !historyServed(mgr.GetRESTMapper()),
+		MaxEntries: cfg.AddressHistoryMaxEntries, MaxAge: cfg.AddressHistoryMaxAge}
+	pods, err := podipam.Setup(mgr, ipam.New(), podipam.Options{Workers: cfg.Workers, MaxRetainTTL: cfg.MaxRetainTTL, PodSelector: selector, Defaults: defaults,
+		History: history})
 	if err != nil {
 		return fmt.Errorf("set up pod addresses: %w", err)
 	}

@@ -52,6 +52,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"no kubeconfig", func(c *Config) { c.Kube = nil }, "--kubeconfig"},
 		{"workers", func(c *Config) { c.Workers = 0 }, "--workers=0: must be at least 1"},
 		{"max retain ttl", func(c *Config) { c.MaxRetainTTL = -time.Hour }, "--max-retain-ttl=-1h0m0s: must be a positive duration"},
+		{"address history entries", func(c *Config) { c.AddressHistoryMaxEntries = 1001 }, "--address-history-max-entries=1001: must be 1 to 1000"},
+		{"address history age", func(c *Config) { c.AddressHistoryMaxAge = -time.Hour }, "--address-history-max-age=-1h0m0s: must be a positive duration"},
 		{"port", func(c *Config) { c.Webhook.Port = 70000 }, "--webhook-port=70000"},
 		{"secret", func(c *Config) { c.Webhook.Port, c.Webhook.Secret = 9443, "nons" }, `--webhook-cert-secret="nons": want namespace/name`},
 		{"secret without port", func(c *Config) { c.Webhook.Secret = "ns/s" }, "needs --webhook-port"},
@@ -59,6 +61,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"default network type", func(c *Config) { c.DefaultNetworkType = "VXLAN" }, `--default-network-type=VXLAN: "VXLAN" is not Overlay or Underlay`},
 		{"default ip family", func(c *Config) { c.DefaultIPFamily = "IPv4Only" }, `--default-ip-family=IPv4Only: "IPv4Only" is not one of IPv4, IPv6, DualStack, Network`},
 		{"default ip retain", func(c *Config) { c.DefaultIPRetain = "maybe" }, `--default-ip-retain=maybe: "maybe" is not true or false`},
+		{"workload kinds", func(c *Config) {
+			c.WorkloadKinds = `[{"group":"apps.kruise.io","version":"v1alpha1","kind":"CloneSet"},{"group":"argoproj.io","kind":"Rollout"}]`
+		}, `--workload-kinds: entry 1 ({"group":"argoproj.io","kind":"Rollout"}): version: required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid

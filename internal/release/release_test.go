@@ -177,7 +177,7 @@ func checkImage(t *testing.T, o Options, spec ImageSpec, p Platform, img v1.Imag
 	wantFiles := map[string]string{"estuary-manager": fakeContent("estuary-manager", p)}
 	if spec.Name == DaemonImage.Name {
 		wantFiles = map[string]string{"estuary-daemon": fakeContent("estuary-daemon", p), "estuary-cni": fakeContent("estuary-cni", p)}
-		for _, n := range []string{"loopback", "portmap", "bandwidth"} {
+		for _, n := range []string{"loopback", "portmap", "bandwidth", "tuning"} {
 			wantFiles["plugins/"+n] = fakeContent(n, p)
 		}
 	}

@@ -9,9 +9,10 @@
 // controlled by a CronJob gives the CronJob, a KubeVirt
 // VirtualMachineInstance controlled by a VirtualMachine gives the
 // VirtualMachine, any other controller (a StatefulSet, an OpenKruise
-// Advanced StatefulSet, a DaemonSet, a ReplicaSet, Job or
-// VirtualMachineInstance of its own) is the owner itself, and a pod without
-// a controller owns its own addresses.
+// Advanced StatefulSet, a DaemonSet, a ReplicationController, a ReplicaSet,
+// Job or VirtualMachineInstance of its own, a configured kind: see
+// Configure) is the owner itself, and a pod without a controller owns its
+// own addresses.
 //
 // KubeVirt's and OpenKruise's kinds are Optional: their CRDs may be absent
 // (a reference to a kind the API server does not serve is not followed), so
@@ -26,13 +27,14 @@
 // is its own workload, and a ReplicaSet or Job whose controller does not is
 // the workload itself. A pod therefore cannot take the addresses a
 // Deployment keeps by naming it. Only the kinds of Owners (the apps and
-// batch controllers) can be checked; a pod of any other controller is its
-// own workload. Only their metadata is read, from a cache whose informers
+// batch controllers, and core's ReplicationController), Optional and
+// Configured can be checked; a pod of any other controller is its own
+// workload. Only their metadata is read, from a cache whose informers
 // Watch starts, so the lookup costs no API call on the allocation path.
 //
 // An owner is known by namespace, kind and name, never by UID alone: a
-// Deployment deleted and created again is the same workload, and its new
-// pods take the addresses the old ones left.
+// Deployment (or ReplicationController) deleted and created again is the
+// same workload, and its new pods take the addresses the old ones left.
 package workload
 
 import (
@@ -64,6 +66,8 @@ const (
 	KindJob         = "Job"
 	KindCronJob     = "CronJob"
 	KindDaemonSet   = "DaemonSet"
+	// KindReplicationController is core/v1's ReplicationController.
+	KindReplicationController = "ReplicationController"
 	// KindKruiseStatefulSet is OpenKruise's Advanced StatefulSet
 	// (apps.kruise.io), named with its group.
 	KindKruiseStatefulSet = "StatefulSet.apps.kruise.io"
@@ -78,9 +82,11 @@ const (
 	GroupKruise   = "apps.kruise.io"
 )
 
-// IsStateful reports whether kind keeps addresses by ordinal (a StatefulSet or an
-// Advanced StatefulSet).
-func IsStateful(kind string) bool { return kind == KindStatefulSet || kind == KindKruiseStatefulSet }
+// IsStateful reports whether kind keeps addresses by ordinal (a StatefulSet, an
+// Advanced StatefulSet, or a configured kind with ordinal names).
+func IsStateful(kind string) bool {
+	return kind == KindStatefulSet || kind == KindKruiseStatefulSet || isOrdinalKind(kind)
+}
 
 // IsVM reports whether kind is a KubeVirt VirtualMachine or VirtualMachineInstance, whose
 // addresses follow the machine from pod to pod.
@@ -133,7 +139,7 @@ func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
 	}
 	own := Ref{Namespace: pod.Namespace, Kind: refKind(kindOf(ref)), Name: ref.Name, UID: string(ref.UID)}
 	parent := metav1.GetControllerOf(meta)
-	if parent == nil || parents[kindOf(ref)] != kindOf(parent) {
+	if parent == nil || !isParent(kindOf(ref), kindOf(parent)) {
 		return own, nil
 	}
 	switch pm, err := verified(ctx, r, pod.Namespace, parent); {
@@ -147,6 +153,9 @@ func Of(ctx context.Context, r client.Reader, pod *corev1.Pod) (Ref, error) {
 
 // refKind is the Kind a workload of group and kind gk is known by.
 func refKind(gk schema.GroupKind) string {
+	if k, ok := configuredKind(gk); ok {
+		return k.RefKind()
+	}
 	if gk == (schema.GroupKind{Group: GroupKruise, Kind: KindStatefulSet}) {
 		return KindKruiseStatefulSet
 	}
@@ -161,6 +170,7 @@ var Owners = []schema.GroupVersionKind{
 	appsv1.SchemeGroupVersion.WithKind(KindDaemonSet),
 	batchv1.SchemeGroupVersion.WithKind(KindJob),
 	batchv1.SchemeGroupVersion.WithKind(KindCronJob),
+	corev1.SchemeGroupVersion.WithKind(KindReplicationController),
 }
 
 // Optional are the controller kinds Of also verifies, whose CRDs may not be
@@ -190,8 +200,12 @@ type liveOptional struct {
 }
 
 func (l liveOptional) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	switch obj.GetObjectKind().GroupVersionKind().Group {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	switch gvk.Group {
 	case GroupKubeVirt, GroupKruise:
+		return l.live.Get(ctx, key, obj, opts...)
+	}
+	if _, ok := configuredKind(gvk.GroupKind()); ok {
 		return l.live.Get(ctx, key, obj, opts...)
 	}
 	return l.Reader.Get(ctx, key, obj, opts...)
@@ -203,6 +217,17 @@ var parents = map[schema.GroupKind]schema.GroupKind{
 	{Group: appsv1.GroupName, Kind: KindReplicaSet}:          {Group: appsv1.GroupName, Kind: KindDeployment},
 	{Group: batchv1.GroupName, Kind: KindJob}:                {Group: batchv1.GroupName, Kind: KindCronJob},
 	{Group: GroupKubeVirt, Kind: KindVirtualMachineInstance}: {Group: GroupKubeVirt, Kind: KindVirtualMachine},
+}
+
+// isParent: a controller of kind parent makes an object of kind child part
+// of a larger workload: one of parents, or a configured kind controlling a
+// ReplicaSet (an Argo Rollout's, say).
+func isParent(child, parent schema.GroupKind) bool {
+	if parents[child] == parent {
+		return true
+	}
+	_, ok := configuredKind(parent)
+	return ok && child == schema.GroupKind{Group: appsv1.GroupName, Kind: KindReplicaSet}
 }
 
 // kindOf is the group and kind an owner reference names; the zero
@@ -238,8 +263,11 @@ func verified(ctx context.Context, r client.Reader, namespace string, ref *metav
 
 // known is the listed kind ref names, at the version listed.
 func known(ref *metav1.OwnerReference) (schema.GroupVersionKind, bool) {
-	all := slices.Concat(Owners, Optional)
 	gk := kindOf(ref)
+	if k, ok := configuredKind(gk); ok {
+		return k.GVK(), true
+	}
+	all := slices.Concat(Owners, Optional)
 	i := slices.IndexFunc(all, func(gvk schema.GroupVersionKind) bool { return gvk.GroupKind() == gk })
 	if i < 0 {
 		return schema.GroupVersionKind{}, false
@@ -275,10 +303,14 @@ func StatefulOrdinal(pod *corev1.Pod) (set string, ordinal int32, ok bool) {
 // (KindStatefulSet or KindKruiseStatefulSet).
 func StatefulController(pod *corev1.Pod) (kind, set string, ordinal int32, ok bool) {
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != KindStatefulSet {
+	if ref == nil {
 		return "", "", 0, false
 	}
-	switch {
+	switch k, configured := configuredKind(kindOf(ref)); {
+	case configured && k.Ordinal:
+		kind = k.RefKind()
+	case ref.Kind != KindStatefulSet:
+		return "", "", 0, false
 	case strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/"):
 		kind = KindStatefulSet
 	case strings.HasPrefix(ref.APIVersion, GroupKruise+"/"):

@@ -149,7 +149,7 @@ func TestDaemonSet(t *testing.T) {
 			port = "4789"
 		}
 		for _, a := range []string{"--node-name=$(NODE_NAME)", "--cni-binary-source=/estuary-cni",
-			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth", "--cni-bandwidth=auto", "--cni-portmap-backend=iptables", "--vxlan-port=" + port,
+			"--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth,/plugins/tuning", "--cni-bandwidth=auto", "--cni-portmap-backend=iptables", "--vxlan-port=" + port,
 			"--health-probe-bind-address=127.0.0.1:9782", "--rt-tables-dir=/etc/iproute2/rt_tables.d"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("%s: args %v lack %s", what, c.Args, a)
@@ -194,7 +194,7 @@ func TestDaemonChainFlags(t *testing.T) {
 		flag, _, _ := strings.Cut(c.want, "=")
 		args := ds.Spec.Template.Spec.Containers[0].Args
 		n := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
-		if n < 0 || args[n] != c.want || !slices.Contains(args, "--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth") {
+		if n < 0 || args[n] != c.want || !slices.Contains(args, "--cni-extra-plugins=/plugins/loopback,/plugins/portmap,/plugins/bandwidth,/plugins/tuning") {
 			t.Errorf("%v: args %v, want %s and /plugins/bandwidth installed", c.args, args, c.want)
 		}
 	}

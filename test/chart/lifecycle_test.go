@@ -283,7 +283,7 @@ func TestCleanUpNodesOnUninstallValue(t *testing.T) {
 }
 
 // TestManagerMayUpgradeOnlyItsCRDs: the manager may read and update its
-// three CRDs and the ClusterNetworkPolicy CRD the chart installs, by name,
+// four CRDs and the ClusterNetworkPolicy CRD the chart installs, by name,
 // and no other CRD; it may never create or delete one.
 func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 	ensureNamespace(t)
@@ -293,7 +293,7 @@ func TestManagerMayUpgradeOnlyItsCRDs(t *testing.T) {
 		return named{access{verb, "apiextensions.k8s.io", "customresourcedefinitions", "", ""}, name}
 	}
 	for _, n := range []string{"networks.networking.estuary.io", "subnets.networking.estuary.io", "ipinstances.networking.estuary.io",
-		"clusternetworkpolicies.policy.networking.k8s.io"} {
+		"iphistories.networking.estuary.io", "clusternetworkpolicies.policy.networking.k8s.io"} {
 		for _, verb := range []string{"get", "update"} {
 			if !allowedName(t, user, crd(verb, n)) {
 				t.Errorf("the manager may not %s CRD %s; the chart must grant it", verb, n)

@@ -26,7 +26,6 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/ops"
 	"github.com/estuary-cni/estuary/internal/dataplane/podnet"
 	"github.com/estuary-cni/estuary/internal/nsrun"
-	"github.com/estuary-cni/estuary/test/infra/lab/images"
 	"github.com/estuary-cni/estuary/test/infra/nstest"
 	"github.com/estuary-cni/estuary/test/infra/testenv"
 )
@@ -50,14 +49,7 @@ const (
 // off the shaped pod's veth and puts it on an unshaped pod's. DEL removes
 // the ifb device with the veth.
 func TestBandwidthChain(t *testing.T) {
-	requirements(t)
-	plugins, err := images.BuildCNIPlugins(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, k8s := startAPIServer(t, false)
-	startManager(t, cfg, k8s.Scheme())
-	overlay(t, k8s, "bw-overlay", "10.201.0.0/24")
+	plugins, cfg, k8s := chainEnv(t, "bw-overlay", "10.201.0.0/24")
 
 	host, health := fakeHost(t), freeAddr(t)
 	dcfg := daemon.Config{

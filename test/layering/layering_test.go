@@ -39,7 +39,7 @@ var layers = []layer{
 	// estuary's reading of its objects, shared by the manager and the node:
 	// networks, workloads, endpoint records, BGP peer status, allocation
 	// checks.
-	{"model", []string{"internal/netmodel", "internal/workload", "internal/endpointstore", "internal/bgpstatus",
+	{"model", []string{"internal/netmodel", "internal/uplink", "internal/workload", "internal/endpointstore", "internal/bgpstatus",
 		"internal/ipamcheck"}},
 	// The node's kernel state: written from plain values (dataplane), read
 	// back whole (nodesnap).

@@ -23,13 +23,7 @@ func newKruiseSet(t *testing.T, ns, name, version string, replicas int64, annota
 	}}
 	u.SetAPIVersion(workload.GroupKruise + "/" + version)
 	u.SetKind(workload.KindStatefulSet)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	if err := k8s.Create(bg(), u); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(bg(), u) })
-	return u
+	return createObject(t, u, ns, name)
 }
 
 // An Advanced StatefulSet's pods are kept like a StatefulSet's: ip-pool and

@@ -19,6 +19,7 @@ type Metrics struct {
 	auditRuns       prometheus.Counter
 	auditAdopted    prometheus.Counter
 	auditFreed      prometheus.Counter
+	historyFailures prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: the
@@ -64,8 +65,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "estuary_ipam_audit_freed_total",
 			Help: "Addresses held in memory that no record named at two audits in a row, freed.",
 		}),
+		historyFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "estuary_ipam_address_history_write_failures_total",
+			Help: "Address history writes that failed (retried later) or entries dropped from a full queue; allocation never waits for them.",
+		}),
 	}
-	reg.MustRegister(m.allocDuration, m.addresses, m.capacity, m.rebuildProblems, m.rebuildFailures, m.auditRuns, m.auditAdopted, m.auditFreed)
+	reg.MustRegister(m.allocDuration, m.addresses, m.capacity, m.rebuildProblems, m.rebuildFailures, m.auditRuns, m.auditAdopted, m.auditFreed,
+		m.historyFailures)
 	return m
 }
 

@@ -206,6 +206,9 @@ func (rt *retainer) setWantsOrdinal(ctx context.Context, key string, set *setRef
 	if set.kind == workload.KindKruiseStatefulSet {
 		return rt.kruiseWantsOrdinal(ctx, ns, set)
 	}
+	if kind, ok := workload.ConfiguredByRefKind(set.kind); ok {
+		return rt.configuredWantsOrdinal(ctx, ns, kind, set)
+	}
 	sts := &appsv1.StatefulSet{}
 	err := rt.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: set.name}, sts)
 	if apierrors.IsNotFound(err) {

@@ -145,6 +145,9 @@ func (p *planner) plan(ctx context.Context, key string, pod *corev1.Pod) (ipam.R
 		return ipam.Request{}, f, err
 	}
 	f.set = verifiedSet(pod, f.owner)
+	if f.set != nil && !ordinalKept(f.set, &f.fixed, p.defaults) {
+		f.set = nil
+	}
 	keptByOwner := f.set != nil || workload.IsVM(f.owner.Kind)
 	bounds := netmodel.Bounds{MaxRetainTTL: p.maxRetainTTL}
 	networks, subnets := p.topo.objects()
@@ -184,6 +187,9 @@ func (p *planner) ownerOf(ctx context.Context, pod *corev1.Pod) (workload.Ref, e
 	owner, err := workload.Of(ctx, workload.LiveOptional(p.client, p.live), pod)
 	if err == nil && unconfirmed(pod, owner) {
 		owner, err = workload.Of(ctx, p.live, pod)
+		if err == nil {
+			p.reportUnverified(ctx, pod, owner)
+		}
 	}
 	if err == nil && (workload.IsVM(owner.Kind) || owner.Kind == workload.KindKruiseStatefulSet) {
 		p.sawOptionalKind()

@@ -47,6 +47,9 @@ type Options struct {
 	// PodSelector, when set, limits the pods given addresses to those it
 	// selects (the manager's --pod-label-selector).
 	PodSelector labels.Selector
+	// History configures the addresses' history (history.go); on unless
+	// History.Off.
+	History HistoryOptions
 }
 
 // Setup wires the pod, pool, network and subnet controllers, the rebuild,
@@ -66,6 +69,8 @@ type controllers struct {
 	pools *poolReconciler
 	// optional: the planner met a pod of an optional kind (optional.go).
 	optional chan struct{}
+	// history writes the addresses' history; nil when it is off.
+	history *historyWriter
 }
 
 // setup is Setup; wrapLive, when set, wraps the live reader of every part
@@ -118,7 +123,12 @@ func (o Options) withDefaults() Options {
 func build(cached client.Client, live client.Reader, alloc Allocator, events EventRecorder, topo *Topology, opts Options) *controllers {
 	held, pending, queue, ready := newHoldings(), &pendingAdoptions{}, newQueues(), &readiness{}
 	optional := make(chan struct{}, 1)
-	store := clientStore{cache: cached, live: live}
+	var store recordStore = clientStore{cache: cached, live: live}
+	var history *historyWriter
+	if !opts.History.Off {
+		history = newHistoryWriter(cached, live, opts.History, opts.Metrics.historyFailures)
+		store = historyStore{recordStore: store, sink: history, now: time.Now}
+	}
 	led := &ledger{store: store, alloc: alloc, held: held, pending: pending, queue: queue, events: events, topo: topo}
 	ret := &retainer{client: cached, live: live, defaults: opts.Defaults, held: held, ledger: led}
 	pods := &Reconciler{
@@ -130,7 +140,7 @@ func build(cached client.Client, live client.Reader, alloc Allocator, events Eve
 		fixed: &fixedClaims{alloc: alloc, topo: topo, held: held, queue: queue, events: events, ledger: led},
 	}
 	pools := &poolReconciler{store: store, alloc: alloc, held: held, pending: pending, ready: ready, ledger: led, retention: ret}
-	return &controllers{pods: pods, pools: pools, optional: optional}
+	return &controllers{pods: pods, pools: pools, optional: optional, history: history}
 }
 
 // addRunnables adds the rebuild, the status writer, the optional watches
@@ -143,6 +153,11 @@ func addRunnables(mgr ctrl.Manager, c *controllers, live client.Reader, opts Opt
 	}
 	if err := mgr.Add(&StatusWriter{Client: mgr.GetClient(), Alloc: r.alloc, Topology: r.topo, Metrics: opts.Metrics, Ready: r.ready, Interval: opts.StatusInterval}); err != nil {
 		return nil, err
+	}
+	if c.history != nil {
+		if err := mgr.Add(c.history); err != nil {
+			return nil, err
+		}
 	}
 	err := mgr.Add(&optionalWatches{live: live, queue: r.queue, held: r.held, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(), poll: optionalPoll, seen: c.optional})
 	if err != nil {

@@ -66,6 +66,7 @@ type testManager struct {
 	audit      time.Duration                        // its audit interval; 0: the default
 	pods       labels.Selector                      // its --pod-label-selector; nil: every pod
 	defaults   netmodel.Defaults                    // its cluster defaults
+	history    HistoryOptions                       // its addresses' history
 }
 
 // startManagerWith starts the controllers as startManager does, as tm
@@ -113,7 +114,7 @@ func startControllers(t *testing.T, tm testManager) (*controllers, func()) {
 	c, err := setup(mgr, ipam.New(), Options{
 		Workers: 4, Metrics: NewMetrics(prometheus.NewRegistry()),
 		RetryExhausted: 500 * time.Millisecond, StatusInterval: 200 * time.Millisecond,
-		AuditInterval: tm.audit, PodSelector: tm.pods, Defaults: tm.defaults,
+		AuditInterval: tm.audit, PodSelector: tm.pods, Defaults: tm.defaults, History: tm.history,
 	}, tm.apiReader)
 	if err != nil {
 		t.Fatal(err)

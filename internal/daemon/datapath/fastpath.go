@@ -32,6 +32,9 @@ type FastPathConfig struct {
 	HostVeth func(endpointstore.Key) string
 	// Uplink is the underlay's NIC, if one is configured.
 	Uplink string
+	// Uplinks, when set, are the underlay's NICs chosen now, in place of
+	// Uplink.
+	Uplinks func() []string
 }
 
 // FastPathPart syncs the fast path after the overlay and the underlay.
@@ -65,7 +68,9 @@ func (p *FastPathPart) Sync(_ context.Context, snap *Snapshot) error {
 	if parent, err := snap.Parent(); err == nil {
 		d.Devices = append(d.Devices, parent.Link)
 	}
-	if p.cfg.Uplink != "" {
+	if p.cfg.Uplinks != nil {
+		d.Devices = append(d.Devices, p.cfg.Uplinks()...)
+	} else if p.cfg.Uplink != "" {
 		d.Devices = append(d.Devices, p.cfg.Uplink)
 	}
 	if err := p.fp.Sync(d); err != nil {

@@ -66,6 +66,9 @@ type KernelWatch struct {
 	Netns string
 	// Uplink is the underlay's NIC, if one is configured.
 	Uplink string
+	// Uplinks, when set, are the underlay's candidate NICs now, in place
+	// of Uplink: any of them appearing or going changes the choice.
+	Uplinks func() []string
 	// Parent is the tunnel's parent as configured; Links resolves it.
 	Parent overlay.ParentSpec
 	Links  ParentResolver
@@ -109,7 +112,9 @@ func (k KernelWatch) Run(ctx context.Context, t *Trigger) error {
 // else its configured name, else "" (unknown).
 func (k KernelWatch) watchedParents() []string {
 	var names []string
-	if k.Uplink != "" {
+	if k.Uplinks != nil {
+		names = append(names, k.Uplinks()...)
+	} else if k.Uplink != "" {
 		names = append(names, k.Uplink)
 	}
 	if p, err := k.Links.ResolveParent(k.Parent); err == nil {

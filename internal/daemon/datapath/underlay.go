@@ -21,6 +21,7 @@ package datapath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	"github.com/estuary-cni/estuary/internal/dataplane/desired"
 	"github.com/estuary-cni/estuary/internal/dataplane/overlay"
 	"github.com/estuary-cni/estuary/internal/dataplane/underlay"
+	"github.com/estuary-cni/estuary/internal/uplink"
 )
 
 // Underlay is what the loop needs of the node's underlay (VLAN) data path;
@@ -54,7 +56,12 @@ type UnderlayConfig struct {
 	Uplink string
 	// Links resolves Uplink.
 	Links ParentResolver
-	Log   logr.Logger
+	// Choose, when set, chooses each pass the uplink of the VLAN networks
+	// (uplink.VLAN) and of the BGP networks (uplink.BGP) instead of
+	// Uplink: "" means the tunnel's parent link; an error leaves that
+	// mode's networks off the node and fails the pass with it.
+	Choose func(m uplink.Mode) (string, error)
+	Log    logr.Logger
 }
 
 // UnderlayPart applies the underlay networks of the node's domains.
@@ -63,6 +70,7 @@ type UnderlayPart struct {
 	ua  Underlay
 	// The loop's goroutine only:
 	retired      []underlay.SubnetRef // the underlay subnets of the last Apply
+	missing      []error              // the modes Choose found no uplink for, this pass
 	emptyApplied bool                 // the last Apply had no network and succeeded
 }
 
@@ -86,8 +94,15 @@ func (p *UnderlayPart) Sync(ctx context.Context, snap *Snapshot) error {
 	if inputErr != nil {
 		p.cfg.Log.Error(inputErr, "objects skipped while computing the underlay")
 	}
-	if len(in.Networks) > 0 {
-		uplink, addrs, err := p.uplink(snap)
+	var chooseErr error
+	if p.cfg.Choose != nil {
+		var err error
+		if in, err = p.chooseUplinks(snap, in); err != nil {
+			return err
+		}
+		chooseErr = errors.Join(p.missing...)
+	} else if len(in.Networks) > 0 {
+		uplink, addrs, err := p.uplink(snap, p.cfg.Uplink)
 		if err != nil {
 			// Without an uplink every subnet would be left out, which would
 			// take the underlay off the node: keep it as it is instead.
@@ -100,7 +115,7 @@ func (p *UnderlayPart) Sync(ctx context.Context, snap *Snapshot) error {
 	if len(in.Networks) == 0 && p.emptyApplied && slices.Equal(in.Cluster, p.retired) {
 		// Nothing of the underlay is on the node and nothing changed since
 		// an Apply made it so: spare the full read of the kernel's state.
-		return nil
+		return chooseErr
 	}
 	start := time.Now()
 	plan, err := p.ua.Apply(ctx, in)
@@ -110,26 +125,26 @@ func (p *UnderlayPart) Sync(ctx context.Context, snap *Snapshot) error {
 	}
 	p.retired, p.emptyApplied = current, len(in.Networks) == 0
 	if !plan.Empty() {
-		p.cfg.Log.Info("underlay reconciled", "uplink", in.Uplink, "networks", len(in.Networks),
+		p.cfg.Log.Info("underlay reconciled", "uplink", in.Uplink, "bgpUplink", in.BGPUplink, "networks", len(in.Networks),
 			"changes", plan.Len(), "took", time.Since(start))
 	}
-	return nil
+	return chooseErr
 }
 
 // uplink returns the underlay's uplink and the node's own addresses on it
 // with their prefix lengths (when known, and not a pod's address, which an
 // enhanced address is): they tell which BGP peers are on the uplink's
 // networks and which subnets need no enhanced address.
-func (p *UnderlayPart) uplink(snap *Snapshot) (string, []desired.Addr, error) {
+func (p *UnderlayPart) uplink(snap *Snapshot, name string) (string, []desired.Addr, error) {
 	var parent overlay.Parent
 	var err error
-	if p.cfg.Uplink == "" {
+	if name == "" {
 		if parent, err = snap.Parent(); err != nil {
 			return "", nil, fmt.Errorf("underlay uplink (the tunnel parent): %w", err)
 		}
-	} else if parent, err = p.cfg.Links.ResolveParent(overlay.ParentSpec{Name: p.cfg.Uplink}); err != nil {
+	} else if parent, err = p.cfg.Links.ResolveParent(overlay.ParentSpec{Name: name}); err != nil {
 		// An uplink without a global address (a trunk) is still usable.
-		return p.cfg.Uplink, nil, nil
+		return name, nil, nil
 	}
 	var addrs []desired.Addr
 	for _, pf := range parent.Prefixes {
@@ -141,4 +156,47 @@ func (p *UnderlayPart) uplink(snap *Snapshot) (string, []desired.Addr, error) {
 		addrs = append(addrs, desired.Addr{Dev: parent.Link, Prefix: netip.PrefixFrom(ip, ip.BitLen())})
 	}
 	return parent.Link, addrs, nil
+}
+
+// chooseUplinks sets in's uplinks by Choose for the modes among its
+// networks; the networks of a mode without an uplink are taken out of in
+// (so not programmed) and the reason kept in p.missing. An unresolvable
+// tunnel parent, when it is a mode's uplink, keeps the underlay as it is.
+func (p *UnderlayPart) chooseUplinks(snap *Snapshot, in underlay.Input) (underlay.Input, error) {
+	p.missing = nil
+	nets := in.Networks
+	in.Networks = nil
+	for _, m := range []uplink.Mode{uplink.VLAN, uplink.BGP} {
+		var ns []underlay.Network
+		for _, n := range nets {
+			if n.IsBGP() == (m == uplink.BGP) {
+				ns = append(ns, n)
+			}
+		}
+		if len(ns) == 0 {
+			continue
+		}
+		name, err := p.cfg.Choose(m)
+		if err != nil {
+			p.missing = append(p.missing, fmt.Errorf("underlay on node %s: %w", p.cfg.Node, err))
+			continue
+		}
+		link, addrs, err := p.uplink(snap, name)
+		if err != nil {
+			return in, err
+		}
+		if m == uplink.VLAN {
+			in.Uplink = link
+		} else {
+			in.BGPUplink = link
+		}
+		in.Networks = append(in.Networks, ns...)
+		if m == uplink.VLAN || link != in.Uplink {
+			in.NodeAddrs = append(in.NodeAddrs, addrs...)
+		}
+	}
+	if in.Uplink == "" {
+		in.Uplink = in.BGPUplink
+	}
+	return in, nil
 }

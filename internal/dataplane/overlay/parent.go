@@ -82,3 +82,10 @@ func (a *Agent) findParent(spec ParentSpec) (ops.LinkAddrs, error) {
 	}
 	return ops.LinkAddrs{}, fmt.Errorf("no default route")
 }
+
+// LinkExists says whether the host has a link named name, with or without
+// addresses.
+func (a *Agent) LinkExists(name string) bool {
+	_, err := a.h.Addrs().OfLink(name)
+	return err == nil
+}

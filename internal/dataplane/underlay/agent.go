@@ -68,7 +68,7 @@ func (a *Agent) Apply(ctx context.Context, in Input) (desired.Plan, error) {
 	failed := map[string]bool{}
 	a.sysctls = nil
 	for _, d := range devs {
-		exists, err := a.ensureDevice(in.Uplink, d)
+		exists, err := a.ensureDevice(in.parentOf(d), d)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -166,7 +166,7 @@ func without(in Input, failed map[string]bool) Input {
 		m := n
 		m.Subnets = nil
 		for _, s := range n.Subnets {
-			if !failed[VLANName(in.Uplink, vlanOf(n, s))] {
+			if !failed[VLANName(in.uplinkOf(n), vlanOf(n, s))] {
 				m.Subnets = append(m.Subnets, s)
 			}
 		}

@@ -25,7 +25,7 @@ func subnetOf(in Input, ip netip.Addr) (string, Subnet, error) {
 			if err := validVLAN(id); err != nil {
 				return "", Subnet{}, fmt.Errorf("underlay subnet %s: %w", s.Name, err)
 			}
-			return VLANName(in.Uplink, id), s, nil
+			return VLANName(in.uplinkOf(n), id), s, nil
 		}
 	}
 	return "", Subnet{}, fmt.Errorf("%s is in no underlay subnet of this node", ip)

@@ -78,7 +78,8 @@ func resolveSubnet(in Input, n Network, s Subnet) (local, bool, error) {
 	if err := validVLAN(vlan); err != nil {
 		return local{}, false, fmt.Errorf("underlay subnet %s: %w", s.Name, err)
 	}
-	if in.Uplink == "" {
+	uplink := in.uplinkOf(n)
+	if uplink == "" {
 		return local{}, false, fmt.Errorf("underlay subnet %s: no uplink", s.Name)
 	}
 	s.CIDR = netip.PrefixFrom(s.CIDR.Addr().Unmap(), s.CIDR.Bits()).Masked()
@@ -93,11 +94,11 @@ func resolveSubnet(in Input, n Network, s Subnet) (local, bool, error) {
 		return local{}, false, nil
 	}
 	slices.SortFunc(pods, netip.Addr.Compare)
-	l := local{sub: s, dev: VLANName(in.Uplink, vlan), vlan: vlan, pods: slices.Compact(pods), bgp: n.IsBGP()}
+	l := local{sub: s, dev: VLANName(uplink, vlan), vlan: vlan, pods: slices.Compact(pods), bgp: n.IsBGP()}
 	if l.bgp {
-		if l.peer = reachablePeer(in, n, s.CIDR.Addr().Is4()); !l.peer.IsValid() {
+		if l.peer = reachablePeer(in, n, uplink, s.CIDR.Addr().Is4()); !l.peer.IsValid() {
 			return local{}, false, fmt.Errorf("underlay subnet %s: no BGP peer of network %s on the networks of uplink %s",
-				s.Name, n.Name, in.Uplink)
+				s.Name, n.Name, uplink)
 		}
 	}
 	return l, true, nil
@@ -105,14 +106,14 @@ func resolveSubnet(in Input, n Network, s Subnet) (local, bool, error) {
 
 // reachablePeer returns the first peer of n of the given family inside the
 // prefix of a node address on the uplink, the zero Addr if none is.
-func reachablePeer(in Input, n Network, v4 bool) netip.Addr {
+func reachablePeer(in Input, n Network, uplink string, v4 bool) netip.Addr {
 	for _, p := range n.Peers {
 		p = p.Unmap()
 		if !p.IsValid() || p.Is4() != v4 {
 			continue
 		}
 		for _, a := range in.NodeAddrs {
-			if a.Dev == in.Uplink && a.Prefix.IsValid() && a.Prefix.Bits() < a.Prefix.Addr().BitLen() &&
+			if a.Dev == uplink && a.Prefix.IsValid() && a.Prefix.Bits() < a.Prefix.Addr().BitLen() &&
 				netip.PrefixFrom(a.Prefix.Addr().Unmap(), a.Prefix.Bits()).Contains(p) {
 				return p
 			}

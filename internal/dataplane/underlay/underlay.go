@@ -157,6 +157,9 @@ type Input struct {
 	// Uplink is the node's NIC on the underlay segments: the parent of
 	// every sub-interface, and the vlan-if of untagged networks.
 	Uplink string
+	// BGPUplink is the NIC of the BGP networks when they use another link
+	// than the VLAN networks; empty: Uplink.
+	BGPUplink string
 	// Networks are the underlay networks (VLAN and BGP mode) whose domain
 	// holds this node.
 	Networks []Network
@@ -284,4 +287,21 @@ func validVLAN(id int) error {
 		return fmt.Errorf("vlan id %d out of range 0-%d", id, MaxVLAN)
 	}
 	return nil
+}
+
+// uplinkOf is the NIC of network n on the node.
+func (in Input) uplinkOf(n Network) string {
+	if n.IsBGP() && in.BGPUplink != "" {
+		return in.BGPUplink
+	}
+	return in.Uplink
+}
+
+// parentOf is the link device d is made on: the BGP networks' uplink for
+// theirs, else Uplink.
+func (in Input) parentOf(d Device) string {
+	if in.BGPUplink != "" && in.BGPUplink != in.Uplink && d.Name == VLANName(in.BGPUplink, d.VLAN) {
+		return in.BGPUplink
+	}
+	return in.Uplink
 }

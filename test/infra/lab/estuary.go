@@ -54,6 +54,10 @@ type EstuaryState struct {
 // estuaryDir holds the values file and helm's own cache, config and data.
 func (p Paths) estuaryDir() string { return filepath.Join(p.Root, "estuary") }
 
+// LabAltUplink is the other uplink name the lab's estuary values prefer to
+// eth0 for VLAN networks (underlay.vlanUplinks).
+const LabAltUplink = "ens5"
+
 // EstuaryValues returns the chart values the lab installs estuary with: the
 // lab's pod range as the default overlay subnet. The images are the chart's
 // defaults, the release's in the lab registry. The admission webhook is on:
@@ -78,6 +82,9 @@ func EstuaryValues(plan *Plan) ([]byte, error) {
 			"enabled": true,
 			"subnets": subnets,
 		},
+		// Nodes may name their uplink otherwise: a node with an ens5 uses
+		// it for its VLAN networks, the others their eth0 (TestPerNodeUplinks).
+		"underlay": map[string]any{"vlanUplinks": []string{LabAltUplink, "eth0"}},
 	}
 	if plan.Family != FamilyIPv4 {
 		v["manager"] = map[string]any{"defaultIPFamily": "Network"}

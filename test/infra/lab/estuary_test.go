@@ -31,6 +31,9 @@ func TestEstuaryValues(t *testing.T) {
 				NATOutgoing bool `json:"natOutgoing"`
 			}
 		} `json:"defaultNetwork"`
+		Underlay struct {
+			VLANUplinks []string `json:"vlanUplinks"`
+		}
 	}
 	if err := yaml.UnmarshalStrict(b, &v); err != nil {
 		t.Fatalf("%v\n%s", err, b)
@@ -39,6 +42,9 @@ func TestEstuaryValues(t *testing.T) {
 	if v.ImagePullPolicy != "" || v.Manager.Image.Repository != "" || v.Daemon.Image.Repository != "" ||
 		v.Daemon.CNIVersion != "1.0.0" {
 		t.Errorf("images: %s", b)
+	}
+	if u := v.Underlay.VLANUplinks; len(u) != 2 || u[0] != LabAltUplink || u[1] != "eth0" {
+		t.Errorf("VLAN uplinks %v, want [%s eth0]: %s", u, LabAltUplink, b)
 	}
 	sn := v.DefaultNetwork.Subnets
 	if !v.DefaultNetwork.Enabled || len(sn) != 1 || sn[0].Name != "overlay-v4" || sn[0].CIDR != PodCIDR || !sn[0].NATOutgoing {

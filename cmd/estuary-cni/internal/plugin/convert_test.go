@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	cniversion "github.com/containernetworking/cni/pkg/version"
 
 	cniv1 "github.com/estuary-cni/estuary/api/cni/v1"
 )
@@ -78,5 +79,41 @@ func TestFromResultOlderVersion(t *testing.T) {
 	out, err := FromResult(conf.PrevResult)
 	if err != nil || len(out.GetIps()) != 1 || out.GetIps()[0].GetAddress() != "10.0.0.2/24" {
 		t.Fatalf("FromResult = %v, %v", out, err)
+	}
+}
+
+// TestResultAt100NamesThePodInterface: the result printed for a 1.0.0
+// conflist (containerd 1.6), read back as a chained plugin reads its
+// prevResult, still names the pod's interface with its sandbox, and every
+// address points at it.
+func TestResultAt100NamesThePodInterface(t *testing.T) {
+	res, err := ToResult(sampleReply())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := res.GetAsVersion("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := cniversion.NewResult("1.0.0", raw)
+	if err != nil {
+		t.Fatalf("%s does not parse as 1.0.0: %v", raw, err)
+	}
+	r, err := types100.NewResultFromResult(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.Version() != "1.0.0" || len(r.Interfaces) != 2 || r.Interfaces[1].Name != "eth0" || r.Interfaces[1].Sandbox != "/var/run/netns/x" ||
+		r.Interfaces[0].Sandbox != "" {
+		t.Fatalf("result %s: want version 1.0.0, interface 1 eth0 in sandbox /var/run/netns/x, interface 0 on the host", raw)
+	}
+	for _, ip := range r.IPs {
+		if ip.Interface == nil || *ip.Interface != 1 {
+			t.Errorf("result %s: %s does not point at interface 1", raw, ip.Address.String())
+		}
 	}
 }

@@ -2,9 +2,11 @@ package images
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/estuary-cni/estuary/internal/cniplugins"
@@ -20,7 +22,7 @@ const (
 // Estuary is the pair of images an estuary install runs.
 type Estuary struct {
 	Manager Built `json:"manager"` // /estuary-manager
-	Daemon  Built `json:"daemon"`  // /estuary-daemon, /estuary-cni, /plugins/{loopback,portmap,bandwidth}
+	Daemon  Built `json:"daemon"`  // /estuary-daemon, /estuary-cni, /plugins/<each of cniplugins.Packages>
 }
 
 // BuildEstuary builds static binaries of estuary-manager, estuary-daemon and
@@ -61,13 +63,14 @@ func BuildEstuary(repo, cacheDir string) (Estuary, error) {
 		[]File{{Source: bin("estuary-manager"), Path: "/estuary-manager"}}, nil); err != nil {
 		return Estuary{}, err
 	}
-	if e.Daemon, err = CachedImage(cacheDir, DaemonRepo, []File{
+	daemonFiles := []File{
 		{Source: bin("estuary-daemon"), Path: "/estuary-daemon"},
 		{Source: bin("estuary-cni"), Path: "/estuary-cni"},
-		{Source: filepath.Join(plugins, "loopback"), Path: "/plugins/loopback"},
-		{Source: filepath.Join(plugins, "portmap"), Path: "/plugins/portmap"},
-		{Source: filepath.Join(plugins, "bandwidth"), Path: "/plugins/bandwidth"},
-	}, nil); err != nil {
+	}
+	for _, name := range slices.Sorted(maps.Keys(cniplugins.Packages())) {
+		daemonFiles = append(daemonFiles, File{Source: filepath.Join(plugins, name), Path: "/plugins/" + name})
+	}
+	if e.Daemon, err = CachedImage(cacheDir, DaemonRepo, daemonFiles, nil); err != nil {
 		return Estuary{}, err
 	}
 	return e, nil
