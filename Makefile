@@ -136,6 +136,10 @@ test-kubeadm: lab-deps ## On a fresh lab made by kubeadm (estuary-lab up --boots
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null
 	ESTUARY_E2E_BOOTSTRAP=kubeadm go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 40m -v -run '^($(KUBEADM_TESTS))$$' ./test/e2e/
 
+.PHONY: test-hybridnet
+test-hybridnet: lab-deps ## hybridnet itself on a fresh lab (estuary-lab up --cni hybridnet: built from HYBRIDNET_SRC, default ../shared/peers/hybridnet, installed with its own chart): its overlay and untagged VLAN underlay pods reach each other and the external host (root).
+	ESTUARY_E2E_CNI=hybridnet go test $(GO_TEST_FLAGS) -p 1 -tags lab -timeout 40m -v -run '^TestHybridnet' ./test/e2e/
+
 .PHONY: test-dualstack
 test-dualstack: lab-deps ## The dual-stack e2e tests (DUALSTACK_TESTS) on a fresh dual-stack lab (estuary-lab up --ip-family dual) (root).
 	bash hack/kube-binaries.sh e2e.test kubectl >/dev/null

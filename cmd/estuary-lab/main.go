@@ -97,7 +97,7 @@ func upCmd(opts *lab.Options) *cobra.Command {
 	}
 	f := c.Flags()
 	f.IntVar(&opts.Nodes, "nodes", 3, "number of worker nodes")
-	f.StringVar(&opts.CNI, "cni", "bridge", "CNI to install: bridge (reference plugins), estuary, or flannel (flanneld, VXLAN backend)")
+	f.StringVar(&opts.CNI, "cni", "bridge", "CNI to install: bridge (reference plugins), estuary, flannel (flanneld, VXLAN backend), or hybridnet (built from $HYBRIDNET_SRC, default ../shared/peers/hybridnet)")
 	f.StringVar(&opts.Bootstrap, "bootstrap", lab.BootstrapLab, "how the cluster is made: lab (the lab's own control plane and node daemons) or kubeadm (kubeadm init and join on the nodes, estuary installed with docs/install.md's commands; --cni estuary, IPv4)")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", lab.DefaultKubernetesVersion, "Kubernetes version to build and run")
 	f.StringVar(&opts.ProxyMode, "proxy-mode", "iptables", "kube-proxy mode: iptables or nftables")

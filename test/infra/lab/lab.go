@@ -214,6 +214,17 @@ func (l *Lab) checkCNI(repo string) error {
 			return fmt.Errorf("--cni estuary: the go tool builds the estuary images: %w", err)
 		}
 		return nil
+	case "hybridnet":
+		if l.opts.IPFamily != FamilyIPv4 {
+			return fmt.Errorf("--cni hybridnet: only --ip-family %s is supported", FamilyIPv4)
+		}
+		if _, err := os.Stat(filepath.Join(hybridnetSrc(repo), "go.mod")); err != nil {
+			return fmt.Errorf("--cni hybridnet: hybridnet's source (set %s): %w", HybridnetSrcEnv, err)
+		}
+		if _, err := exec.LookPath("go"); err != nil {
+			return fmt.Errorf("--cni hybridnet: the go tool builds hybridnet: %w", err)
+		}
+		return nil
 	case "flannel":
 		if l.opts.IPFamily != FamilyIPv4 {
 			return fmt.Errorf("--cni flannel: only --ip-family %s is supported", FamilyIPv4)
@@ -226,7 +237,7 @@ func (l *Lab) checkCNI(repo string) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("--cni %q: want bridge, estuary or flannel", l.opts.CNI)
+		return fmt.Errorf("--cni %q: want bridge, estuary, flannel or hybridnet", l.opts.CNI)
 	}
 }
 

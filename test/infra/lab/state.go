@@ -11,22 +11,23 @@ import (
 // State is the record of a lab, written to <state>/state.json when up starts and
 // updated when it ends. Cleanup uses it when present but never depends on it.
 type State struct {
-	Phase             string        `json:"phase"` // starting, running
-	Nodes             int           `json:"nodes"`
-	CNI               string        `json:"cni"`
-	Bootstrap         string        `json:"bootstrap,omitempty"` // BootstrapLab when empty
-	KubernetesVersion string        `json:"kubernetesVersion"`
-	ProxyMode         string        `json:"proxyMode"`
-	IPFamily          string        `json:"ipFamily,omitempty"` // ipv4 when empty (a lab from before --ip-family)
-	HostAPIPort       int           `json:"hostAPIPort"`
-	BinDir            string        `json:"binDir"`
-	Images            []string      `json:"images"`
-	Estuary           *EstuaryState `json:"estuary,omitempty"` // with --cni estuary
-	Flannel           *FlannelState `json:"flannel,omitempty"` // with --cni flannel
-	Kubeadm           *KubeadmState `json:"kubeadm,omitempty"` // with --bootstrap kubeadm
-	Namespaces        []string      `json:"namespaces"`
-	StartedAt         time.Time     `json:"startedAt"`
-	ReadyAt           time.Time     `json:"readyAt,omitzero"`
+	Phase             string          `json:"phase"` // starting, running
+	Nodes             int             `json:"nodes"`
+	CNI               string          `json:"cni"`
+	Bootstrap         string          `json:"bootstrap,omitempty"` // BootstrapLab when empty
+	KubernetesVersion string          `json:"kubernetesVersion"`
+	ProxyMode         string          `json:"proxyMode"`
+	IPFamily          string          `json:"ipFamily,omitempty"` // ipv4 when empty (a lab from before --ip-family)
+	HostAPIPort       int             `json:"hostAPIPort"`
+	BinDir            string          `json:"binDir"`
+	Images            []string        `json:"images"`
+	Estuary           *EstuaryState   `json:"estuary,omitempty"`   // with --cni estuary
+	Flannel           *FlannelState   `json:"flannel,omitempty"`   // with --cni flannel
+	Kubeadm           *KubeadmState   `json:"kubeadm,omitempty"`   // with --bootstrap kubeadm
+	Hybridnet         *HybridnetState `json:"hybridnet,omitempty"` // with --cni hybridnet
+	Namespaces        []string        `json:"namespaces"`
+	StartedAt         time.Time       `json:"startedAt"`
+	ReadyAt           time.Time       `json:"readyAt,omitzero"`
 }
 
 func (s *State) family() string {

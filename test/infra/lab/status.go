@@ -41,6 +41,7 @@ type Status struct {
 	Estuary      *EstuaryState       `json:"estuary,omitempty"`
 	Flannel      *FlannelState       `json:"flannel,omitempty"`
 	Kubeadm      *KubeadmState       `json:"kubeadm,omitempty"`
+	Hybridnet    *HybridnetState     `json:"hybridnet,omitempty"`
 	Components   []Component         `json:"components"`
 	Capabilities netlab.Capabilities `json:"kernelCapabilities"`
 	Memory       *MemoryStatus       `json:"memory,omitempty"`
@@ -172,7 +173,7 @@ func (l *Lab) Status(ctx context.Context) (*Status, error) {
 		s.Images["estuary-manager"], s.Images["estuary-daemon"] = e.Images["estuary-manager"], e.Images["estuary-daemon"]
 	}
 	s.Flannel = st.Flannel
-	s.Bootstrap, s.Kubeadm = st.Bootstrap, st.Kubeadm
+	s.Bootstrap, s.Kubeadm, s.Hybridnet = st.Bootstrap, st.Kubeadm, st.Hybridnet
 	if s.Bootstrap == "" {
 		s.Bootstrap = BootstrapLab
 	}

@@ -104,6 +104,13 @@ func (l *Lab) prepare(repo string) (*State, error) {
 			return nil, err
 		}
 	}
+	if l.opts.CNI == "hybridnet" {
+		var archive string
+		if st.Hybridnet, archive, err = l.prepareHybridnet(repo); err != nil {
+			return nil, err
+		}
+		st.Images = append(st.Images, archive)
+	}
 	if !l.kubeadm() { // kubeadm makes the cluster's own
 		l.step("credentials (CA, certificates, kubeconfigs)")
 		if err := l.credentials(); err != nil {
@@ -194,6 +201,11 @@ func (l *Lab) finish(ctx context.Context, st *State) error {
 	}
 	if st.Flannel != nil {
 		if err := l.startFlannel(ctx, st); err != nil {
+			return err
+		}
+	}
+	if st.Hybridnet != nil {
+		if err := l.installHybridnet(ctx, st); err != nil {
 			return err
 		}
 	}

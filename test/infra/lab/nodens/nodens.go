@@ -65,7 +65,8 @@ var Mounts = []Mount{
 	{"/run/flannel", "run-flannel"},                           // flanneld's lease (subnet.env), with --cni flannel
 	{"/etc/kube-flannel", "etc-kube-flannel"},                 // flannel's net-conf.json, with --cni flannel
 	{"/etc/kubernetes", "etc-kubernetes"},                     // kubeadm's configuration, certificates and static pods, with --bootstrap kubeadm
-	{"/var/lib/etcd", "var-lib-etcd"},                         // etcd's data on a kubeadm control-plane node
+	{"/var/lib/etcd", "var-lib-etcd"},
+	{"/run/cni", "run-cni"}, // hybridnet's daemon socket, with --cni hybridnet                         // etcd's data on a kubeadm control-plane node
 }
 
 // CreatedFile lists, inside a node's state dir, the host mount points the holder had
