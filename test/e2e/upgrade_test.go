@@ -183,7 +183,7 @@ func TestUpgradeWithoutAnOutage(t *testing.T) {
 	e.waitNoEstuaryPods(t)
 	e.putCRDs(ctx, t, filepath.Join(tree, "charts", "estuary", "crds"))
 	if _, err := e.helm(ctx, "install", lab.EstuaryRelease, "oci://"+e.estuary.Registry+"/charts/estuary", "--version", upgradeFromVersion,
-		"--plain-http", "-n", lab.EstuaryNamespace, "--values", e.estuary.Values, "--wait", "--timeout", "5m"); err != nil {
+		"--plain-http", "-n", lab.EstuaryNamespace, "--values", previousValues(t, e.estuary.Values, tree), "--wait", "--timeout", "5m"); err != nil {
 		t.Fatalf("install %s: %v", upgradeFromVersion, err)
 	}
 	if err := e.waitInstall(); err != nil {
@@ -301,4 +301,50 @@ func (e *labEnv) checkCRDsUpgraded(t *testing.T) {
 			t.Errorf("CRD %s categories %v, want %v", w.Name, cats, w.Spec.Names.Categories)
 		}
 	}
+}
+
+// previousValues writes the lab's values without the keys the previous
+// release's chart (its values.yaml in tree) does not have: its schema
+// refuses keys added since. The upgrade then brings the lab's own values.
+func previousValues(t *testing.T, values, tree string) string {
+	t.Helper()
+	read := func(p string) map[string]any {
+		b, err := os.ReadFile(filepath.Clean(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return m
+	}
+	kept := knownKeys(read(values), read(filepath.Join(tree, "charts", "estuary", "values.yaml")))
+	b, err := yaml.Marshal(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "previous-values.yaml")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// knownKeys returns v without the keys chart's default values lack, map by map.
+func knownKeys(v, chart map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, val := range v {
+		def, ok := chart[k]
+		if !ok {
+			continue
+		}
+		vm, isMap := val.(map[string]any)
+		dm, defIsMap := def.(map[string]any)
+		if isMap && defIsMap {
+			val = knownKeys(vm, dm)
+		}
+		out[k] = val
+	}
+	return out
 }
